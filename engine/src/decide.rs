@@ -1,0 +1,150 @@
+//! The decision pipeline and its public entry points.
+//!
+//! Five steps, each of which may end the pipeline: (1) validate host facts, (2) parse and
+//! validate the policy document, (3) resolve the effective policy, (4) negotiate a backend,
+//! (5) build the confinement plan. Whatever the step, the result is one [`Report`], turned into
+//! canonical JSON and hashed here, so that the typed verdict and the bytes can never disagree.
+//!
+//! Why `decide_json` goes through `decide`: the JSON entry point exists for controllers that
+//! hold a `SandboxPolicyInput` document; routing it through the typed path guarantees the same
+//! input gives the same bytes either way.
+
+use crate::model::DecisionInput;
+use crate::output::{
+    FieldError, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json, sha256_hex,
+};
+use crate::{host, negotiate, plan, policy, resolve};
+
+/// Decides how the input's command may be sandboxed: a decision or a refusal, with its
+/// canonical JSON and digest. Never panics; the same input always gives the same bytes.
+pub fn decide(input: &DecisionInput) -> Outcome {
+    let input_digest = sha256_hex(canonical_json(input).as_bytes());
+    finish(run(input, input_digest))
+}
+
+/// Decides from a JSON `SandboxPolicyInput`. A document that does not parse into a
+/// [`DecisionInput`] (unknown fields included) is refused with `HOST_FACTS_INVALID` at path
+/// `input`; that refusal's `inputDigest` is the SHA-256 of the raw text, since no canonical form
+/// exists.
+pub fn decide_json(input: &str) -> Outcome {
+    match serde_json::from_str::<DecisionInput>(input) {
+        Ok(parsed) => decide(&parsed),
+        Err(error) => {
+            let detail = crate::text::one_line(&error.to_string());
+            let mut report = refusal(
+                sha256_hex(input.as_bytes()),
+                RefusalCode::HostFactsInvalid,
+                format!("decision input is not a valid SandboxPolicyInput: {detail}"),
+            );
+            report.errors = vec![FieldError {
+                path: String::from("input"),
+                message: detail,
+            }];
+            finish(report)
+        }
+    }
+}
+
+/// Runs the pipeline to a report.
+fn run(input: &DecisionInput, input_digest: String) -> Report {
+    // (1) Host facts.
+    let host_errors = host::validate(input);
+    if !host_errors.is_empty() {
+        let message = format!("host facts are invalid: {}", host_errors.summary());
+        let mut report = refusal(input_digest, RefusalCode::HostFactsInvalid, message);
+        report.errors = host_errors.into_listed();
+        return report;
+    }
+
+    // (2) The document.
+    let taskpack = match &input.document {
+        None => None,
+        Some(document) => match policy::parse_taskpack(document, &input.host) {
+            Ok(taskpack) => Some(taskpack),
+            Err(errors) => {
+                let message = format!("policy is invalid: {}", errors.summary());
+                let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+                report.errors = errors.into_listed();
+                return report;
+            }
+        },
+    };
+
+    // (3) Resolution, (4) negotiation.
+    let effective = resolve::resolve(input, taskpack.as_ref());
+    let negotiation = negotiate::negotiate(&effective, &input.host, &input.probes);
+    let Some(probe) = negotiation.selected else {
+        let (code, message) = negotiation.refusal();
+        let mut report = refusal(input_digest, code, message);
+        report.trace = negotiation.trace;
+        report.policy = Some(effective);
+        return report;
+    };
+
+    // (5) The plan.
+    let confinement = plan::plan(&effective, &input.host, probe);
+    Report {
+        schema_version: SCHEMA_VERSION,
+        engine_version: crate::ENGINE_VERSION,
+        input_digest,
+        outcome: "decision",
+        code: None,
+        message: format!(
+            "selected `{}` for networkMode `{}`",
+            probe.backend.as_str(),
+            effective.network_mode.as_str()
+        ),
+        errors: Vec::new(),
+        backend: Some(probe.backend),
+        provided_capabilities: Some(plan::provided_capabilities(probe)),
+        limitations: Some(probe.limitations.clone()),
+        plan: Some(confinement),
+        trace: negotiation.trace,
+        policy: Some(effective),
+    }
+}
+
+/// A refusal report with nothing but its code and message filled in.
+fn refusal(input_digest: String, code: RefusalCode, message: String) -> Report {
+    Report {
+        schema_version: SCHEMA_VERSION,
+        engine_version: crate::ENGINE_VERSION,
+        input_digest,
+        outcome: "refusal",
+        code: Some(code),
+        message,
+        errors: Vec::new(),
+        policy: None,
+        backend: None,
+        provided_capabilities: None,
+        limitations: None,
+        plan: None,
+        trace: Vec::new(),
+    }
+}
+
+/// Serialises the report, hashes it, and derives the typed verdict from the same report.
+fn finish(report: Report) -> Outcome {
+    let verdict = match (report.code, &report.plan) {
+        (Some(code), _) => Verdict::Refusal {
+            code,
+            message: report.message.clone(),
+        },
+        (None, Some(plan)) => Verdict::Decision {
+            backend: plan.backend,
+            network_mode: plan.network_mode,
+        },
+        // Unreachable by construction: a report without a code always has a plan.
+        (None, None) => Verdict::Refusal {
+            code: RefusalCode::HostFactsInvalid,
+            message: report.message.clone(),
+        },
+    };
+    let canonical_json = canonical_json(&report);
+    let digest = sha256_hex(canonical_json.as_bytes());
+    Outcome {
+        verdict,
+        canonical_json,
+        digest,
+    }
+}

@@ -1,0 +1,161 @@
+//! Host facts and probes: the checks that make them safe to decide on.
+//!
+//! Why a separate refusal code: malformed facts are a host bug, not a policy error, and the
+//! user who wrote the Taskpack cannot fix them. Probes are otherwise trusted as recorded (replay
+//! depends on it); only what would make the decision ambiguous or the plan unsafe is checked:
+//! paths that are not normalised absolute paths, an empty or repeated backend order, two probes
+//! for one backend.
+
+use std::collections::BTreeSet;
+
+use crate::model::{Backend, DecisionInput};
+use crate::paths;
+use crate::text::{self, Errors};
+
+/// Every problem with the host facts and probes, with paths like `host.writableRoots[1]`.
+pub(crate) fn validate(input: &DecisionInput) -> Errors {
+    let mut errors = Errors::default();
+    let host = &input.host;
+    for (path, value) in [("host.os", &host.os), ("host.arch", &host.arch)] {
+        if value.is_empty() {
+            errors.push(path, "must not be empty");
+        }
+    }
+    for (path, value) in [
+        ("host.homeDir", &host.home_dir),
+        ("host.workspaceDir", &host.workspace_dir),
+    ] {
+        if let Err(message) = paths::check_host_path(value) {
+            errors.push(path, message);
+        }
+    }
+    for (index, root) in host.writable_roots.iter().enumerate() {
+        if let Err(message) = paths::check_host_path(root) {
+            errors.push(text::index_path("host.writableRoots", index), message);
+        }
+    }
+    let order = &host.default_backend_order;
+    if order.is_empty() || order.len() > Backend::ALL.len() {
+        errors.push(
+            "host.defaultBackendOrder",
+            format!(
+                "has {} entries; expected 1 to {}",
+                order.len(),
+                Backend::ALL.len()
+            ),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (index, backend) in order.iter().enumerate() {
+        if !seen.insert(*backend) {
+            errors.push(
+                text::index_path("host.defaultBackendOrder", index),
+                format!("duplicate backend `{}`", backend.as_str()),
+            );
+        }
+    }
+    let mut probed = BTreeSet::new();
+    for (index, probe) in input.probes.iter().enumerate() {
+        if !probed.insert(probe.backend) {
+            errors.push(
+                format!("probes[{index}].backend"),
+                format!("a second probe for `{}`", probe.backend.as_str()),
+            );
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+    use crate::model::{BackendProbe, HostFacts, SessionKind};
+
+    fn input() -> DecisionInput {
+        DecisionInput {
+            document: None,
+            document_name: String::new(),
+            host: HostFacts {
+                os: "linux".into(),
+                arch: "x86_64".into(),
+                session_kind: SessionKind::Cli,
+                github_actions: false,
+                allow_direct_dedicated: false,
+                home_dir: "/root".into(),
+                workspace_dir: "/w".into(),
+                writable_roots: vec![],
+                default_backend_order: vec![Backend::LinuxBwrap],
+            },
+            probes: vec![],
+        }
+    }
+
+    fn probe(backend: Backend) -> BackendProbe {
+        BackendProbe {
+            backend,
+            available: true,
+            reason: String::new(),
+            capabilities: vec![],
+            network_modes: vec![],
+            domain_filtering: false,
+            version: String::new(),
+            limitations: vec![],
+        }
+    }
+
+    fn paths(input: &DecisionInput) -> Vec<String> {
+        validate(input)
+            .into_listed()
+            .into_iter()
+            .map(|e| e.path)
+            .collect()
+    }
+
+    #[test]
+    fn good_facts_pass() {
+        assert!(validate(&input()).is_empty());
+    }
+
+    #[test]
+    fn every_problem_is_listed() {
+        let mut input = input();
+        input.host.os.clear();
+        input.host.workspace_dir = "w".into();
+        input.host.home_dir = "/root/".into();
+        input.host.writable_roots = vec!["/ok".into(), "/a/../b".into()];
+        input.host.default_backend_order = vec![Backend::Docker, Backend::Docker];
+        input.probes = vec![
+            probe(Backend::Docker),
+            probe(Backend::LinuxBwrap),
+            probe(Backend::Docker),
+        ];
+        assert_eq!(
+            paths(&input),
+            [
+                "host.os",
+                "host.homeDir",
+                "host.workspaceDir",
+                "host.writableRoots[1]",
+                "host.defaultBackendOrder[1]",
+                "probes[2].backend",
+            ]
+        );
+    }
+
+    #[test]
+    fn backend_order_is_bounded() {
+        let mut input = input();
+        input.host.default_backend_order.clear();
+        assert_eq!(paths(&input), ["host.defaultBackendOrder"]);
+        input.host.default_backend_order = Backend::ALL
+            .iter()
+            .chain(&Backend::ALL[..1])
+            .copied()
+            .collect();
+        assert_eq!(
+            paths(&input),
+            ["host.defaultBackendOrder", "host.defaultBackendOrder[5]"]
+        );
+    }
+}

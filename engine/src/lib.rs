@@ -1,0 +1,43 @@
+//! Palisade's decision engine: a pure function from a policy document, host facts and backend
+//! probes to one decision or one refusal.
+//!
+//! Key design decision: the engine does no I/O and imports nothing that can vary (clocks,
+//! random, environment, files). Every outside fact is measured by the host, passed in and
+//! recorded, so any decision can be replayed from its audit record, and the same source compiled
+//! natively and as a WebAssembly component gives the same bytes. The host never calls this crate
+//! natively; it runs the component. The native build exists for tests, differential checks and
+//! the benchmark baseline.
+
+pub mod model;
+pub mod output;
+
+mod decide;
+mod host;
+mod negotiate;
+mod paths;
+mod plan;
+mod policy;
+mod resolve;
+mod sandbox;
+mod text;
+mod yaml;
+
+#[cfg(target_arch = "wasm32")]
+mod component;
+
+pub use decide::{decide, decide_json};
+pub use model::{
+    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, RecordedFacts,
+    SessionKind,
+};
+pub use output::{Outcome, RefusalCode, Verdict};
+
+/// The engine crate's version, recorded in every decision.
+pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The version of the WIT package this engine implements (`palisade:engine@…`).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
+/// so time and memory stay bounded whatever the input.
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;

@@ -1,0 +1,186 @@
+//! The engine's input types: the decision input, host facts and backend probes.
+//!
+//! These mirror `wit/palisade.wit` one to one. Their JSON form (camelCase fields, kebab-case
+//! backend and network-mode names, camelCase capability names) is the `SandboxPolicyInput` that
+//! `palisade decide --input`, `--facts`, audit records and the conformance corpus use. Unknown
+//! fields are rejected: a host that records a fact the engine ignores would make replay lie.
+
+use serde::{Deserialize, Serialize};
+
+/// A sandbox backend. Declaration order is the canonical order used when sorting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    MacosSeatbelt,
+    LinuxBwrap,
+    LinuxLandlock,
+    Docker,
+    DirectDedicated,
+}
+
+impl Backend {
+    /// Every backend, in canonical order.
+    pub const ALL: [Backend; 5] = [
+        Backend::MacosSeatbelt,
+        Backend::LinuxBwrap,
+        Backend::LinuxLandlock,
+        Backend::Docker,
+        Backend::DirectDedicated,
+    ];
+
+    /// The name used in policies, JSON and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::MacosSeatbelt => "macos-seatbelt",
+            Backend::LinuxBwrap => "linux-bwrap",
+            Backend::LinuxLandlock => "linux-landlock",
+            Backend::Docker => "docker",
+            Backend::DirectDedicated => "direct-dedicated",
+        }
+    }
+
+    /// Parses a policy name; exact case only.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.as_str() == name)
+    }
+}
+
+/// The socket policy enforced at the OS or container boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    None,
+    LoopbackOnly,
+    AllowOutbound,
+}
+
+impl NetworkMode {
+    /// Every mode, in canonical order.
+    pub const ALL: [NetworkMode; 3] = [
+        NetworkMode::None,
+        NetworkMode::LoopbackOnly,
+        NetworkMode::AllowOutbound,
+    ];
+
+    /// The name used in policies, JSON and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::None => "none",
+            NetworkMode::LoopbackOnly => "loopback-only",
+            NetworkMode::AllowOutbound => "allow-outbound",
+        }
+    }
+
+    /// Parses a policy name; exact case only.
+    pub fn from_name(name: &str) -> Option<NetworkMode> {
+        NetworkMode::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
+/// An isolation guarantee. Declaration order is the canonical order used when sorting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Capability {
+    FilesystemReadContainment,
+    FilesystemWriteContainment,
+    ProtectedPathReadOnlyMask,
+    NetworkIsolation,
+    ProcessTreeCleanup,
+    SyscallFiltering,
+}
+
+impl Capability {
+    /// Every capability, in canonical order.
+    pub const ALL: [Capability; 6] = [
+        Capability::FilesystemReadContainment,
+        Capability::FilesystemWriteContainment,
+        Capability::ProtectedPathReadOnlyMask,
+        Capability::NetworkIsolation,
+        Capability::ProcessTreeCleanup,
+        Capability::SyscallFiltering,
+    ];
+
+    /// The name used in policies, JSON and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::FilesystemReadContainment => "filesystemReadContainment",
+            Capability::FilesystemWriteContainment => "filesystemWriteContainment",
+            Capability::ProtectedPathReadOnlyMask => "protectedPathReadOnlyMask",
+            Capability::NetworkIsolation => "networkIsolation",
+            Capability::ProcessTreeCleanup => "processTreeCleanup",
+            Capability::SyscallFiltering => "syscallFiltering",
+        }
+    }
+
+    /// Parses a policy name; exact case only.
+    pub fn from_name(name: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+/// The kind of host session deciding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionKind {
+    Turnkey,
+    Cli,
+    Managed,
+}
+
+impl SessionKind {
+    /// The name used in JSON and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionKind::Turnkey => "turnkey",
+            SessionKind::Cli => "cli",
+            SessionKind::Managed => "managed",
+        }
+    }
+}
+
+/// What the host measured about one backend.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackendProbe {
+    pub backend: Backend,
+    pub available: bool,
+    pub reason: String,
+    pub capabilities: Vec<Capability>,
+    pub network_modes: Vec<NetworkMode>,
+    pub domain_filtering: bool,
+    pub version: String,
+    pub limitations: Vec<String>,
+}
+
+/// Facts about the host, measured by the host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostFacts {
+    pub os: String,
+    pub arch: String,
+    pub session_kind: SessionKind,
+    pub github_actions: bool,
+    pub allow_direct_dedicated: bool,
+    pub home_dir: String,
+    pub workspace_dir: String,
+    pub writable_roots: Vec<String>,
+    pub default_backend_order: Vec<Backend>,
+}
+
+/// Everything one decision depends on (the seed's `SandboxPolicyInput`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DecisionInput {
+    pub document: Option<String>,
+    pub document_name: String,
+    pub host: HostFacts,
+    pub probes: Vec<BackendProbe>,
+}
+
+/// Host facts and probes without a document: the `--facts` file format.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordedFacts {
+    pub host: HostFacts,
+    pub probes: Vec<BackendProbe>,
+}

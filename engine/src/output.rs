@@ -1,0 +1,228 @@
+//! The engine's output: a decision or a refusal, its canonical JSON and that JSON's digest.
+//!
+//! The JSON is built from the `Report` structs below, converted to a `serde_json::Value` (whose
+//! maps are `BTreeMap`s: keys sorted) and written without whitespace. That string is the
+//! canonical form; its lower-case hex SHA-256 is the digest. Every runtime that loads the
+//! component must produce these exact bytes.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::model::{Backend, Capability, NetworkMode};
+
+/// The version of the decision JSON schema. Bump it when the shape of `Report` changes.
+pub const SCHEMA_VERSION: &str = "palisade.decision/v1";
+
+/// The closed set of reasons a decision can be refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RefusalCode {
+    SandboxPolicyInvalid,
+    SandboxBackendUnavailable,
+    SandboxCapabilityInsufficient,
+    HostFactsInvalid,
+}
+
+impl RefusalCode {
+    /// The machine-readable code printed by the CLI and stored in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::SandboxPolicyInvalid => "SANDBOX_POLICY_INVALID",
+            RefusalCode::SandboxBackendUnavailable => "SANDBOX_BACKEND_UNAVAILABLE",
+            RefusalCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
+            RefusalCode::HostFactsInvalid => "HOST_FACTS_INVALID",
+        }
+    }
+}
+
+/// The typed summary of an outcome (what the WIT `result` carries besides the JSON).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Decision {
+        backend: Backend,
+        network_mode: NetworkMode,
+    },
+    Refusal {
+        code: RefusalCode,
+        message: String,
+    },
+}
+
+/// One decision or refusal with its canonical JSON and digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub canonical_json: String,
+    pub digest: String,
+}
+
+/// Where the effective policy came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicySource {
+    /// `spec.sandbox` was present in the document.
+    Declared,
+    /// No `spec.sandbox`, `GITHUB_ACTIONS=true`: the dedicated-runner default.
+    GithubActionsDefault,
+    /// No `spec.sandbox` outside Actions: fail-closed negotiation over OS sandboxes.
+    OmittedDefault,
+}
+
+/// Where one setting or requirement came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// Written in `spec.sandbox` (wins when also implied).
+    Declared,
+    /// Implied by another setting so that nothing is silently downgraded.
+    Implied,
+    /// A default of the policy source (declared-policy default, Actions, omitted policy).
+    Default,
+    /// The host's configuration (default backend order).
+    Host,
+}
+
+/// A capability the chosen backend must provide, with why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Requirement {
+    pub capability: Capability,
+    pub origin: Origin,
+    pub reason: String,
+}
+
+/// The effective policy after defaults and implications.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectivePolicy {
+    pub source: PolicySource,
+    pub document_name: String,
+    /// `metadata.name`, when a document was given.
+    pub taskpack_name: Option<String>,
+    /// Other `spec` sections, which belong to the rest of the Taskpack; sorted.
+    pub ignored_spec_sections: Vec<String>,
+    pub preferred_backends: Vec<Backend>,
+    pub preferred_backends_origin: Origin,
+    pub network_mode: NetworkMode,
+    pub network_mode_origin: Origin,
+    /// Sorted by capability (canonical order).
+    pub requirements: Vec<Requirement>,
+    /// Resolved absolute, normalised, deduplicated, sorted.
+    pub denied_read_paths: Vec<String>,
+    /// Built-in protected paths resolved against the workspace, in built-in order.
+    pub protected_paths: Vec<String>,
+    pub allow_dedicated_direct_override: bool,
+}
+
+/// What happened to one candidate backend during negotiation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CandidateVerdict {
+    Selected,
+    /// The probe said unavailable, or no probe was recorded.
+    Unavailable,
+    /// Available, but the host forbids it (turnkey Docker, `direct-dedicated` without opt-in).
+    Blocked,
+    /// Available, but missing a required capability or the network mode.
+    Insufficient,
+    /// An earlier candidate was selected.
+    NotConsidered,
+}
+
+/// One candidate's verdict and the reason for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateTrace {
+    pub backend: Backend,
+    pub verdict: CandidateVerdict,
+    pub reason: String,
+    /// Required capabilities the probe lacks (sorted), for `insufficient`.
+    pub missing_capabilities: Vec<Capability>,
+}
+
+/// What the shim must enforce: resolved absolute paths only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfinementPlan {
+    pub backend: Backend,
+    pub network_mode: NetworkMode,
+    pub workspace_dir: String,
+    /// The workspace first, then the host's writable roots (deduplicated, in host order).
+    pub writable_roots: Vec<String>,
+    /// Whether everything outside the writable roots is read-only.
+    pub read_only_root: bool,
+    /// Paths made unreadable (empty when the backend applies no filesystem masks).
+    pub denied_read_paths: Vec<String>,
+    /// Paths made read-only, existing or not (empty unless the backend has the mask).
+    pub protected_paths: Vec<String>,
+    /// Whether a seccomp/container syscall filter is applied.
+    pub syscall_filter: bool,
+    /// Whether the whole process tree is reaped when the step ends.
+    pub process_tree_cleanup: bool,
+}
+
+/// A field-level problem in the policy or host facts.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldError {
+    /// `spec.sandbox.preferredBackends[3]`, `host.workspaceDir`, or `document` for the whole text.
+    pub path: String,
+    pub message: String,
+}
+
+/// The full output document. Fields that do not apply to an outcome are omitted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub schema_version: &'static str,
+    pub engine_version: &'static str,
+    /// SHA-256 of the canonical JSON of the input, binding this output to what produced it.
+    pub input_digest: String,
+    /// `decision` or `refusal`.
+    pub outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<RefusalCode>,
+    pub message: String,
+    /// Every offending field (policy or host facts invalid); otherwise empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// Present once the policy has been resolved (decisions and negotiation refusals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<EffectivePolicy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<Backend>,
+    /// The chosen probe's capabilities, sorted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provided_capabilities: Option<Vec<Capability>>,
+    /// The chosen probe's limitations, as recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limitations: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan: Option<ConfinementPlan>,
+    /// One entry per candidate, in preference order; empty when the policy never resolved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trace: Vec<CandidateTrace>,
+}
+
+/// Canonical JSON of any serializable value: sorted keys, no whitespace.
+pub fn canonical_json<T: Serialize>(value: &T) -> String {
+    // Going through `Value` sorts every map's keys (serde_json's map is a BTreeMap as long as
+    // the `preserve_order` feature is off, which this crate never enables). Serialization of
+    // these types cannot fail: no maps with non-string keys, no floats.
+    match serde_json::to_value(value).and_then(|v| serde_json::to_string(&v)) {
+        Ok(text) => text,
+        Err(error) => format!("{{\"canonicalizationError\":{:?}}}", error.to_string()),
+    }
+}
+
+/// Lower-case hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}

@@ -1,0 +1,410 @@
+//! The Taskpack document: its shape (`apiVersion`, `kind`, `metadata`, `spec`) and the
+//! mapping walk shared by every level of validation.
+//!
+//! Why a hand-written walk instead of `#[derive(Deserialize)]`: serde stops at the first error,
+//! while the contract is to report every offending field path at once (duplicates at each later
+//! repeat, unknown names at their index). The walk records problems in an [`Errors`] list and
+//! keeps going; the document is accepted only when that list stays empty. What belongs to
+//! `spec.sandbox` itself is in `sandbox.rs`.
+
+use std::collections::BTreeSet;
+
+use crate::model::HostFacts;
+use crate::sandbox::{self, SandboxSpec};
+use crate::text::{self, Errors};
+use crate::yaml::{self, Node};
+
+/// The only accepted `apiVersion`.
+pub(crate) const API_VERSION: &str = "loopwright.dev/v1alpha1";
+
+/// The only accepted `kind`.
+pub(crate) const KIND: &str = "Taskpack";
+
+/// The spec section this engine reads.
+const SANDBOX: &str = "sandbox";
+
+/// A valid Taskpack, reduced to what the decision needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Taskpack {
+    /// `metadata.name`.
+    pub(crate) name: String,
+    /// Other `spec` sections, sorted: they belong to the rest of the Taskpack.
+    pub(crate) ignored_spec_sections: Vec<String>,
+    /// `spec.sandbox`, when present.
+    pub(crate) sandbox: Option<SandboxSpec>,
+}
+
+/// Parses and validates a Taskpack document against the (already valid) host facts.
+pub(crate) fn parse_taskpack(document: &str, host: &HostFacts) -> Result<Taskpack, Errors> {
+    let mut errors = Errors::default();
+    if document.len() > crate::MAX_DOCUMENT_BYTES {
+        errors.push(
+            "document",
+            format!(
+                "document is {} bytes; at most {} are accepted",
+                document.len(),
+                crate::MAX_DOCUMENT_BYTES
+            ),
+        );
+        return Err(errors);
+    }
+    let root = match yaml::parse(document) {
+        Ok(root) => root,
+        Err(message) => {
+            errors.push("document", format!("invalid yaml: {message}"));
+            return Err(errors);
+        }
+    };
+    let taskpack = walk_root(&root, host, &mut errors);
+    match taskpack {
+        Some(taskpack) if errors.is_empty() => Ok(taskpack),
+        _ => Err(errors),
+    }
+}
+
+/// Walks the top-level mapping.
+fn walk_root(root: &Node, host: &HostFacts, errors: &mut Errors) -> Option<Taskpack> {
+    match root {
+        Node::Mapping(_) => {}
+        Node::Empty => {
+            errors.push("document", "document is empty");
+            return None;
+        }
+        other => {
+            errors.push(
+                "document",
+                format!("the top level must be a mapping, found {}", other.kind()),
+            );
+            return None;
+        }
+    }
+    let (mut api_version, mut kind, mut metadata) = (false, false, false);
+    let mut name = None;
+    let mut spec = None;
+    each_entry(root, "", errors, |key, path, value, errors| match key {
+        "apiVersion" => {
+            api_version = true;
+            expect_exact(value, &path, API_VERSION, errors);
+        }
+        "kind" => {
+            kind = true;
+            expect_exact(value, &path, KIND, errors);
+        }
+        "metadata" => {
+            metadata = true;
+            name = walk_metadata(value, &path, errors);
+        }
+        "spec" => spec = walk_spec(value, &path, host, errors),
+        other => errors.push(
+            path,
+            unknown_field(other, &["apiVersion", "kind", "metadata", "spec"]),
+        ),
+    });
+    if !api_version {
+        errors.push(
+            "apiVersion",
+            format!("is required; expected `{API_VERSION}`"),
+        );
+    }
+    if !kind {
+        errors.push("kind", format!("is required; expected `{KIND}`"));
+    }
+    if !metadata {
+        errors.push("metadata", "is required, with a `name`");
+    }
+    let (ignored_spec_sections, sandbox) = spec.unwrap_or_default();
+    Some(Taskpack {
+        name: name?,
+        ignored_spec_sections,
+        sandbox,
+    })
+}
+
+/// Walks `metadata`, returning `metadata.name` when it is valid.
+fn walk_metadata(node: &Node, path: &str, errors: &mut Errors) -> Option<String> {
+    if !matches!(node, Node::Mapping(_)) {
+        errors.push(path, format!("expected a mapping, found {}", node.kind()));
+        return None;
+    }
+    let mut name = None;
+    let mut name_seen = false;
+    each_entry(node, path, errors, |key, child, value, errors| match key {
+        "name" => {
+            name_seen = true;
+            match expect_str(value, &child, errors) {
+                Some("") => errors.push(child, "must not be empty"),
+                Some(text) => name = Some(text.to_owned()),
+                None => {}
+            }
+        }
+        "labels" | "annotations" => walk_string_map(value, &child, errors),
+        other => errors.push(
+            child,
+            unknown_field(other, &["name", "labels", "annotations"]),
+        ),
+    });
+    if !name_seen {
+        errors.push(text::child_path(path, "name"), "is required");
+    }
+    name
+}
+
+/// Walks `spec`: `sandbox` is validated, look-alikes of it are errors, the rest is ignored.
+fn walk_spec(
+    node: &Node,
+    path: &str,
+    host: &HostFacts,
+    errors: &mut Errors,
+) -> Option<(Vec<String>, Option<SandboxSpec>)> {
+    if !matches!(node, Node::Mapping(_)) {
+        errors.push(path, format!("expected a mapping, found {}", node.kind()));
+        return None;
+    }
+    let mut ignored = BTreeSet::new();
+    let mut sandbox = None;
+    each_entry(node, path, errors, |key, child, value, errors| {
+        if key == SANDBOX {
+            sandbox = sandbox::walk(value, &child, host, errors);
+        } else if text::within_edits(key, SANDBOX, 2) {
+            // Under Actions a misspelt section would silently select the weakest backend.
+            errors.push(
+                child,
+                format!(
+                    "unknown section {}; did you mean `{SANDBOX}`?",
+                    text::quote(key)
+                ),
+            );
+        } else {
+            ignored.insert(key.to_owned());
+            check_duplicates(value, &child, errors);
+        }
+    });
+    Some((ignored.into_iter().collect(), sandbox))
+}
+
+/// Walks a `string → string` map such as `metadata.labels`.
+fn walk_string_map(node: &Node, path: &str, errors: &mut Errors) {
+    if !matches!(node, Node::Mapping(_)) {
+        errors.push(
+            path,
+            format!("expected a mapping of strings, found {}", node.kind()),
+        );
+        return;
+    }
+    each_entry(node, path, errors, |_, child, value, errors| {
+        expect_str(value, &child, errors);
+    });
+}
+
+/// Visits the string-keyed entries of a mapping in document order, each with its path.
+///
+/// Non-string keys are reported at the mapping's path, repeated keys at the repeat's path, both
+/// where they occur; neither is visited, so `visit` sees each key once. Does nothing for a
+/// non-mapping.
+pub(crate) fn each_entry<'n>(
+    node: &'n Node,
+    path: &str,
+    errors: &mut Errors,
+    mut visit: impl FnMut(&'n str, String, &'n Node, &mut Errors),
+) {
+    let Node::Mapping(pairs) = node else {
+        return;
+    };
+    let here = if path.is_empty() { "document" } else { path };
+    let mut seen = BTreeSet::new();
+    for (key, value) in pairs {
+        let Node::String(key) = key else {
+            errors.push(
+                here,
+                format!("mapping keys must be strings, found {}", key.kind()),
+            );
+            continue;
+        };
+        let child = text::child_path(path, key);
+        if seen.insert(key.as_str()) {
+            visit(key.as_str(), child, value, errors);
+        } else {
+            errors.push(child, format!("duplicate key {}", text::quote(key)));
+        }
+    }
+}
+
+/// Reports repeated keys anywhere below `node` (for sections that are otherwise ignored).
+fn check_duplicates(node: &Node, path: &str, errors: &mut Errors) {
+    match node {
+        Node::Mapping(pairs) => {
+            let mut seen = BTreeSet::new();
+            for (key, value) in pairs {
+                let child = match key {
+                    Node::String(key) => text::child_path(path, key),
+                    _ => path.to_owned(),
+                };
+                if !seen.insert(key) {
+                    let shown = match key {
+                        Node::String(key) => text::quote(key),
+                        other => other.kind().to_owned(),
+                    };
+                    errors.push(child, format!("duplicate key {shown}"));
+                    continue;
+                }
+                check_duplicates(value, &child, errors);
+            }
+        }
+        Node::Sequence(items) => {
+            for (index, item) in items.iter().enumerate() {
+                check_duplicates(item, &text::index_path(path, index), errors);
+            }
+        }
+        Node::Tagged(_, inner) => check_duplicates(inner, path, errors),
+        Node::Empty | Node::Null | Node::Bool(_) | Node::Number(_) | Node::String(_) => {}
+    }
+}
+
+/// The node's text if it is a string; otherwise reports the type at `path`.
+pub(crate) fn expect_str<'n>(node: &'n Node, path: &str, errors: &mut Errors) -> Option<&'n str> {
+    match node {
+        Node::String(text) => Some(text),
+        other => {
+            errors.push(path, format!("expected a string, found {}", other.kind()));
+            None
+        }
+    }
+}
+
+/// Checks that the node is exactly the string `expected` (case included).
+fn expect_exact(node: &Node, path: &str, expected: &str, errors: &mut Errors) {
+    if let Some(found) = expect_str(node, path, errors)
+        && found != expected
+    {
+        errors.push(
+            path,
+            format!(
+                "unsupported value {}; expected `{expected}`",
+                text::quote(found)
+            ),
+        );
+    }
+}
+
+/// "unknown field `x`; expected one of …", with a hint when a known name is close.
+pub(crate) fn unknown_field(key: &str, known: &[&str]) -> String {
+    format!(
+        "unknown field {}; expected one of {}{}",
+        text::quote(key),
+        text::list_names(known.iter().copied()),
+        text::did_you_mean(key, known.iter().copied()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+    use crate::model::{Backend, SessionKind};
+    use crate::output::FieldError;
+
+    fn host() -> HostFacts {
+        HostFacts {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            session_kind: SessionKind::Cli,
+            github_actions: false,
+            allow_direct_dedicated: false,
+            home_dir: "/home/u".into(),
+            workspace_dir: "/home/u/proj".into(),
+            writable_roots: vec!["/tmp/task".into()],
+            default_backend_order: vec![Backend::LinuxBwrap],
+        }
+    }
+
+    fn errors_of(document: &str) -> Vec<FieldError> {
+        parse_taskpack(document, &host()).unwrap_err().into_listed()
+    }
+
+    fn paths_of(document: &str) -> Vec<String> {
+        errors_of(document).into_iter().map(|e| e.path).collect()
+    }
+
+    const HEAD: &str =
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: t\n";
+
+    #[test]
+    fn minimal_document_has_no_sandbox() {
+        let taskpack = parse_taskpack(HEAD, &host()).unwrap();
+        assert_eq!(taskpack.name, "t");
+        assert_eq!(taskpack.sandbox, None);
+        assert!(taskpack.ignored_spec_sections.is_empty());
+    }
+
+    #[test]
+    fn other_spec_sections_are_ignored_and_sorted() {
+        let doc = format!("{HEAD}spec:\n  steps: [a]\n  budgets: {{x: 1}}\n");
+        let taskpack = parse_taskpack(&doc, &host()).unwrap();
+        assert_eq!(taskpack.ignored_spec_sections, ["budgets", "steps"]);
+    }
+
+    #[test]
+    fn missing_header_fields_are_each_reported() {
+        assert_eq!(paths_of("spec: {}\n"), ["apiVersion", "kind", "metadata"]);
+        assert_eq!(
+            paths_of("apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {}\n"),
+            ["metadata.name"]
+        );
+    }
+
+    #[test]
+    fn header_values_are_exact() {
+        let doc = "apiVersion: loopwright.dev/v1\nkind: taskpack\nmetadata:\n  name: ''\n";
+        assert_eq!(paths_of(doc), ["apiVersion", "kind", "metadata.name"]);
+    }
+
+    #[test]
+    fn unknown_top_level_and_metadata_keys_are_invalid() {
+        let doc = format!("{HEAD}  owner: me\nstatus: {{}}\n");
+        assert_eq!(paths_of(&doc), ["metadata.owner", "status"]);
+    }
+
+    #[test]
+    fn labels_must_map_strings_to_strings() {
+        let doc = format!("{HEAD}  labels:\n    a: b\n    c: 1\n  annotations: [x]\n");
+        assert_eq!(
+            paths_of(&doc),
+            ["metadata.labels.c", "metadata.annotations"]
+        );
+    }
+
+    #[test]
+    fn sandbox_lookalikes_are_invalid_with_a_hint() {
+        for key in ["Sandbox", "SANDBOX", "sandbx", "sand_box", "sandboxes"] {
+            let doc = format!("{HEAD}spec:\n  {key}: {{}}\n");
+            let errors = errors_of(&doc);
+            assert_eq!(errors.len(), 1, "{key}");
+            assert_eq!(errors[0].path, format!("spec.{key}"));
+            assert!(errors[0].message.contains("did you mean `sandbox`?"));
+        }
+    }
+
+    #[test]
+    fn duplicate_keys_are_reported_at_each_repeat() {
+        let doc =
+            format!("{HEAD}kind: Taskpack\nspec:\n  steps:\n    a: 1\n    a: 2\n  steps: {{}}\n");
+        assert_eq!(paths_of(&doc), ["kind", "spec.steps.a", "spec.steps"]);
+    }
+
+    #[test]
+    fn non_string_keys_are_invalid() {
+        let doc = format!("{HEAD}spec:\n  1: x\n");
+        let errors = errors_of(&doc);
+        assert_eq!(errors[0].path, "spec");
+        assert!(errors[0].message.contains("keys must be strings"));
+    }
+
+    #[test]
+    fn document_level_problems() {
+        assert_eq!(errors_of("")[0].message, "document is empty");
+        assert_eq!(paths_of("[1]"), ["document"]);
+        assert_eq!(paths_of("a: [1"), ["document"]);
+        let big = "#".repeat(crate::MAX_DOCUMENT_BYTES + 1);
+        assert!(errors_of(&big)[0].message.starts_with("document is"));
+    }
+}

@@ -1,0 +1,280 @@
+//! Resolution: from a validated Taskpack (or none) and the host facts to the effective policy,
+//! with the origin of every setting and requirement.
+//!
+//! Why requirements carry origins: "no silent downgrade" is only checkable if the decision says
+//! which guarantees the author asked for, which the engine added because another setting needs
+//! them (a network mode needs `networkIsolation`, denied paths need `filesystemReadContainment`),
+//! and which came from a default.
+
+use crate::model::{Backend, Capability, DecisionInput, NetworkMode};
+use crate::output::{EffectivePolicy, Origin, PolicySource, Requirement};
+use crate::paths;
+use crate::policy::Taskpack;
+use crate::sandbox::SandboxSpec;
+
+/// Workspace-relative paths every backend with `protectedPathReadOnlyMask` keeps read-only.
+pub(crate) const BUILT_IN_PROTECTED_PATHS: [&str; 4] =
+    [".github", ".loopwright/policies", "AGENTS.md", "CLAUDE.md"];
+
+/// The fixed order for an omitted policy outside GitHub Actions.
+const OMITTED_DEFAULT_BACKENDS: [Backend; 3] = [
+    Backend::MacosSeatbelt,
+    Backend::LinuxBwrap,
+    Backend::LinuxLandlock,
+];
+
+/// The default requirements for an omitted policy outside GitHub Actions.
+const OMITTED_DEFAULT_REQUIREMENTS: [Capability; 3] = [
+    Capability::FilesystemWriteContainment,
+    Capability::NetworkIsolation,
+    Capability::ProcessTreeCleanup,
+];
+
+/// The effective policy for a valid input.
+pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> EffectivePolicy {
+    let workspace = &input.host.workspace_dir;
+    let protected_paths = BUILT_IN_PROTECTED_PATHS
+        .iter()
+        .map(|relative| paths::join(workspace, relative))
+        .collect();
+    let mut policy = EffectivePolicy {
+        source: PolicySource::OmittedDefault,
+        document_name: input.document_name.clone(),
+        taskpack_name: taskpack.map(|t| t.name.clone()),
+        ignored_spec_sections: taskpack
+            .map(|t| t.ignored_spec_sections.clone())
+            .unwrap_or_default(),
+        preferred_backends: OMITTED_DEFAULT_BACKENDS.to_vec(),
+        preferred_backends_origin: Origin::Default,
+        network_mode: NetworkMode::None,
+        network_mode_origin: Origin::Default,
+        requirements: Vec::new(),
+        denied_read_paths: Vec::new(),
+        protected_paths,
+        allow_dedicated_direct_override: false,
+    };
+    match taskpack.and_then(|t| t.sandbox.as_ref()) {
+        Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
+        None if input.host.github_actions => {
+            policy.source = PolicySource::GithubActionsDefault;
+            policy.preferred_backends = vec![Backend::DirectDedicated];
+            policy.network_mode = NetworkMode::AllowOutbound;
+            policy.requirements = vec![requirement(
+                Capability::ProcessTreeCleanup,
+                Origin::Default,
+                "github actions default",
+            )];
+            policy.allow_dedicated_direct_override = true;
+        }
+        None => {
+            policy.requirements = OMITTED_DEFAULT_REQUIREMENTS
+                .iter()
+                .map(|&capability| {
+                    requirement(
+                        capability,
+                        Origin::Default,
+                        "default for an omitted sandbox policy",
+                    )
+                })
+                .collect();
+        }
+    }
+    policy
+}
+
+/// Applies a declared `spec.sandbox`: declared values, host and contract defaults, implications.
+fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_order: &[Backend]) {
+    policy.source = PolicySource::Declared;
+    (policy.preferred_backends, policy.preferred_backends_origin) =
+        match &sandbox.preferred_backends {
+            Some(declared) => (declared.clone(), Origin::Declared),
+            None => (host_order.to_vec(), Origin::Host),
+        };
+    (policy.network_mode, policy.network_mode_origin) = match sandbox.network_mode {
+        Some(mode) => (mode, Origin::Declared),
+        None => (NetworkMode::None, Origin::Default),
+    };
+    policy.denied_read_paths = sandbox.denied_read_paths.clone();
+
+    let mut requirements: Vec<Requirement> = sandbox
+        .required_capabilities
+        .iter()
+        .map(|&capability| {
+            requirement(
+                capability,
+                Origin::Declared,
+                "declared in spec.sandbox.requiredCapabilities",
+            )
+        })
+        .collect();
+    let mut imply = |capability: Capability, reason: String| {
+        // A requirement both declared and implied is labelled `declared`.
+        if !requirements.iter().any(|r| r.capability == capability) {
+            requirements.push(requirement(capability, Origin::Implied, &reason));
+        }
+    };
+    if policy.network_mode != NetworkMode::AllowOutbound {
+        imply(
+            Capability::NetworkIsolation,
+            format!("implied by networkMode `{}`", policy.network_mode.as_str()),
+        );
+    }
+    let denied = policy.denied_read_paths.len();
+    if denied > 0 {
+        imply(
+            Capability::FilesystemReadContainment,
+            format!(
+                "implied by {}",
+                crate::text::count(denied, "deniedReadPaths entry", "deniedReadPaths entries")
+            ),
+        );
+    }
+    requirements.sort_by_key(|r| r.capability);
+    policy.requirements = requirements;
+}
+
+fn requirement(capability: Capability, origin: Origin, reason: &str) -> Requirement {
+    Requirement {
+        capability,
+        origin,
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+    use crate::model::{HostFacts, SessionKind};
+
+    fn input(github_actions: bool) -> DecisionInput {
+        DecisionInput {
+            document: None,
+            document_name: "taskpack.yaml".into(),
+            host: HostFacts {
+                os: "linux".into(),
+                arch: "x86_64".into(),
+                session_kind: SessionKind::Cli,
+                github_actions,
+                allow_direct_dedicated: false,
+                home_dir: "/root".into(),
+                workspace_dir: "/w".into(),
+                writable_roots: vec![],
+                default_backend_order: vec![Backend::LinuxLandlock, Backend::Docker],
+            },
+            probes: vec![],
+        }
+    }
+
+    fn taskpack(sandbox: Option<SandboxSpec>) -> Taskpack {
+        Taskpack {
+            name: "t".into(),
+            ignored_spec_sections: vec!["steps".into()],
+            sandbox,
+        }
+    }
+
+    fn summary(policy: &EffectivePolicy) -> Vec<(Capability, Origin)> {
+        policy
+            .requirements
+            .iter()
+            .map(|r| (r.capability, r.origin))
+            .collect()
+    }
+
+    #[test]
+    fn omitted_outside_actions_is_fail_closed() {
+        let policy = resolve(&input(false), None);
+        assert_eq!(policy.source, PolicySource::OmittedDefault);
+        assert_eq!(policy.preferred_backends, OMITTED_DEFAULT_BACKENDS);
+        assert_eq!(policy.network_mode, NetworkMode::None);
+        assert_eq!(
+            summary(&policy),
+            [
+                (Capability::FilesystemWriteContainment, Origin::Default),
+                (Capability::NetworkIsolation, Origin::Default),
+                (Capability::ProcessTreeCleanup, Origin::Default),
+            ]
+        );
+        assert_eq!(
+            policy.protected_paths,
+            [
+                "/w/.github",
+                "/w/.loopwright/policies",
+                "/w/AGENTS.md",
+                "/w/CLAUDE.md"
+            ]
+        );
+        assert_eq!(policy.taskpack_name, None);
+    }
+
+    #[test]
+    fn omitted_under_actions_is_direct_dedicated() {
+        let policy = resolve(&input(true), Some(&taskpack(None)));
+        assert_eq!(policy.source, PolicySource::GithubActionsDefault);
+        assert_eq!(policy.preferred_backends, [Backend::DirectDedicated]);
+        assert_eq!(policy.network_mode, NetworkMode::AllowOutbound);
+        assert_eq!(
+            summary(&policy),
+            [(Capability::ProcessTreeCleanup, Origin::Default)]
+        );
+        assert!(policy.allow_dedicated_direct_override);
+        assert_eq!(policy.taskpack_name.as_deref(), Some("t"));
+        assert_eq!(policy.ignored_spec_sections, ["steps"]);
+    }
+
+    #[test]
+    fn declared_defaults_come_from_host_and_contract() {
+        let policy = resolve(&input(true), Some(&taskpack(Some(SandboxSpec::default()))));
+        assert_eq!(policy.source, PolicySource::Declared);
+        assert_eq!(
+            policy.preferred_backends,
+            [Backend::LinuxLandlock, Backend::Docker]
+        );
+        assert_eq!(policy.preferred_backends_origin, Origin::Host);
+        assert_eq!(policy.network_mode_origin, Origin::Default);
+        assert_eq!(
+            summary(&policy),
+            [(Capability::NetworkIsolation, Origin::Implied)]
+        );
+        assert_eq!(
+            policy.requirements[0].reason,
+            "implied by networkMode `none`"
+        );
+        assert!(!policy.allow_dedicated_direct_override);
+    }
+
+    #[test]
+    fn declared_wins_over_implied_and_requirements_are_sorted() {
+        let sandbox = SandboxSpec {
+            preferred_backends: Some(vec![Backend::Docker]),
+            network_mode: Some(NetworkMode::LoopbackOnly),
+            required_capabilities: vec![Capability::SyscallFiltering, Capability::NetworkIsolation],
+            denied_read_paths: vec!["/a".into(), "/b".into()],
+        };
+        let policy = resolve(&input(false), Some(&taskpack(Some(sandbox))));
+        assert_eq!(
+            summary(&policy),
+            [
+                (Capability::FilesystemReadContainment, Origin::Implied),
+                (Capability::NetworkIsolation, Origin::Declared),
+                (Capability::SyscallFiltering, Origin::Declared),
+            ]
+        );
+        assert_eq!(
+            policy.requirements[0].reason,
+            "implied by 2 deniedReadPaths entries"
+        );
+        assert_eq!(policy.preferred_backends_origin, Origin::Declared);
+    }
+
+    #[test]
+    fn allow_outbound_implies_nothing() {
+        let sandbox = SandboxSpec {
+            network_mode: Some(NetworkMode::AllowOutbound),
+            ..SandboxSpec::default()
+        };
+        let policy = resolve(&input(false), Some(&taskpack(Some(sandbox))));
+        assert!(policy.requirements.is_empty());
+    }
+}

@@ -1,0 +1,394 @@
+//! `spec.sandbox`: its four optional fields, their bounds, and path resolution.
+//!
+//! Why every unknown key here is an error (while unknown `spec` sections are only listed): this
+//! block is the security policy itself, so a misspelt or future field must not be silently
+//! dropped and leave the command less confined than its author wrote.
+
+use std::collections::BTreeSet;
+
+use crate::model::{Backend, Capability, HostFacts, NetworkMode};
+use crate::paths;
+use crate::policy::{each_entry, expect_str, unknown_field};
+use crate::text::{self, Errors};
+use crate::yaml::Node;
+
+/// The fields `spec.sandbox` may hold.
+const FIELDS: [&str; 4] = [
+    "preferredBackends",
+    "networkMode",
+    "requiredCapabilities",
+    "deniedReadPaths",
+];
+
+/// Bounds from the policy contract.
+const MAX_BACKENDS: usize = 5;
+const MAX_CAPABILITIES: usize = 6;
+const MAX_DENIED_READ_PATHS: usize = 64;
+
+/// A valid `spec.sandbox`: absent fields are `None` (or empty), resolved later.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SandboxSpec {
+    pub(crate) preferred_backends: Option<Vec<Backend>>,
+    pub(crate) network_mode: Option<NetworkMode>,
+    /// In declaration order, unique.
+    pub(crate) required_capabilities: Vec<Capability>,
+    /// Resolved against the host's home, normalised, deduplicated and sorted.
+    pub(crate) denied_read_paths: Vec<String>,
+}
+
+/// Walks `spec.sandbox`; `None` when it (or anything in it) is invalid.
+pub(crate) fn walk(
+    node: &Node,
+    path: &str,
+    host: &HostFacts,
+    errors: &mut Errors,
+) -> Option<SandboxSpec> {
+    if !matches!(node, Node::Mapping(_)) {
+        errors.push(path, format!("expected a mapping, found {}", node.kind()));
+        return None;
+    }
+    let before = errors.total();
+    let mut spec = SandboxSpec::default();
+    each_entry(node, path, errors, |key, child, value, errors| match key {
+        "preferredBackends" => {
+            spec.preferred_backends = names(value, &child, &BACKENDS, errors);
+        }
+        "networkMode" => spec.network_mode = network_mode(value, &child, errors),
+        "requiredCapabilities" => {
+            spec.required_capabilities =
+                names(value, &child, &CAPABILITIES, errors).unwrap_or_default();
+        }
+        "deniedReadPaths" => {
+            spec.denied_read_paths = denied_read_paths(value, &child, host, errors);
+        }
+        other => errors.push(child, unknown_field(other, &FIELDS)),
+    });
+    (errors.total() == before).then_some(spec)
+}
+
+/// How one kind of name list is checked.
+struct NameList<T: 'static> {
+    /// `backend`, `capability`.
+    what: &'static str,
+    min: usize,
+    max: usize,
+    all: &'static [T],
+    name: fn(&T) -> &'static str,
+}
+
+const BACKENDS: NameList<Backend> = NameList {
+    what: "backend",
+    min: 1,
+    max: MAX_BACKENDS,
+    all: &Backend::ALL,
+    name: |b| b.as_str(),
+};
+
+const CAPABILITIES: NameList<Capability> = NameList {
+    what: "capability",
+    min: 0,
+    max: MAX_CAPABILITIES,
+    all: &Capability::ALL,
+    name: |c| c.as_str(),
+};
+
+/// A bounded list of unique known names; every bad item is reported at its index.
+fn names<T: Copy + PartialEq>(
+    node: &Node,
+    path: &str,
+    list: &NameList<T>,
+    errors: &mut Errors,
+) -> Option<Vec<T>> {
+    let Node::Sequence(items) = node else {
+        errors.push(
+            path,
+            format!(
+                "expected a list of {} names, found {}",
+                list.what,
+                node.kind()
+            ),
+        );
+        return None;
+    };
+    let before = errors.total();
+    if items.len() < list.min {
+        errors.push(
+            path,
+            format!("must list at least {} {}", list.min, list.what),
+        );
+    }
+    if items.len() > list.max {
+        errors.push(
+            path,
+            format!("has {} entries; at most {}", items.len(), list.max),
+        );
+    }
+    let known = || list.all.iter().map(list.name);
+    let mut out: Vec<T> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let child = text::index_path(path, index);
+        let Node::String(raw) = item else {
+            errors.push(
+                child,
+                format!("expected a {} name, found {}", list.what, item.kind()),
+            );
+            continue;
+        };
+        match list.all.iter().find(|value| (list.name)(value) == raw) {
+            None => errors.push(
+                child,
+                format!(
+                    "unknown {} {}; expected one of {}{}",
+                    list.what,
+                    text::quote(raw),
+                    text::list_names(known()),
+                    text::did_you_mean(raw, known()),
+                ),
+            ),
+            Some(value) if out.contains(value) => errors.push(
+                child,
+                format!("duplicate {} {}", list.what, text::quote(raw)),
+            ),
+            Some(value) => out.push(*value),
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `networkMode`: one of the three mode names.
+fn network_mode(node: &Node, path: &str, errors: &mut Errors) -> Option<NetworkMode> {
+    let raw = expect_str(node, path, errors)?;
+    let found = NetworkMode::from_name(raw);
+    if found.is_none() {
+        let known = || NetworkMode::ALL.iter().map(|m| m.as_str());
+        errors.push(
+            path,
+            format!(
+                "unknown networkMode {}; expected one of {}{}",
+                text::quote(raw),
+                text::list_names(known()),
+                text::did_you_mean(raw, known()),
+            ),
+        );
+    }
+    found
+}
+
+/// `deniedReadPaths`: resolved, checked against the workspace and writable roots, deduplicated
+/// and sorted.
+fn denied_read_paths(
+    node: &Node,
+    path: &str,
+    host: &HostFacts,
+    errors: &mut Errors,
+) -> Vec<String> {
+    let Node::Sequence(items) = node else {
+        errors.push(
+            path,
+            format!("expected a list of paths, found {}", node.kind()),
+        );
+        return Vec::new();
+    };
+    if items.len() > MAX_DENIED_READ_PATHS {
+        errors.push(
+            path,
+            format!(
+                "has {} entries; at most {MAX_DENIED_READ_PATHS}",
+                items.len()
+            ),
+        );
+    }
+    let mut resolved = BTreeSet::new();
+    for (index, item) in items.iter().enumerate() {
+        let child = text::index_path(path, index);
+        let Some(raw) = expect_str(item, &child, errors) else {
+            continue;
+        };
+        match paths::resolve_denied(raw, &host.home_dir) {
+            Err(message) => errors.push(child, message),
+            Ok(full) => match blocked_root(&full, host) {
+                Some(problem) => errors.push(
+                    child,
+                    format!(
+                        "{} resolves to {}, which contains {problem}; the task could not run",
+                        text::quote(raw),
+                        text::quote(&full)
+                    ),
+                ),
+                None => {
+                    resolved.insert(full);
+                }
+            },
+        }
+    }
+    resolved.into_iter().collect()
+}
+
+/// The workspace or writable root a denied path would hide, described for a message.
+fn blocked_root(denied: &str, host: &HostFacts) -> Option<String> {
+    if paths::contains(denied, &host.workspace_dir) {
+        return Some(format!(
+            "the workspace {}",
+            text::quote(&host.workspace_dir)
+        ));
+    }
+    host.writable_roots
+        .iter()
+        .find(|root| paths::contains(denied, root))
+        .map(|root| format!("the writable root {}", text::quote(root)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+    use crate::model::SessionKind;
+    use crate::output::FieldError;
+    use crate::yaml;
+
+    fn host() -> HostFacts {
+        HostFacts {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            session_kind: SessionKind::Cli,
+            github_actions: false,
+            allow_direct_dedicated: false,
+            home_dir: "/home/u".into(),
+            workspace_dir: "/home/u/proj".into(),
+            writable_roots: vec!["/tmp/task".into()],
+            default_backend_order: vec![Backend::LinuxBwrap],
+        }
+    }
+
+    fn run(body: &str) -> (Option<SandboxSpec>, Vec<FieldError>) {
+        let node = yaml::parse(body).unwrap();
+        let mut errors = Errors::default();
+        let spec = walk(&node, "spec.sandbox", &host(), &mut errors);
+        (spec, errors.into_listed())
+    }
+
+    fn paths(body: &str) -> Vec<String> {
+        run(body).1.into_iter().map(|e| e.path).collect()
+    }
+
+    #[test]
+    fn empty_mapping_is_all_defaults() {
+        assert_eq!(run("{}").0, Some(SandboxSpec::default()));
+    }
+
+    #[test]
+    fn full_block_parses() {
+        let (spec, errors) = run(
+            "preferredBackends: [linux-bwrap, docker]\nnetworkMode: loopback-only\n\
+             requiredCapabilities: [syscallFiltering]\ndeniedReadPaths: ['~/.ssh', /etc//x/, ~/.ssh/]\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let spec = spec.unwrap();
+        assert_eq!(
+            spec.preferred_backends,
+            Some(vec![Backend::LinuxBwrap, Backend::Docker])
+        );
+        assert_eq!(spec.network_mode, Some(NetworkMode::LoopbackOnly));
+        assert_eq!(spec.required_capabilities, [Capability::SyscallFiltering]);
+        assert_eq!(spec.denied_read_paths, ["/etc/x", "/home/u/.ssh"]);
+    }
+
+    #[test]
+    fn non_mapping_sandbox_is_invalid() {
+        for body in ["null", "~", "docker", "[docker]", "1"] {
+            assert_eq!(paths(body), ["spec.sandbox"], "{body}");
+        }
+    }
+
+    #[test]
+    fn backend_list_errors_are_reported_per_index() {
+        let body = "preferredBackends: [linux-bwrap, linux-bwrapp, linux-bwrap, 7, docker, docker]";
+        let errors = run(body).1;
+        let got: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "spec.sandbox.preferredBackends",
+                "spec.sandbox.preferredBackends[1]",
+                "spec.sandbox.preferredBackends[2]",
+                "spec.sandbox.preferredBackends[3]",
+                "spec.sandbox.preferredBackends[5]",
+            ]
+        );
+        assert_eq!(errors[0].message, "has 6 entries; at most 5");
+        assert!(
+            errors[1]
+                .message
+                .starts_with("unknown backend `linux-bwrapp`")
+        );
+        assert!(errors[1].message.ends_with("did you mean `linux-bwrap`?"));
+        assert_eq!(errors[2].message, "duplicate backend `linux-bwrap`");
+    }
+
+    #[test]
+    fn empty_backend_list_is_invalid() {
+        assert_eq!(
+            paths("preferredBackends: []"),
+            ["spec.sandbox.preferredBackends"]
+        );
+        assert_eq!(
+            paths("preferredBackends: docker"),
+            ["spec.sandbox.preferredBackends"]
+        );
+    }
+
+    #[test]
+    fn capabilities_bounds_and_names() {
+        assert_eq!(
+            run("requiredCapabilities: []").0,
+            Some(SandboxSpec::default())
+        );
+        let body = "requiredCapabilities: [networkIsolation, NetworkIsolation, networkIsolation]";
+        assert_eq!(
+            paths(body),
+            [
+                "spec.sandbox.requiredCapabilities[1]",
+                "spec.sandbox.requiredCapabilities[2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn network_mode_must_be_a_known_string() {
+        assert_eq!(paths("networkMode: None"), ["spec.sandbox.networkMode"]);
+        assert_eq!(paths("networkMode: [none]"), ["spec.sandbox.networkMode"]);
+        assert_eq!(paths("networkMode: false"), ["spec.sandbox.networkMode"]);
+    }
+
+    #[test]
+    fn unknown_and_duplicate_fields() {
+        assert_eq!(
+            paths("networkMode: none\nnetworkmode: none\nnetworkMode: none"),
+            ["spec.sandbox.networkmode", "spec.sandbox.networkMode"]
+        );
+    }
+
+    #[test]
+    fn denied_paths_that_hide_the_workspace_are_invalid() {
+        let errors = run("deniedReadPaths: ['~/', /, /tmp, '~/proj', '~/proj/secrets']").1;
+        let got: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "spec.sandbox.deniedReadPaths[0]",
+                "spec.sandbox.deniedReadPaths[1]",
+                "spec.sandbox.deniedReadPaths[2]",
+                "spec.sandbox.deniedReadPaths[3]",
+            ]
+        );
+        assert!(errors[0].message.contains("the task could not run"));
+        assert!(errors[2].message.contains("writable root `/tmp/task`"));
+    }
+
+    #[test]
+    fn denied_path_count_is_bounded() {
+        let list: Vec<String> = (0..65).map(|i| format!("/d{i}")).collect();
+        let body = format!("deniedReadPaths: [{}]", list.join(", "));
+        assert_eq!(paths(&body), ["spec.sandbox.deniedReadPaths"]);
+    }
+}
