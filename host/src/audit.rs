@@ -1,0 +1,192 @@
+//! Audit records: one JSON line per decision, enough to prove months later why a run was
+//! isolated the way it was.
+//!
+//! A record holds the engine's identity, the inputs verbatim and the output bytes with their
+//! digest. Replay re-runs the inputs and compares the exact output bytes recorded; it never
+//! re-serializes the output. The `context` block (time, host name, palisade version) is outside
+//! what replay compares, because it varies by construction.
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use palisade_engine::DecisionInput;
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::{DeterminismSettings, EngineInfo};
+
+/// The version of the audit record format.
+pub const AUDIT_SCHEMA_VERSION: &str = "palisade.audit/v1";
+
+/// One audit record (one JSON line).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditRecord {
+    pub schema_version: String,
+    pub engine: EngineIdentity,
+    /// The decision input exactly as passed to the engine.
+    pub input: DecisionInput,
+    /// The engine's canonical output, byte for byte.
+    pub output: String,
+    /// Lower-case hex SHA-256 of `output`, as the engine computed it.
+    pub output_digest: String,
+    /// Facts about the recording that replay does not compare.
+    pub context: RecordContext,
+    /// What happened when the decision was launched (`palisade run`); absent for `decide`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<serde_json::Value>,
+}
+
+/// Which engine made a decision, and how it was run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EngineIdentity {
+    pub component_sha256: String,
+    pub engine_version: String,
+    pub wit_version: String,
+    pub schema_version: String,
+    pub wasmtime_version: String,
+    pub determinism: serde_json::Value,
+}
+
+impl EngineIdentity {
+    /// The identity of a loaded component.
+    pub fn new(component_sha256: &str, info: &EngineInfo, settings: &DeterminismSettings) -> Self {
+        EngineIdentity {
+            component_sha256: component_sha256.to_owned(),
+            engine_version: info.engine_version.clone(),
+            wit_version: info.wit_version.clone(),
+            schema_version: info.schema_version.clone(),
+            wasmtime_version: settings.wasmtime_version.clone(),
+            determinism: serde_json::to_value(settings).unwrap_or(serde_json::Value::Null),
+        }
+    }
+}
+
+/// Where and when a record was made.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RecordContext {
+    /// UTC, RFC 3339, second precision.
+    pub time: String,
+    pub host_name: String,
+    pub palisade_version: String,
+    /// The subcommand that made the record (`decide`, `run`).
+    pub command: String,
+    /// How the probes were obtained: `fresh`, `cache`, `facts-file` or `input-file`.
+    pub probe_source: String,
+}
+
+impl RecordContext {
+    /// A context stamped now.
+    pub fn now(command: &str, probe_source: &str) -> Self {
+        RecordContext {
+            time: utc_now_rfc3339(),
+            host_name: host_name(),
+            palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
+            command: command.to_owned(),
+            probe_source: probe_source.to_owned(),
+        }
+    }
+}
+
+/// Why a record could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot write audit record to `{path}`: {reason}")]
+    Write { path: String, reason: String },
+    #[error("cannot read audit records from `{path}`: {reason}")]
+    Read { path: String, reason: String },
+}
+
+/// Appends one record as a JSON line and flushes it to disk before returning, so that a record
+/// exists before anything is launched.
+pub fn append(path: &Path, record: &AuditRecord) -> Result<(), AuditError> {
+    let write_error = |reason: String| AuditError::Write {
+        path: path.display().to_string(),
+        reason,
+    };
+    let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
+    line.push('\n');
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| write_error(e.to_string()))?;
+    // One write call per line keeps concurrent appenders from interleaving within a record.
+    file.write_all(line.as_bytes())
+        .and_then(|()| file.sync_data())
+        .map_err(|e| write_error(e.to_string()))
+}
+
+/// One line of an audit file: a record, or why that line is not one.
+pub type RecordLine = Result<AuditRecord, String>;
+
+/// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
+/// calls it INVALID) rather than aborting the whole file.
+pub fn read_all(path: &Path) -> Result<Vec<(usize, RecordLine)>, AuditError> {
+    let read_error = |reason: String| AuditError::Read {
+        path: path.display().to_string(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| read_error(e.to_string()))?;
+    let mut records = Vec::new();
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| read_error(e.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed = serde_json::from_str::<AuditRecord>(&line).map_err(|e| e.to_string());
+        records.push((index + 1, parsed));
+    }
+    Ok(records)
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now_rfc3339() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339_from_unix(seconds)
+}
+
+/// Formats Unix seconds as RFC 3339 UTC (proleptic Gregorian, days-from-civil inverse).
+pub fn rfc3339_from_unix(seconds: u64) -> String {
+    let days = i64::try_from(seconds / 86_400).unwrap_or(0);
+    let rem = seconds % 86_400;
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+}
+
+/// This machine's host name, or `unknown`.
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_rfc3339() {
+        assert_eq!(rfc3339_from_unix(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_from_unix(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_from_unix(1_796_000_000), "2026-11-30T00:53:20Z");
+    }
+}

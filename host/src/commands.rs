@@ -1,0 +1,555 @@
+//! The subcommands. Each returns the exit status or a `Failure` to report; stdout gets data only.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use palisade::exit::Exit;
+use palisade::facts::{self, FactOptions};
+use palisade::probe::{self, ProbeOptions};
+use palisade::replay::{self, ReplayStatus};
+use palisade::report::{ErrorCode, Failure};
+use palisade::runtime::{self, EngineRuntime, LoadOptions};
+use palisade_engine::{DecisionInput, Outcome, RecordedFacts, SessionKind, Verdict};
+use serde_json::Value;
+
+use crate::{ComponentArgs, DecideArgs, DoctorArgs, HostArgs, ReplayArgs};
+
+type CommandResult = Result<Exit, Failure>;
+
+/// The per-user cache directory: `$PALISADE_CACHE_DIR`, else the platform default.
+fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("PALISADE_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(runtime::default_cache_dir)
+}
+
+fn probe_options(host: &HostArgs, use_cache: bool) -> ProbeOptions {
+    ProbeOptions {
+        docker_socket: host.docker_socket.clone(),
+        docker_image: host.docker_image.clone(),
+        timeout: Duration::from_secs(2),
+        cache_dir: cache_dir(),
+        use_cache,
+        ..ProbeOptions::default()
+    }
+}
+
+fn fact_options(host: &HostArgs) -> FactOptions {
+    let session_kind = match host.session_kind.as_str() {
+        "turnkey" => SessionKind::Turnkey,
+        "managed" => SessionKind::Managed,
+        _ => SessionKind::Cli,
+    };
+    FactOptions {
+        workspace: host.workspace.clone(),
+        writable_roots: host.writable_roots.clone(),
+        session_kind: Some(session_kind),
+        allow_direct_dedicated: host.allow_direct_dedicated,
+    }
+}
+
+fn facts_failure(error: facts::FactsError) -> Failure {
+    Failure::new(ErrorCode::InputInvalid, error.to_string())
+        .hint("pass an existing directory with `--workspace DIR` / `--writable-root DIR`")
+}
+
+fn load_runtime(component: Option<Vec<u8>>) -> Result<EngineRuntime, Failure> {
+    EngineRuntime::load(&LoadOptions {
+        component,
+        cache_dir: cache_dir(),
+        ..LoadOptions::default()
+    })
+    .map_err(|error| {
+        Failure::new(
+            ErrorCode::Internal,
+            format!("cannot load the engine: {error}"),
+        )
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// doctor
+
+pub fn doctor(args: &DoctorArgs) -> CommandResult {
+    let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
+    // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
+    let probes = probe::probe_all(&probe_options(&args.host, false));
+    let engine = load_runtime(None).ok();
+    let mut out = String::new();
+    if args.json {
+        let value = serde_json::json!({
+            "host": host,
+            "probes": probes.probes,
+            "probeMillis": u64::try_from(probes.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "engine": engine.as_ref().map(|e| serde_json::json!({
+                "componentSha256": e.component_sha256(),
+                "determinism": e.settings(),
+            })),
+        });
+        out.push_str(&value.to_string());
+        out.push('\n');
+    } else {
+        out.push_str(&format!(
+            "host      {} {}, session {}, uid {}, workspace {}\n",
+            host.os,
+            host.arch,
+            host.session_kind.as_str(),
+            facts::current_uid(),
+            host.workspace_dir
+        ));
+        if let Some(engine) = &engine {
+            out.push_str(&format!(
+                "engine    component sha256:{} on wasmtime {}\n",
+                engine.component_sha256(),
+                engine.settings().wasmtime_version
+            ));
+        }
+        out.push_str(&format!(
+            "probed    {} backends in {} ms\n\n",
+            probes.probes.len(),
+            probes.elapsed.as_millis()
+        ));
+        out.push_str(&format!(
+            "{:<17} {:<10} {:<22} {:<35} {}\n",
+            "BACKEND", "AVAILABLE", "VERSION", "NETWORK MODES", "CAPABILITIES / REASON"
+        ));
+        for p in &probes.probes {
+            let modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
+            let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
+            let detail = if p.available {
+                caps.join(", ")
+            } else {
+                p.reason.clone()
+            };
+            out.push_str(&format!(
+                "{:<17} {:<10} {:<22} {:<35} {}\n",
+                p.backend.as_str(),
+                if p.available { "yes" } else { "no" },
+                if p.version.is_empty() {
+                    "-"
+                } else {
+                    p.version.as_str()
+                },
+                if p.available {
+                    modes.join(", ")
+                } else {
+                    "-".to_owned()
+                },
+                detail
+            ));
+            for limitation in &p.limitations {
+                out.push_str(&format!(
+                    "{:<17} {:<10} {:<22} {:<35} limit: {limitation}\n",
+                    "", "", "", ""
+                ));
+            }
+        }
+    }
+    write_stdout(out.as_bytes())?;
+    Ok(Exit::Success)
+}
+
+// ---------------------------------------------------------------------------------------------
+// decide
+
+/// Where the decision input came from, for the audit context.
+struct GatheredInput {
+    input: DecisionInput,
+    probe_source: &'static str,
+}
+
+fn read_file_limited(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
+    // Generous cap: the engine refuses documents above 1 MiB itself (and records that refusal);
+    // this only keeps a runaway file from exhausting memory.
+    const READ_LIMIT: u64 = 64 * 1024 * 1024;
+    let file = std::fs::File::open(path).map_err(|e| {
+        Failure::new(
+            ErrorCode::InputInvalid,
+            format!("cannot read {what} `{}`: {e}", path.display()),
+        )
+    })?;
+    let mut bytes = Vec::new();
+    file.take(READ_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            Failure::new(
+                ErrorCode::InputInvalid,
+                format!("cannot read {what} `{}`: {e}", path.display()),
+            )
+        })?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > READ_LIMIT {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!(
+                "{what} `{}` is larger than {READ_LIMIT} bytes",
+                path.display()
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn read_json_source(source: &str) -> Result<Vec<u8>, Failure> {
+    if source == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+            Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
+        })?;
+        Ok(bytes)
+    } else {
+        read_file_limited(Path::new(source), "input")
+    }
+}
+
+fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
+    if let Some(source) = &args.input {
+        let bytes = read_json_source(source)?;
+        let input: DecisionInput = serde_json::from_slice(&bytes).map_err(|e| {
+            Failure::new(ErrorCode::InputInvalid, format!("input `{source}` is not a decision input: {e}"))
+                .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see README")
+        })?;
+        return Ok(GatheredInput {
+            input,
+            probe_source: "input-file",
+        });
+    }
+
+    let (document, document_name) = read_document(args)?;
+    if let Some(path) = &args.facts {
+        let bytes = read_file_limited(path, "facts file")?;
+        let recorded: RecordedFacts =
+            serde_json::from_slice(&bytes).map_err(|e| {
+                Failure::new(
+                ErrorCode::InputInvalid,
+                format!("facts file `{}` is not recorded host facts: {e}", path.display()),
+            )
+            .hint("the facts file is JSON with `host` and `probes`, as in an audit record's input")
+            })?;
+        return Ok(GatheredInput {
+            input: DecisionInput {
+                document,
+                document_name,
+                host: recorded.host,
+                probes: recorded.probes,
+            },
+            probe_source: "facts-file",
+        });
+    }
+
+    let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
+    let probes = probe::probe_all(&probe_options(&args.host, !args.no_cache));
+    if let Some(problem) = &probes.cache_error {
+        eprintln!("warning: probe cache not used: {problem}");
+    }
+    Ok(GatheredInput {
+        input: DecisionInput {
+            document,
+            document_name,
+            host,
+            probes: probes.probes,
+        },
+        probe_source: if probes.from_cache { "cache" } else { "fresh" },
+    })
+}
+
+/// The policy document: `--taskpack`, else the workspace's `.loopwright/taskpack.yaml` if it
+/// exists, else none (the omitted-policy defaults apply).
+fn read_document(args: &DecideArgs) -> Result<(Option<String>, String), Failure> {
+    let path = match &args.taskpack {
+        Some(path) => path.clone(),
+        None => {
+            let workspace = match &args.host.workspace {
+                Some(dir) => dir.clone(),
+                None => std::env::current_dir().map_err(|e| {
+                    Failure::new(
+                        ErrorCode::Internal,
+                        format!("cannot read the current directory: {e}"),
+                    )
+                })?,
+            };
+            let default = workspace.join(".loopwright").join("taskpack.yaml");
+            if !default.exists() {
+                return Ok((None, "<none>".to_owned()));
+            }
+            default
+        }
+    };
+    let bytes = read_file_limited(&path, "taskpack")?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Failure::new(
+            ErrorCode::SandboxPolicyInvalid,
+            format!(
+                "taskpack `{}` is not valid utf-8 (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })?;
+    Ok((Some(text), path.display().to_string()))
+}
+
+pub fn decide(args: &DecideArgs) -> CommandResult {
+    let gathered = gather_input(args)?;
+    let engine = load_runtime(None)?;
+    let mut instance = engine
+        .instantiate()
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
+    let outcome = instance
+        .decide(&gathered.input)
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
+
+    if let Some(path) = &args.record {
+        let info = instance
+            .info()
+            .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
+        let record = AuditRecord {
+            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
+            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
+            input: gathered.input.clone(),
+            output: outcome.canonical_json.clone(),
+            output_digest: outcome.digest.clone(),
+            context: RecordContext::now("decide", gathered.probe_source),
+            outcome: None,
+        };
+        audit::append(path, &record)
+            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    }
+
+    if args.json {
+        let mut text = outcome.canonical_json.clone();
+        text.push('\n');
+        write_stdout(text.as_bytes())?;
+    } else if matches!(outcome.verdict, Verdict::Decision { .. }) {
+        write_stdout(summarize(&outcome).as_bytes())?;
+    }
+    match refusal_failure(&outcome) {
+        None => Ok(Exit::Success),
+        Some(failure) => Err(failure),
+    }
+}
+
+/// The failure to report for a refusal, or `None` for a decision.
+fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
+    let Verdict::Refusal { code, message } = &outcome.verdict else {
+        return None;
+    };
+    let code = ErrorCode::from_refusal(*code);
+    let mut failure = Failure::new(code, message.clone());
+    let report: Value = serde_json::from_str(&outcome.canonical_json).unwrap_or(Value::Null);
+    if let Some(errors) = report.get("errors").and_then(Value::as_array) {
+        for error in errors {
+            failure = failure.detail(format!(
+                "{}: {}",
+                error.get("path").and_then(Value::as_str).unwrap_or("?"),
+                error.get("message").and_then(Value::as_str).unwrap_or("?")
+            ));
+        }
+    }
+    if let Some(trace) = report.get("trace").and_then(Value::as_array) {
+        for candidate in trace {
+            failure = failure.detail(format!(
+                "{}: {} ({})",
+                candidate
+                    .get("backend")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                candidate
+                    .get("verdict")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                candidate
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            ));
+        }
+    }
+    failure = match code {
+        ErrorCode::SandboxPolicyInvalid => {
+            failure.hint("fix the listed fields; `palisade decide --json` prints them as data")
+        }
+        ErrorCode::SandboxBackendUnavailable => {
+            failure.hint("run `palisade doctor` to see why each backend is unavailable")
+        }
+        ErrorCode::SandboxCapabilityInsufficient => failure.hint(
+            "drop a requirement or prefer a backend that provides it; `palisade doctor` lists capabilities",
+        ),
+        _ => failure,
+    };
+    Some(failure.detail(format!("digest sha256:{}", outcome.digest)))
+}
+
+/// A human summary of a decision, from its canonical JSON.
+fn summarize(outcome: &Outcome) -> String {
+    let report: Value = serde_json::from_str(&outcome.canonical_json).unwrap_or(Value::Null);
+    let text = |pointer: &str| {
+        report
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let list = |pointer: &str| -> String {
+        let items: Vec<String> = report
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let mut out = String::new();
+    out.push_str(&format!("backend   {}\n", text("/backend")));
+    out.push_str(&format!("network   {}\n", text("/plan/networkMode")));
+    out.push_str(&format!(
+        "policy    {} ({})\n",
+        text("/policy/source"),
+        text("/policy/documentName")
+    ));
+    if let Some(requirements) = report
+        .pointer("/policy/requirements")
+        .and_then(Value::as_array)
+    {
+        for (index, requirement) in requirements.iter().enumerate() {
+            out.push_str(&format!(
+                "{}  {} [{}]\n",
+                if index == 0 { "requires" } else { "        " },
+                requirement
+                    .get("capability")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                requirement
+                    .get("origin")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+            ));
+        }
+    }
+    out.push_str(&format!("writable  {}\n", list("/plan/writableRoots")));
+    out.push_str(&format!("denied    {}\n", list("/plan/deniedReadPaths")));
+    out.push_str(&format!("protected {}\n", list("/plan/protectedPaths")));
+    if let Some(trace) = report.get("trace").and_then(Value::as_array) {
+        for (index, candidate) in trace.iter().enumerate() {
+            out.push_str(&format!(
+                "{} {:<17} {:<15} {}\n",
+                if index == 0 { "trace    " } else { "         " },
+                candidate
+                    .get("backend")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                candidate
+                    .get("verdict")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+                candidate
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?"),
+            ));
+        }
+    }
+    out.push_str(&format!("digest    sha256:{}\n", outcome.digest));
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// replay
+
+pub fn replay(args: &ReplayArgs) -> CommandResult {
+    let component = match &args.component {
+        Some(path) => Some(read_file_limited(path, "component")?),
+        None => None,
+    };
+    let engine = load_runtime(component)?;
+    let records = audit::read_all(&args.file)
+        .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+    if records.is_empty() {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!("audit file `{}` holds no records", args.file.display()),
+        ));
+    }
+    let mut instance = engine
+        .instantiate()
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
+    let mut out = String::new();
+    let mut failed = 0usize;
+    for (line, record) in &records {
+        let result = replay::replay_line(&mut instance, engine.component_sha256(), *line, record);
+        if result.status != ReplayStatus::Reproduced {
+            failed += 1;
+        }
+        if args.json {
+            out.push_str(&serde_json::to_string(&result).unwrap_or_default());
+            out.push('\n');
+        } else {
+            out.push_str(&format!(
+                "{:<10} line {} sha256:{}\n",
+                result.status.as_str(),
+                result.line,
+                result.recorded_digest.as_deref().unwrap_or("-")
+            ));
+            if let Some(note) = &result.engine_note {
+                out.push_str(&format!("  note: {note}\n"));
+            }
+            for detail in &result.details {
+                out.push_str(&format!("  {detail}\n"));
+            }
+        }
+    }
+    write_stdout(out.as_bytes())?;
+    if failed == 0 {
+        Ok(Exit::Success)
+    } else {
+        Err(Failure::new(
+            ErrorCode::ReplayDiverged,
+            format!("{failed} of {} records did not reproduce", records.len()),
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// component, wit
+
+pub fn component(args: &ComponentArgs) -> CommandResult {
+    let bytes = runtime::embedded_component();
+    match &args.out {
+        Some(path) => std::fs::write(path, bytes).map_err(|e| {
+            Failure::new(
+                ErrorCode::Internal,
+                format!("cannot write `{}`: {e}", path.display()),
+            )
+        })?,
+        None => write_stdout(bytes)?,
+    }
+    Ok(Exit::Success)
+}
+
+pub fn wit() -> CommandResult {
+    write_stdout(palisade::WIT_TEXT.as_bytes())?;
+    Ok(Exit::Success)
+}
+
+/// Writes data to stdout; a closed pipe (`palisade … | head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::new(
+            ErrorCode::Internal,
+            format!("cannot write to stdout: {e}"),
+        )),
+    }
+}

@@ -1,0 +1,169 @@
+//! Measures the host facts the engine decides on: OS, session, opt-ins, home, workspace and
+//! writable roots. The engine never looks at the environment itself; whatever is measured here is
+//! passed in and recorded, so a decision can be replayed later on any machine.
+
+use std::path::{Component, Path, PathBuf};
+
+use palisade_engine::{Backend, HostFacts, SessionKind};
+
+/// What the command line says about the host.
+#[derive(Clone, Debug, Default)]
+pub struct FactOptions {
+    pub workspace: Option<PathBuf>,
+    pub writable_roots: Vec<PathBuf>,
+    pub session_kind: Option<SessionKind>,
+    pub allow_direct_dedicated: bool,
+}
+
+/// Why host facts could not be measured.
+#[derive(Debug, thiserror::Error)]
+pub enum FactsError {
+    #[error("workspace `{path}` is not usable: {reason}")]
+    Workspace { path: String, reason: String },
+    #[error("writable root `{path}` is not usable: {reason}")]
+    WritableRoot { path: String, reason: String },
+    #[error("cannot determine the home directory: {0}")]
+    Home(String),
+    #[error("cannot determine the current directory: {0}")]
+    CurrentDir(String),
+}
+
+/// The host's default backend order for policies that name none.
+pub fn default_backend_order() -> Vec<Backend> {
+    if cfg!(target_os = "macos") {
+        vec![Backend::MacosSeatbelt, Backend::Docker]
+    } else {
+        vec![Backend::LinuxBwrap, Backend::LinuxLandlock, Backend::Docker]
+    }
+}
+
+/// Whether `GITHUB_ACTIONS` counts as true: only when it is exactly `true`.
+pub fn github_actions() -> bool {
+    std::env::var_os("GITHUB_ACTIONS").is_some_and(|value| value == "true")
+}
+
+/// Measures the host facts.
+pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
+    let workspace = match &options.workspace {
+        Some(path) => path.clone(),
+        None => std::env::current_dir().map_err(|e| FactsError::CurrentDir(e.to_string()))?,
+    };
+    let workspace_dir = real_directory(&workspace).map_err(|reason| FactsError::Workspace {
+        path: workspace.display().to_string(),
+        reason,
+    })?;
+    let mut writable_roots = Vec::new();
+    for root in &options.writable_roots {
+        let resolved = real_directory(root).map_err(|reason| FactsError::WritableRoot {
+            path: root.display().to_string(),
+            reason,
+        })?;
+        if !writable_roots.contains(&resolved) {
+            writable_roots.push(resolved);
+        }
+    }
+    Ok(HostFacts {
+        os: std::env::consts::OS.to_owned(),
+        arch: std::env::consts::ARCH.to_owned(),
+        session_kind: options.session_kind.unwrap_or(SessionKind::Cli),
+        github_actions: github_actions(),
+        allow_direct_dedicated: options.allow_direct_dedicated,
+        home_dir: home_dir()?,
+        workspace_dir,
+        writable_roots,
+        default_backend_order: default_backend_order(),
+    })
+}
+
+/// The invoking user's home: `$HOME` when absolute, else the password database.
+fn home_dir() -> Result<String, FactsError> {
+    let from_env = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let home = match from_env {
+        Some(home) => home,
+        None => {
+            passwd_home().ok_or_else(|| FactsError::Home("`HOME` is unset or relative".into()))?
+        }
+    };
+    // Resolve symlinks when the home exists so that `~/` masks name real paths; a missing home
+    // is still a valid fact (masks under it simply match nothing yet).
+    let resolved = std::fs::canonicalize(&home).unwrap_or(home);
+    normalized_string(&resolved).map_err(FactsError::Home)
+}
+
+fn passwd_home() -> Option<PathBuf> {
+    let uid = current_uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        match fields.as_slice() {
+            [_, _, id, _, _, home, ..] if id.parse::<u32>().ok() == Some(uid) => {
+                Some(PathBuf::from(home))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The real user id of this process.
+pub fn current_uid() -> u32 {
+    #[allow(unsafe_code)]
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe {
+        libc::getuid()
+    }
+}
+
+/// Canonicalizes an existing directory into the normalised absolute form the engine expects.
+fn real_directory(path: &Path) -> Result<String, String> {
+    let resolved = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+    if !resolved.is_dir() {
+        return Err("not a directory".into());
+    }
+    normalized_string(&resolved)
+}
+
+/// An absolute path as UTF-8 with `.` and empty components removed; `..` is refused.
+pub fn normalized_string(path: &Path) -> Result<String, String> {
+    let mut out = String::new();
+    for component in path.components() {
+        match component {
+            Component::RootDir => {}
+            Component::CurDir => {}
+            Component::Normal(part) => {
+                let part = part
+                    .to_str()
+                    .ok_or_else(|| format!("path `{}` is not valid utf-8", path.display()))?;
+                out.push('/');
+                out.push_str(part);
+            }
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(format!("path `{}` is not normalised", path.display()));
+            }
+        }
+    }
+    if !path.is_absolute() {
+        return Err(format!("path `{}` is not absolute", path.display()));
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_absolute_paths() {
+        assert_eq!(
+            normalized_string(Path::new("/a//b/./c/")),
+            Ok("/a/b/c".into())
+        );
+        assert_eq!(normalized_string(Path::new("/")), Ok("/".into()));
+        assert!(normalized_string(Path::new("a/b")).is_err());
+        assert!(normalized_string(Path::new("/a/../b")).is_err());
+    }
+}

@@ -1,0 +1,17 @@
+//! The `palisade` host: measures the host, runs the decision engine component under a
+//! deterministic wasmtime, writes audit records and replays them.
+//!
+//! Key design decision: every decision goes through the embedded WebAssembly component, never
+//! the native engine crate (used here for its model types only), so whatever the CLI decides can
+//! be replayed bit for bit by any runtime that loads the same component.
+
+pub mod audit;
+pub mod exit;
+pub mod facts;
+pub mod probe;
+pub mod replay;
+pub mod report;
+pub mod runtime;
+
+/// The engine's WIT contract, as `palisade wit` prints it.
+pub const WIT_TEXT: &str = include_str!("../../wit/palisade.wit");

@@ -1,0 +1,149 @@
+//! `palisade`: decide, reproducibly, how an untrusted command may be isolated on this host.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use palisade::exit::Exit;
+use palisade::report::Failure;
+
+mod commands;
+
+#[derive(Parser)]
+#[command(
+    name = "palisade",
+    version,
+    about = "Sandbox policy engine and launcher: decide how a command may be isolated, fail closed",
+    after_help = EXIT_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed; 2 usage; \
+3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE or SANDBOX_CAPABILITY_INSUFFICIENT; \
+5 replay diverged.";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Probe every backend afresh and show what this host can enforce.
+    Doctor(DoctorArgs),
+    /// Decide how a command would be sandboxed here; launch nothing.
+    Decide(DecideArgs),
+    /// Re-run recorded decisions through the engine and compare the exact bytes.
+    Replay(ReplayArgs),
+    /// Write the engine component (WebAssembly) for other runtimes.
+    Component(ComponentArgs),
+    /// Print the engine's WIT contract.
+    Wit,
+}
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+/// Flags that describe the host (shared by `doctor`, `decide` and later `run`).
+#[derive(Args, Clone)]
+pub struct HostArgs {
+    /// The workspace the command runs in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// An extra writable root (results dir, task temp dir); repeatable.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    writable_roots: Vec<PathBuf>,
+    /// The kind of host session deciding.
+    #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"], default_value = "cli")]
+    session_kind: String,
+    /// Opt this host in to the `direct-dedicated` backend (no filesystem or network masks).
+    #[arg(long)]
+    allow_direct_dedicated: bool,
+    /// The docker socket to probe (default: `$DOCKER_HOST` or /var/run/docker.sock).
+    #[arg(long, value_name = "PATH")]
+    docker_socket: Option<PathBuf>,
+    /// The docker image a run would use; the docker backend is unavailable without one.
+    #[arg(long, value_name = "IMAGE")]
+    docker_image: Option<String>,
+}
+
+#[derive(Args)]
+pub struct DecideArgs {
+    /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
+    #[arg(long, value_name = "FILE")]
+    taskpack: Option<PathBuf>,
+    /// Use recorded host facts and probes (JSON) instead of probing this host.
+    #[arg(long, value_name = "FILE", conflicts_with = "input")]
+    facts: Option<PathBuf>,
+    /// The whole decision input (document and facts) as JSON; `-` reads stdin.
+    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["taskpack", "facts"])]
+    input: Option<String>,
+    /// Print the canonical decision JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+    /// Append an audit record (JSON Lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Probe afresh instead of using the probe cache.
+    #[arg(long)]
+    no_cache: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The audit file (JSON Lines) to replay.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Replay with this engine component instead of the embedded one.
+    #[arg(long, value_name = "FILE")]
+    component: Option<PathBuf>,
+    /// Print one JSON object per record instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ComponentArgs {
+    /// Where to write the component (default: stdout).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // clap prints help/version to stdout and usage errors to stderr.
+            let _ = error.print();
+            return if error.use_stderr() {
+                Exit::Usage.into()
+            } else {
+                Exit::Success.into()
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Doctor(args) => commands::doctor(&args),
+        Command::Decide(args) => commands::decide(&args),
+        Command::Replay(args) => commands::replay(&args),
+        Command::Component(args) => commands::component(&args),
+        Command::Wit => commands::wit(),
+    };
+    match result {
+        Ok(exit) => exit.into(),
+        Err(failure) => report(&failure),
+    }
+}
+
+fn report(failure: &Failure) -> ExitCode {
+    let _ = std::io::stderr().write_all(failure.render().as_bytes());
+    failure.code.exit().into()
+}

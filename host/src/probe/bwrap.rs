@@ -1,0 +1,225 @@
+//! `linux-bwrap`: the binary, its version, and a real trial sandbox.
+//!
+//! The trial is the authority: a sysctl may look restrictive while an AppArmor profile grants
+//! bwrap its namespaces (Ubuntu 24.04), or look permissive while a security module refuses them.
+//! The sysctls only explain a failure — except `max_user_namespaces = 0`, which nothing
+//! overrides, so the trial is skipped.
+
+use std::time::Instant;
+
+use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use palisade_shims::bwrap::trial_argv;
+
+use super::command::{self, RunError};
+use super::{Inputs, first_line, timed_out, unavailable};
+
+const NOT_INSTALLED: &str = "bwrap not installed";
+const BLOCKED: &str = "user namespaces blocked";
+
+pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
+    let Some(path) = inputs.bwrap.usable() else {
+        return unavailable(
+            Backend::LinuxBwrap,
+            format!("{NOT_INSTALLED}{}", inputs.bwrap.missing_detail()),
+        );
+    };
+    if inputs.max_user_namespaces.as_deref() == Some("0") {
+        return unavailable(
+            Backend::LinuxBwrap,
+            format!("{BLOCKED}: user.max_user_namespaces is 0"),
+        );
+    }
+
+    // `--version` failing is not fatal on its own: the trial decides.
+    let version = match command::run(path, &["--version".to_owned()], deadline) {
+        Ok(done) if done.status.success() => parse_version(&done.stdout),
+        Ok(_) => None,
+        Err(RunError::TimedOut) => {
+            return unavailable(Backend::LinuxBwrap, timed_out(inputs.timeout()));
+        }
+        Err(RunError::Spawn(err)) => {
+            let reason = format!("trial failed: cannot run `{}`: {err}", path.display());
+            return unavailable(Backend::LinuxBwrap, reason);
+        }
+        Err(RunError::Wait(err)) => {
+            return unavailable(Backend::LinuxBwrap, format!("trial failed: {err}"));
+        }
+    };
+
+    let outcome = command::run(path, &trial_argv(), deadline);
+    let mut probe = match outcome {
+        Ok(done) if done.status.success() => available(),
+        Ok(done) => {
+            let line = first_line(&done.stderr);
+            let line = if line.is_empty() {
+                format!("bwrap exited with {}", done.status)
+            } else {
+                line
+            };
+            unavailable(Backend::LinuxBwrap, classify_failure(&line, inputs))
+        }
+        Err(RunError::TimedOut) => unavailable(Backend::LinuxBwrap, timed_out(inputs.timeout())),
+        Err(RunError::Spawn(err)) => unavailable(
+            Backend::LinuxBwrap,
+            format!("trial failed: cannot run `{}`: {err}", path.display()),
+        ),
+        Err(RunError::Wait(err)) => {
+            unavailable(Backend::LinuxBwrap, format!("trial failed: {err}"))
+        }
+    };
+    probe.version = match version {
+        Some(version) => version,
+        None if probe.available => "bubblewrap (version unknown)".to_owned(),
+        None => String::new(),
+    };
+    probe
+}
+
+fn available() -> BackendProbe {
+    BackendProbe {
+        backend: Backend::LinuxBwrap,
+        available: true,
+        reason: "trial sandbox ran (user, pid, net, ipc, uts and cgroup namespaces)".to_owned(),
+        capabilities: Capability::ALL.to_vec(),
+        network_modes: NetworkMode::ALL.to_vec(),
+        domain_filtering: false,
+        version: String::new(),
+        limitations: Vec::new(),
+    }
+}
+
+/// `bubblewrap 0.8.0` from `bwrap --version`; anything else is not a version we recognise.
+fn parse_version(stdout: &[u8]) -> Option<String> {
+    let line = first_line(stdout);
+    let number = line.strip_prefix("bubblewrap ")?.trim();
+    let plausible = !number.is_empty()
+        && number
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '~'));
+    plausible.then(|| format!("bubblewrap {number}"))
+}
+
+/// Names the cause of a failed trial: user namespaces refused, or something else.
+fn classify_failure(stderr_line: &str, inputs: &Inputs) -> String {
+    let lower = stderr_line.to_ascii_lowercase();
+    let userns_message = [
+        "uid map",
+        "gid map",
+        "uid_map",
+        "gid_map",
+        "setgroups",
+        "no permissions to creat",
+        "user namespace",
+        "unprivileged_userns_clone",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+        || (lower.contains("namespace")
+            && (lower.contains("permission denied") || lower.contains("not permitted")));
+    let permission_error = lower.contains("permission denied") || lower.contains("not permitted");
+
+    let sysctl = restricting_sysctl(inputs);
+    match sysctl {
+        Some(sysctl) if userns_message || permission_error => {
+            format!(
+                "{BLOCKED}: {sysctl} (bwrap: {})",
+                strip_bwrap_prefix(stderr_line)
+            )
+        }
+        _ if userns_message => format!("{BLOCKED}: {}", strip_bwrap_prefix(stderr_line)),
+        _ => format!("trial failed: {}", strip_bwrap_prefix(stderr_line)),
+    }
+}
+
+/// A sysctl that keeps an unprivileged caller out of user namespaces, if one does.
+fn restricting_sysctl(inputs: &Inputs) -> Option<&'static str> {
+    if inputs.euid == 0 {
+        return None;
+    }
+    if inputs.apparmor_restrict_unprivileged_userns.as_deref() == Some("1") {
+        return Some("kernel.apparmor_restrict_unprivileged_userns is 1");
+    }
+    if inputs.unprivileged_userns_clone.as_deref() == Some("0") {
+        return Some("kernel.unprivileged_userns_clone is 0");
+    }
+    None
+}
+
+fn strip_bwrap_prefix(line: &str) -> &str {
+    line.strip_prefix("bwrap: ").unwrap_or(line)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+    use super::*;
+    use crate::probe::ProbeOptions;
+
+    fn inputs(euid: u32, apparmor: Option<&str>, clone: Option<&str>) -> Inputs {
+        let mut inputs = Inputs::gather(&ProbeOptions::default());
+        inputs.euid = euid;
+        inputs.apparmor_restrict_unprivileged_userns = apparmor.map(str::to_owned);
+        inputs.unprivileged_userns_clone = clone.map(str::to_owned);
+        inputs
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            parse_version(b"bubblewrap 0.8.0\n").as_deref(),
+            Some("bubblewrap 0.8.0")
+        );
+        assert_eq!(parse_version(b"something else\n"), None);
+        assert_eq!(parse_version(b"bubblewrap 0.8 $(rm)\n"), None);
+    }
+
+    #[test]
+    fn uid_map_denied_is_blocked_userns() {
+        let reason = classify_failure(
+            "bwrap: setting up uid map: Permission denied",
+            &inputs(0, None, None),
+        );
+        assert_eq!(
+            reason,
+            "user namespaces blocked: setting up uid map: Permission denied"
+        );
+    }
+
+    #[test]
+    fn debian_sysctl_message_is_blocked_userns() {
+        let line = "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces.";
+        let reason = classify_failure(line, &inputs(1000, None, Some("0")));
+        assert!(reason.starts_with("user namespaces blocked: kernel.unprivileged_userns_clone is 0 (bwrap: No permissions"), "{reason}");
+    }
+
+    #[test]
+    fn apparmor_restriction_explains_a_permission_error() {
+        let line = "bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted";
+        let reason = classify_failure(line, &inputs(1000, Some("1"), None));
+        assert!(
+            reason.starts_with(
+                "user namespaces blocked: kernel.apparmor_restrict_unprivileged_userns is 1"
+            ),
+            "{reason}"
+        );
+        // Root is not subject to the AppArmor restriction: the same line is a plain failure.
+        let reason = classify_failure(line, &inputs(0, Some("1"), None));
+        assert_eq!(
+            reason,
+            "trial failed: loopback: Failed RTM_NEWADDR: Operation not permitted"
+        );
+    }
+
+    #[test]
+    fn other_failures_are_trial_failures() {
+        let reason = classify_failure(
+            "bwrap: Can't mount proc on /newroot/proc: Device or resource busy",
+            &inputs(0, None, None),
+        );
+        assert_eq!(
+            reason,
+            "trial failed: Can't mount proc on /newroot/proc: Device or resource busy"
+        );
+    }
+}

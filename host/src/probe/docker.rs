@@ -1,0 +1,284 @@
+//! `docker`: the CLI, a daemon answering on its socket, and the configured image.
+//!
+//! The daemon is asked directly over its unix socket (HTTP/1.0, one request per connection),
+//! with every connect, write and read bounded by the probe's deadline — spawning `docker info`
+//! would cost tens of milliseconds and hang with a hung daemon.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use serde::Deserialize;
+
+use super::{DockerTarget, Inputs, unavailable};
+
+/// Responses larger than this are not a daemon we understand.
+const MAX_RESPONSE: usize = 1024 * 1024;
+
+pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
+    if inputs.docker_cli.usable().is_none() {
+        let reason = format!(
+            "docker cli not installed{}",
+            inputs.docker_cli.missing_detail()
+        );
+        return unavailable(Backend::Docker, reason);
+    }
+    let socket = match &inputs.docker_socket {
+        DockerTarget::Unix { path, .. } => path,
+        DockerTarget::NotUnix { docker_host } => {
+            let reason = format!(
+                "docker host `{docker_host}` is not a unix socket; palisade probes only local daemons"
+            );
+            return unavailable(Backend::Docker, reason);
+        }
+    };
+    let not_answering = |detail: String| {
+        unavailable(
+            Backend::Docker,
+            format!(
+                "docker daemon not answering at `{}`: {detail}",
+                socket.display()
+            ),
+        )
+    };
+    let describe = |err: HttpError| err.describe(inputs.timeout());
+
+    match get(socket, "/_ping", deadline) {
+        Ok(response) if response.status == 200 => {}
+        Ok(response) => {
+            return not_answering(format!("`/_ping` returned http {}", response.status));
+        }
+        Err(err) => return not_answering(describe(err)),
+    }
+
+    let version = match get(socket, "/version", deadline) {
+        Ok(response) if response.status == 200 => parse_version(&response.body),
+        Ok(_) => None,
+        Err(HttpError::TimedOut) => return not_answering(describe(HttpError::TimedOut)),
+        Err(_) => None,
+    }
+    .unwrap_or_else(|| "docker (version unknown)".to_owned());
+    let with_version = |reason: String| BackendProbe {
+        version: version.clone(),
+        ..unavailable(Backend::Docker, reason)
+    };
+
+    let Some(image) = inputs.docker_image.as_deref() else {
+        return with_version("no docker image configured".to_owned());
+    };
+    if !valid_image_name(image) {
+        return with_version(format!(
+            "invalid docker image name `{}`",
+            image.escape_default()
+        ));
+    }
+    match get(socket, &format!("/images/{image}/json"), deadline) {
+        Ok(response) if response.status == 200 => {}
+        Ok(response) if response.status == 404 => {
+            return with_version(format!("image `{image}` not present"));
+        }
+        Ok(response) => {
+            return with_version(format!(
+                "docker daemon failed to inspect image `{image}`: http {}",
+                response.status
+            ));
+        }
+        Err(err) => return not_answering(describe(err)),
+    }
+
+    BackendProbe {
+        backend: Backend::Docker,
+        available: true,
+        reason: format!(
+            "daemon answering at `{}`; image `{image}` present",
+            socket.display()
+        ),
+        capabilities: Capability::ALL.to_vec(),
+        network_modes: NetworkMode::ALL.to_vec(),
+        domain_filtering: false,
+        version,
+        limitations: Vec::new(),
+    }
+}
+
+/// A reference `docker` would accept, restricted to characters that need no escaping in a URL
+/// path (`name[:tag][@digest]` with `/`-separated components).
+fn valid_image_name(image: &str) -> bool {
+    !image.is_empty()
+        && image.len() <= 512
+        && !image.starts_with(['/', '-', '.'])
+        && !image.contains("..")
+        && image
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'))
+}
+
+#[derive(Deserialize)]
+struct VersionBody {
+    #[serde(rename = "Version")]
+    version: Option<String>,
+    #[serde(rename = "ApiVersion")]
+    api_version: Option<String>,
+}
+
+fn parse_version(body: &[u8]) -> Option<String> {
+    let parsed: VersionBody = serde_json::from_slice(body).ok()?;
+    let clean = |value: String| {
+        let ok = !value.is_empty()
+            && value.len() <= 64
+            && value
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+' | '~' | '_'));
+        ok.then_some(value)
+    };
+    let version = parsed.version.and_then(clean)?;
+    Some(match parsed.api_version.and_then(clean) {
+        Some(api) => format!("docker {version} (api {api})"),
+        None => format!("docker {version}"),
+    })
+}
+
+#[derive(Debug)]
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+}
+
+#[derive(Debug)]
+enum HttpError {
+    TimedOut,
+    Io(io::Error),
+    Malformed(&'static str),
+}
+
+impl HttpError {
+    fn describe(self, timeout: Duration) -> String {
+        match self {
+            HttpError::TimedOut => super::timed_out(timeout),
+            HttpError::Io(err) => match err.kind() {
+                io::ErrorKind::NotFound => "no socket there".to_owned(),
+                io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+                io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                _ => err.to_string(),
+            },
+            HttpError::Malformed(what) => format!("not an http response ({what})"),
+        }
+    }
+}
+
+impl From<io::Error> for HttpError {
+    fn from(err: io::Error) -> Self {
+        match err.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HttpError::TimedOut,
+            _ => HttpError::Io(err),
+        }
+    }
+}
+
+/// `GET target` on the socket, finished by `deadline`.
+fn get(socket: &Path, target: &str, deadline: Instant) -> Result<Response, HttpError> {
+    let remaining = || {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            Err(HttpError::TimedOut)
+        } else {
+            Ok(left)
+        }
+    };
+    remaining()?;
+    let mut stream = UnixStream::connect(socket)?;
+    stream.set_write_timeout(Some(remaining()?))?;
+    let request = format!("GET {target} HTTP/1.0\r\nHost: docker\r\nUser-Agent: palisade\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
+
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        stream.set_read_timeout(Some(remaining()?))?;
+        let read = match stream.read(&mut chunk) {
+            Ok(read) => read,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err.into()),
+        };
+        if read == 0 {
+            break;
+        }
+        raw.extend_from_slice(chunk.get(..read).unwrap_or_default());
+        if raw.len() > MAX_RESPONSE {
+            return Err(HttpError::Malformed("response too large"));
+        }
+    }
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Result<Response, HttpError> {
+    let split = raw
+        .windows(4)
+        .position(|window| window == b"\r\n\r\n")
+        .ok_or(HttpError::Malformed("no end of headers"))?;
+    let head = raw.get(..split).unwrap_or_default();
+    let body = raw.get(split + 4..).unwrap_or_default().to_vec();
+    let head = std::str::from_utf8(head).map_err(|_| HttpError::Malformed("headers not utf-8"))?;
+    let status_line = head.lines().next().unwrap_or("");
+    let mut parts = status_line.split(' ');
+    let protocol = parts.next().unwrap_or("");
+    if !protocol.starts_with("HTTP/1.") {
+        return Err(HttpError::Malformed("bad status line"));
+    }
+    let status = parts
+        .next()
+        .and_then(|code| code.parse::<u16>().ok())
+        .filter(|code| (100..600).contains(code))
+        .ok_or(HttpError::Malformed("bad status code"))?;
+    Ok(Response { status, body })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+    use super::*;
+
+    #[test]
+    fn parses_a_response() {
+        let response = parse_response(b"HTTP/1.0 200 OK\r\nApi-Version: 1.43\r\n\r\nOK").unwrap();
+        assert_eq!(response.status, 200);
+        assert_eq!(response.body, b"OK");
+        assert!(matches!(
+            parse_response(b"garbage"),
+            Err(HttpError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_response(b"SSH-2.0\r\n\r\n"),
+            Err(HttpError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn parses_versions() {
+        let body = br#"{"Version":"20.10.24+dfsg1","ApiVersion":"1.41","Os":"linux"}"#;
+        assert_eq!(
+            parse_version(body).as_deref(),
+            Some("docker 20.10.24+dfsg1 (api 1.41)")
+        );
+        assert_eq!(parse_version(b"{}"), None);
+        assert_eq!(parse_version(b"not json"), None);
+    }
+
+    #[test]
+    fn image_names() {
+        for good in [
+            "busybox",
+            "busybox:latest",
+            "palisade/probe:1.0",
+            "reg.local:5000/a/b@sha256:abc",
+        ] {
+            assert!(valid_image_name(good), "{good}");
+        }
+        for bad in ["", "a b", "../x", "x?y", "/abs", "-flag", "x#y", "x\ny"] {
+            assert!(!valid_image_name(bad), "{bad}");
+        }
+    }
+}

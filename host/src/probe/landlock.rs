@@ -1,0 +1,331 @@
+//! `linux-landlock`: the ABI the kernel speaks, plus seccomp, and only what they can enforce.
+//!
+//! What each ABI adds (landlock(7)): 1 filesystem access rights; 2 `REFER` (cross-directory
+//! rename and link); 3 `TRUNCATE`; 4 TCP bind/connect rules; 5 device `IOCTL`; 6 scoping of
+//! abstract unix sockets and signals; 7 audit logging. The shim backs Landlock with a seccomp
+//! filter for what it cannot express (other socket families, io_uring, ptrace, namespaces, ...).
+
+use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use serde::Serialize;
+
+use super::{Inputs, unavailable};
+
+/// The outcome of `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum AbiQuery {
+    /// The kernel's ABI version (0 would mean no Landlock).
+    Abi(i64),
+    /// The query failed with this errno.
+    Errno(i32),
+    /// Not Linux: there is nothing to ask.
+    #[cfg_attr(
+        target_os = "linux",
+        allow(dead_code, reason = "only built on other systems")
+    )]
+    NotLinux,
+}
+
+impl AbiQuery {
+    #[cfg(target_os = "linux")]
+    pub(crate) fn query() -> AbiQuery {
+        const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+        let result = raw_abi_query(LANDLOCK_CREATE_RULESET_VERSION);
+        if result < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            AbiQuery::Errno(errno)
+        } else {
+            AbiQuery::Abi(result)
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn query() -> AbiQuery {
+        AbiQuery::NotLinux
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn raw_abi_query(flags: libc::c_uint) -> i64 {
+    // SAFETY: with a NULL attribute pointer, size 0 and only the VERSION flag, the kernel reads
+    // no user memory, creates no file descriptor and just returns the ABI version (or -1 and
+    // errno). No Rust memory is involved.
+    let result = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            flags,
+        )
+    };
+    #[allow(clippy::useless_conversion, reason = "c_long is i32 on 32-bit targets")]
+    i64::from(result)
+}
+
+/// Whether this process can install seccomp filters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SeccompState {
+    /// `prctl(PR_GET_SECCOMP)` answered (the kernel has seccomp).
+    pub prctl: bool,
+    /// The `Seccomp:` field of `/proc/self/status` (absent without `CONFIG_SECCOMP`).
+    pub status_field: Option<String>,
+    /// `/proc/sys/kernel/seccomp/actions_avail` (present with `CONFIG_SECCOMP_FILTER`).
+    pub actions: Option<String>,
+}
+
+impl SeccompState {
+    pub(crate) fn query() -> SeccompState {
+        let status_field = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Seccomp:"))
+                    .map(|value| value.trim().to_owned())
+            });
+        SeccompState {
+            prctl: prctl_get_seccomp(),
+            status_field,
+            actions: std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
+                .ok()
+                .map(|text| text.trim().to_owned()),
+        }
+    }
+
+    /// Filters can be installed and can fail a syscall with an errno.
+    pub(crate) fn filters_available(&self) -> bool {
+        self.prctl
+            && self.status_field.is_some()
+            && self
+                .actions
+                .as_deref()
+                .is_some_and(|actions| actions.split_whitespace().any(|a| a == "errno"))
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+fn prctl_get_seccomp() -> bool {
+    // SAFETY: PR_GET_SECCOMP only reads this thread's seccomp mode; the extra arguments are
+    // ignored zeros and no memory is passed. (In strict mode it would kill us, but then we
+    // could not be running this code.)
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    mode >= 0
+}
+
+#[cfg(not(target_os = "linux"))]
+fn prctl_get_seccomp() -> bool {
+    false
+}
+
+/// The probe itself: pure over the measured inputs.
+pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
+    let abi = match inputs.landlock {
+        AbiQuery::NotLinux => {
+            return unavailable(Backend::LinuxLandlock, "landlock needs linux".to_owned());
+        }
+        AbiQuery::Errno(errno) if errno == libc::ENOSYS => {
+            return unavailable(
+                Backend::LinuxLandlock,
+                "landlock not supported by this kernel".to_owned(),
+            );
+        }
+        AbiQuery::Errno(errno) if errno == libc::EOPNOTSUPP => {
+            return unavailable(
+                Backend::LinuxLandlock,
+                "landlock disabled at boot".to_owned(),
+            );
+        }
+        AbiQuery::Errno(errno) => {
+            let err = std::io::Error::from_raw_os_error(errno);
+            return unavailable(
+                Backend::LinuxLandlock,
+                format!("landlock abi query failed: {err}"),
+            );
+        }
+        AbiQuery::Abi(abi) if abi < 1 => {
+            return unavailable(
+                Backend::LinuxLandlock,
+                "landlock not supported by this kernel".to_owned(),
+            );
+        }
+        AbiQuery::Abi(abi) => abi,
+    };
+    let seccomp = inputs.seccomp.filters_available();
+    let network = abi >= 4 && seccomp;
+
+    let mut capabilities = vec![Capability::FilesystemReadContainment];
+    if abi >= 3 {
+        capabilities.push(Capability::FilesystemWriteContainment);
+    }
+    if network {
+        capabilities.push(Capability::NetworkIsolation);
+    }
+    capabilities.push(Capability::ProcessTreeCleanup);
+
+    let network_modes = if network {
+        vec![NetworkMode::None, NetworkMode::AllowOutbound]
+    } else {
+        vec![NetworkMode::AllowOutbound]
+    };
+
+    let mut limitations = vec![
+        "protected paths that do not exist yet cannot be masked: landlock cannot stop creating them inside a writable workspace".to_owned(),
+        "reads are denied only by allow-listing everything else: new files in the ancestor directories of a denied path may be unreadable".to_owned(),
+        "loopback-only needs a network namespace, which landlock does not create".to_owned(),
+        "no syscall filtering guarantee: its seccomp filter only backs what landlock cannot express".to_owned(),
+    ];
+    if abi < 2 {
+        limitations
+            .push("renaming or linking across directories is always denied (abi < 2)".to_owned());
+    }
+    if abi < 3 {
+        limitations.push(
+            "truncating files cannot be denied (abi < 3), so writes are not contained".to_owned(),
+        );
+    }
+    if abi < 4 {
+        limitations.push("no tcp rules (abi < 4), so no network isolation".to_owned());
+    }
+    if abi < 5 {
+        limitations.push("ioctl on devices is not restricted (abi < 5)".to_owned());
+    }
+    if abi < 6 {
+        limitations.push(
+            "abstract unix sockets and signals are not scoped (abi < 6); only seccomp limits them"
+                .to_owned(),
+        );
+    }
+    if !seccomp {
+        limitations.push("seccomp filters unavailable: no network isolation, non-tcp sockets and io_uring unrestricted".to_owned());
+    }
+
+    let reason = if seccomp {
+        format!("landlock abi {abi} with seccomp")
+    } else {
+        format!("landlock abi {abi} without seccomp")
+    };
+    BackendProbe {
+        backend: Backend::LinuxLandlock,
+        available: true,
+        reason,
+        capabilities,
+        network_modes,
+        domain_filtering: false,
+        version: format!("landlock abi {abi}"),
+        limitations,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::ProbeOptions;
+
+    fn with(abi: AbiQuery, seccomp: bool) -> BackendProbe {
+        let mut inputs = Inputs::gather(&ProbeOptions::default());
+        inputs.landlock = abi;
+        inputs.seccomp = SeccompState {
+            prctl: seccomp,
+            status_field: seccomp.then(|| "0".to_owned()),
+            actions: seccomp.then(|| "kill_process errno allow".to_owned()),
+        };
+        probe(&inputs)
+    }
+
+    #[test]
+    fn errnos_have_distinct_reasons() {
+        assert_eq!(
+            with(AbiQuery::Errno(libc::ENOSYS), true).reason,
+            "landlock not supported by this kernel"
+        );
+        assert_eq!(
+            with(AbiQuery::Errno(libc::EOPNOTSUPP), true).reason,
+            "landlock disabled at boot"
+        );
+        assert_eq!(
+            with(AbiQuery::Abi(0), true).reason,
+            "landlock not supported by this kernel"
+        );
+        let other = with(AbiQuery::Errno(libc::EPERM), true);
+        assert!(!other.available);
+        assert!(
+            other.reason.starts_with("landlock abi query failed: "),
+            "{}",
+            other.reason
+        );
+        assert!(other.capabilities.is_empty());
+    }
+
+    #[test]
+    fn abi_7_with_seccomp() {
+        let probe = with(AbiQuery::Abi(7), true);
+        assert!(probe.available);
+        assert_eq!(
+            probe.capabilities,
+            vec![
+                Capability::FilesystemReadContainment,
+                Capability::FilesystemWriteContainment,
+                Capability::NetworkIsolation,
+                Capability::ProcessTreeCleanup,
+            ]
+        );
+        assert_eq!(
+            probe.network_modes,
+            vec![NetworkMode::None, NetworkMode::AllowOutbound]
+        );
+        assert_eq!(probe.version, "landlock abi 7");
+        assert_eq!(probe.limitations.len(), 4);
+    }
+
+    #[test]
+    fn abi_3_has_no_network_isolation() {
+        let probe = with(AbiQuery::Abi(3), true);
+        assert!(!probe.capabilities.contains(&Capability::NetworkIsolation));
+        assert!(
+            probe
+                .capabilities
+                .contains(&Capability::FilesystemWriteContainment)
+        );
+        assert_eq!(probe.network_modes, vec![NetworkMode::AllowOutbound]);
+    }
+
+    #[test]
+    fn abi_1_cannot_contain_writes() {
+        let probe = with(AbiQuery::Abi(1), true);
+        assert_eq!(
+            probe.capabilities,
+            vec![
+                Capability::FilesystemReadContainment,
+                Capability::ProcessTreeCleanup
+            ]
+        );
+        assert!(probe.limitations.iter().any(|l| l.contains("truncating")));
+    }
+
+    #[test]
+    fn no_seccomp_means_no_network_isolation() {
+        let probe = with(AbiQuery::Abi(7), false);
+        assert!(probe.available);
+        assert!(!probe.capabilities.contains(&Capability::NetworkIsolation));
+        assert_eq!(probe.network_modes, vec![NetworkMode::AllowOutbound]);
+    }
+
+    #[test]
+    fn never_claims_masks_or_syscall_filtering() {
+        for abi in 1..=9 {
+            for seccomp in [false, true] {
+                let probe = with(AbiQuery::Abi(abi), seccomp);
+                assert!(
+                    !probe
+                        .capabilities
+                        .contains(&Capability::ProtectedPathReadOnlyMask)
+                );
+                assert!(!probe.capabilities.contains(&Capability::SyscallFiltering));
+                assert!(!probe.network_modes.contains(&NetworkMode::LoopbackOnly));
+            }
+        }
+    }
+}

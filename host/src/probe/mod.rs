@@ -1,0 +1,559 @@
+//! Host probes: what each sandbox backend can really do on this machine.
+//!
+//! The engine trusts probe facts as recorded (replay depends on it), so this module is where
+//! honesty lives. Each probe measures for real — a trial bwrap sandbox, the Landlock ABI from
+//! the kernel, a ping on the Docker socket — and reports only the capabilities and network modes
+//! the matching shim will actually enforce. Every probe fails closed: an error, a refusal or a
+//! timeout is "unavailable" with the reason, never "available".
+//!
+//! Probes run in parallel and are time-boxed ([`ProbeOptions::timeout`]): a hung Docker daemon
+//! or a hung `bwrap` cannot hang the CLI; spawned children are killed at the deadline.
+//!
+//! Results can be cached ([`ProbeOptions::cache_dir`]) under a key made of everything the probes
+//! depend on ([`Inputs`]), so `decide` and `run` do not pay for a trial sandbox on every call.
+//! Computing the key reads a few files and makes one syscall; it never spawns a process.
+
+mod bwrap;
+mod cache;
+mod command;
+mod direct;
+mod docker;
+mod landlock;
+mod seatbelt;
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use palisade_engine::model::{Backend, BackendProbe};
+use serde::Serialize;
+
+pub use cache::{CACHE_FILE_NAME, CacheError};
+
+/// How long one probe may take unless the caller says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The Docker socket probed when neither the options nor `DOCKER_HOST` name one.
+pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
+
+/// Searched when `PATH` is unset.
+const FALLBACK_SEARCH_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
+const PROBE_SCHEMA: u32 = 1;
+
+/// How long the collector waits past the deadline for a probe to kill its child and report.
+const COLLECT_GRACE: Duration = Duration::from_millis(250);
+
+/// What to probe and how.
+#[derive(Clone, Debug)]
+pub struct ProbeOptions {
+    /// The Docker daemon socket; `None` means `$DOCKER_HOST` if it is `unix://…`, else
+    /// [`DEFAULT_DOCKER_SOCKET`].
+    pub docker_socket: Option<PathBuf>,
+    /// The image the docker backend would run; `None` means "image not configured" and docker
+    /// is reported unavailable.
+    pub docker_image: Option<String>,
+    /// Time box for each probe (they run in parallel, so also roughly for all of them).
+    pub timeout: Duration,
+    /// Where `probes.json` lives; `None` means no cache is read or written.
+    pub cache_dir: Option<PathBuf>,
+    /// Whether a matching cache may answer. `false` probes afresh but still refreshes the cache
+    /// file (what `doctor` does).
+    pub use_cache: bool,
+    /// Use exactly this `bwrap` instead of searching for it.
+    pub bwrap_path: Option<PathBuf>,
+    /// Use exactly this `docker` CLI instead of searching for it.
+    pub docker_cli: Option<PathBuf>,
+    /// The search path for `bwrap` and `docker`; `None` means `$PATH`.
+    pub search_path: Option<OsString>,
+}
+
+impl Default for ProbeOptions {
+    fn default() -> Self {
+        ProbeOptions {
+            docker_socket: None,
+            docker_image: None,
+            timeout: DEFAULT_TIMEOUT,
+            cache_dir: None,
+            use_cache: true,
+            bwrap_path: None,
+            docker_cli: None,
+            search_path: None,
+        }
+    }
+}
+
+impl ProbeOptions {
+    /// The per-user cache directory: `$XDG_CACHE_HOME/palisade`, else `$HOME/.cache/palisade`.
+    /// Relative values are ignored (the XDG spec says so); `None` when neither is usable.
+    pub fn default_cache_dir() -> Option<PathBuf> {
+        let absolute =
+            |value: Option<OsString>| value.map(PathBuf::from).filter(|path| path.is_absolute());
+        if let Some(base) = absolute(std::env::var_os("XDG_CACHE_HOME")) {
+            return Some(base.join("palisade"));
+        }
+        absolute(std::env::var_os("HOME")).map(|home| home.join(".cache").join("palisade"))
+    }
+}
+
+/// One probe per backend, in canonical [`Backend::ALL`] order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSet {
+    pub probes: Vec<BackendProbe>,
+    /// Whether the probes came from the cache file.
+    pub from_cache: bool,
+    /// Wall time `probe_all` took.
+    pub elapsed: Duration,
+    /// Why the cache could not be used or written (corrupt, untrusted, unwritable), for a
+    /// warning on stderr; a plain miss or a stale key is not an error.
+    pub cache_error: Option<String>,
+}
+
+/// Probes every backend (or answers from a matching cache) and never fails: a probe that errors
+/// reports its backend unavailable with the reason.
+pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
+    let start = Instant::now();
+    let inputs = Inputs::gather(options);
+    let mut cache_error = None;
+
+    if let Some(dir) = &options.cache_dir
+        && options.use_cache
+    {
+        match cache::load(dir, &inputs) {
+            Ok(Some(probes)) => {
+                return ProbeSet {
+                    probes,
+                    from_cache: true,
+                    elapsed: start.elapsed(),
+                    cache_error: None,
+                };
+            }
+            Ok(None) => {}
+            Err(err) => cache_error = Some(err.to_string()),
+        }
+    }
+
+    let probes = probe_fresh(&inputs);
+
+    // A probe that ran out of time says something about this moment's load, not about the
+    // host: caching it would keep a working backend unavailable until the next `doctor`.
+    let transient = probes.iter().any(|probe| probe.reason.contains(TIMED_OUT));
+    if let Some(dir) = &options.cache_dir
+        && !transient
+        && let Err(err) = cache::store(dir, &inputs, &probes)
+    {
+        cache_error.get_or_insert(err.to_string());
+    }
+
+    ProbeSet {
+        probes,
+        from_cache: false,
+        elapsed: start.elapsed(),
+        cache_error,
+    }
+}
+
+/// A probe that may block (it spawns or talks to a daemon) and so gets a thread.
+type ProbeFn = fn(&Inputs, Instant) -> BackendProbe;
+
+/// Runs every probe now: the slow ones on their own threads, all against one deadline.
+fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
+    let timeout = Duration::from_millis(inputs.timeout_ms);
+    let deadline = Instant::now() + timeout;
+    let shared = Arc::new(inputs.clone());
+    let (sender, receiver) = mpsc::channel::<BackendProbe>();
+
+    let mut results: Vec<Option<BackendProbe>> = Backend::ALL.iter().map(|_| None).collect();
+    let mut place = |probe: BackendProbe| {
+        if let Some(index) = Backend::ALL.iter().position(|b| *b == probe.backend)
+            && let Some(slot) = results.get_mut(index)
+        {
+            *slot = Some(probe);
+        }
+    };
+
+    let threaded: [(Backend, ProbeFn); 3] = [
+        (Backend::LinuxBwrap, bwrap::probe),
+        (Backend::Docker, docker::probe),
+        (Backend::MacosSeatbelt, seatbelt::probe),
+    ];
+    let mut pending = 0usize;
+    for (backend, run) in threaded {
+        let sender = sender.clone();
+        let inputs = Arc::clone(&shared);
+        let spawned = thread::Builder::new()
+            .name(format!("probe-{}", backend.as_str()))
+            .spawn(move || {
+                // A send error means the collector gave up on us; nothing left to do.
+                let _ = sender.send(run(&inputs, deadline));
+            });
+        match spawned {
+            Ok(_) => pending += 1,
+            Err(err) => place(unavailable(
+                backend,
+                format!("probe could not start a thread: {err}"),
+            )),
+        }
+    }
+    drop(sender);
+
+    // Cheap probes run here while the others work.
+    place(landlock::probe(inputs));
+    place(direct::probe());
+
+    let collect_until = deadline + COLLECT_GRACE;
+    while pending > 0 {
+        let wait = collect_until.saturating_duration_since(Instant::now());
+        match receiver.recv_timeout(wait) {
+            Ok(probe) => {
+                pending -= 1;
+                place(probe);
+            }
+            Err(_) => break,
+        }
+    }
+
+    Backend::ALL
+        .iter()
+        .zip(results)
+        .map(|(backend, result)| {
+            result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)))
+        })
+        .collect()
+}
+
+/// An unavailable probe: no capabilities, no network modes.
+pub(crate) fn unavailable(backend: Backend, reason: String) -> BackendProbe {
+    BackendProbe {
+        backend,
+        available: false,
+        reason,
+        capabilities: Vec::new(),
+        network_modes: Vec::new(),
+        domain_filtering: false,
+        version: String::new(),
+        limitations: Vec::new(),
+    }
+}
+
+/// The reason a probe gives when its time box ran out.
+pub(crate) fn timed_out(timeout: Duration) -> String {
+    format!("{TIMED_OUT} {}", describe_duration(timeout))
+}
+
+/// How every time-boxed probe's reason says it ran out of time.
+pub(crate) const TIMED_OUT: &str = "timed out after";
+
+/// `2 s` for whole seconds, `500 ms` otherwise.
+pub(crate) fn describe_duration(duration: Duration) -> String {
+    if duration.subsec_nanos() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+/// The first non-empty line of a child's output, trimmed, control characters replaced and cut
+/// to a readable length: error messages are one line.
+pub(crate) fn first_line(bytes: &[u8]) -> String {
+    const MAX_CHARS: usize = 200;
+    let text = String::from_utf8_lossy(bytes);
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or("");
+    let mut out: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(MAX_CHARS)
+        .collect();
+    if line.chars().count() > MAX_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+/// Everything the probes depend on, measured without spawning anything. Its JSON is the cache
+/// key: if any of it changes, the cached probes are stale.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Inputs {
+    pub schema: u32,
+    pub palisade_version: String,
+    /// The running executable: a rebuilt palisade may probe differently.
+    pub palisade_exe: Option<FileIdentity>,
+    pub os: String,
+    pub arch: String,
+    pub timeout_ms: u64,
+    pub bwrap: Located,
+    pub docker_cli: Located,
+    pub docker_socket: DockerTarget,
+    pub docker_image: Option<String>,
+    pub sandbox_exec: Located,
+    pub kernel_release: Option<String>,
+    pub boot_id: Option<String>,
+    pub uid: u32,
+    pub euid: u32,
+    pub max_user_namespaces: Option<String>,
+    pub unprivileged_userns_clone: Option<String>,
+    pub apparmor_restrict_unprivileged_userns: Option<String>,
+    pub landlock: landlock::AbiQuery,
+    pub seccomp: landlock::SeccompState,
+}
+
+impl Inputs {
+    fn gather(options: &ProbeOptions) -> Inputs {
+        let search_path = options
+            .search_path
+            .clone()
+            .or_else(|| std::env::var_os("PATH"))
+            .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+        let (uid, euid) = user_ids();
+        Inputs {
+            schema: PROBE_SCHEMA,
+            palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
+            palisade_exe: std::env::current_exe()
+                .ok()
+                .and_then(|exe| FileIdentity::of(&exe)),
+            os: std::env::consts::OS.to_owned(),
+            arch: std::env::consts::ARCH.to_owned(),
+            timeout_ms: u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX),
+            bwrap: Located::find(
+                options.bwrap_path.as_deref(),
+                "bwrap",
+                &search_path,
+                &["/usr/bin/bwrap"],
+            ),
+            docker_cli: Located::find(
+                options.docker_cli.as_deref(),
+                "docker",
+                &search_path,
+                &["/usr/bin/docker", "/usr/local/bin/docker"],
+            ),
+            docker_socket: DockerTarget::resolve(options.docker_socket.as_deref()),
+            docker_image: options.docker_image.clone(),
+            sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
+            kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
+            boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
+            uid,
+            euid,
+            max_user_namespaces: read_trimmed("/proc/sys/user/max_user_namespaces"),
+            unprivileged_userns_clone: read_trimmed("/proc/sys/kernel/unprivileged_userns_clone"),
+            apparmor_restrict_unprivileged_userns: read_trimmed(
+                "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            ),
+            landlock: landlock::AbiQuery::query(),
+            seccomp: landlock::SeccompState::query(),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// A program palisade would run, as found, with the identity of what is there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Located {
+    /// The explicit path, or where the search found it; `None` when the search found nothing.
+    pub path: Option<PathBuf>,
+    /// `None` when `path` is not an executable regular file.
+    pub identity: Option<FileIdentity>,
+    /// Whether `path` was given explicitly rather than searched for.
+    pub explicit: bool,
+}
+
+impl Located {
+    fn exact(path: &Path) -> Located {
+        Located {
+            path: Some(path.to_path_buf()),
+            identity: FileIdentity::of_executable(path),
+            explicit: true,
+        }
+    }
+
+    /// The explicit path if given; else the first executable `name` in the absolute entries of
+    /// `search_path` (relative entries such as `.` are skipped), else the first fallback.
+    fn find(
+        explicit: Option<&Path>,
+        name: &str,
+        search_path: &OsStr,
+        fallbacks: &[&str],
+    ) -> Located {
+        if let Some(path) = explicit {
+            return Located::exact(path);
+        }
+        let candidates = std::env::split_paths(search_path)
+            .filter(|dir| dir.is_absolute())
+            .map(|dir| dir.join(name))
+            .chain(fallbacks.iter().map(PathBuf::from));
+        for candidate in candidates {
+            if let Some(identity) = FileIdentity::of_executable(&candidate) {
+                return Located {
+                    path: Some(candidate),
+                    identity: Some(identity),
+                    explicit: false,
+                };
+            }
+        }
+        Located {
+            path: None,
+            identity: None,
+            explicit: false,
+        }
+    }
+
+    /// The usable path: present and executable.
+    pub fn usable(&self) -> Option<&Path> {
+        self.identity.as_ref().and(self.path.as_deref())
+    }
+
+    /// Why there is nothing usable, for a "not installed" reason: empty after a failed search,
+    /// ` (`path` is not an executable file)` for an explicit path.
+    pub fn missing_detail(&self) -> String {
+        match (&self.path, self.explicit) {
+            (Some(path), true) => format!(" (`{}` is not an executable file)", path.display()),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Enough of `stat(2)` to notice a replaced, rebuilt or touched file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FileIdentity {
+    pub dev: u64,
+    pub ino: u64,
+    pub mode: u32,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl FileIdentity {
+    /// The identity of whatever `path` resolves to; `None` if it does not exist.
+    fn of(path: &Path) -> Option<FileIdentity> {
+        std::fs::metadata(path).ok().map(|meta| FileIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            mode: meta.mode(),
+            size: meta.size(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        })
+    }
+
+    /// Like [`FileIdentity::of`], but only for a regular file with an execute bit.
+    fn of_executable(path: &Path) -> Option<FileIdentity> {
+        let identity = FileIdentity::of(path)?;
+        let regular = identity.mode & libc::S_IFMT == libc::S_IFREG;
+        (regular && identity.mode & 0o111 != 0).then_some(identity)
+    }
+}
+
+/// Where the docker probe talks to the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum DockerTarget {
+    /// A unix socket, with the identity of the socket file (dockerd recreates it on start).
+    Unix {
+        path: PathBuf,
+        identity: Option<FileIdentity>,
+    },
+    /// `DOCKER_HOST` names something other than a unix socket.
+    NotUnix { docker_host: String },
+}
+
+impl DockerTarget {
+    fn resolve(explicit: Option<&Path>) -> DockerTarget {
+        let unix = |path: PathBuf| DockerTarget::Unix {
+            identity: FileIdentity::of(&path),
+            path,
+        };
+        if let Some(path) = explicit {
+            return unix(path.to_path_buf());
+        }
+        match std::env::var_os("DOCKER_HOST") {
+            Some(host) if !host.is_empty() => match host.as_bytes().strip_prefix(b"unix://") {
+                Some(rest) => unix(PathBuf::from(OsStr::from_bytes(rest))),
+                None => DockerTarget::NotUnix {
+                    docker_host: host.to_string_lossy().into_owned(),
+                },
+            },
+            _ => unix(PathBuf::from(DEFAULT_DOCKER_SOCKET)),
+        }
+    }
+}
+
+fn read_trimmed(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|text| text.trim().to_owned())
+}
+
+#[allow(unsafe_code)]
+fn user_ids() -> (u32, u32) {
+    // SAFETY: getuid(2) and geteuid(2) take no arguments, always succeed and touch no memory.
+    unsafe { (libc::getuid(), libc::geteuid()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(describe_duration(Duration::from_secs(2)), "2 s");
+        assert_eq!(describe_duration(Duration::from_millis(500)), "500 ms");
+        assert_eq!(
+            timed_out(Duration::from_millis(1500)),
+            "timed out after 1500 ms"
+        );
+    }
+
+    #[test]
+    fn first_line_is_one_clean_line() {
+        assert_eq!(
+            first_line(b"\n  bwrap: oops\tthere \nsecond\n"),
+            "bwrap: oops there"
+        );
+        assert_eq!(first_line(b""), "");
+        let long = vec![b'x'; 500];
+        assert_eq!(first_line(&long).chars().count(), 201);
+    }
+
+    #[test]
+    fn search_skips_relative_entries_and_falls_back() {
+        let found = Located::find(None, "sh", OsStr::new(".:relative"), &["/bin/sh"]);
+        assert_eq!(found.path.as_deref(), Some(Path::new("/bin/sh")));
+        assert!(found.usable().is_some());
+        let missing = Located::find(
+            None,
+            "no-such-program-here",
+            OsStr::new("/nonexistent"),
+            &[],
+        );
+        assert_eq!(missing.usable(), None);
+        assert_eq!(missing.missing_detail(), "");
+    }
+
+    #[test]
+    fn explicit_non_executable_is_not_usable() {
+        let located = Located::find(
+            Some(Path::new("/proc/self/status")),
+            "x",
+            OsStr::new(""),
+            &[],
+        );
+        assert_eq!(located.usable(), None);
+        assert!(located.missing_detail().contains("/proc/self/status"));
+    }
+}

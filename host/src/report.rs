@@ -1,0 +1,121 @@
+//! How `palisade` reports failures: one line with a machine-readable code, optional detail
+//! lines, `hint:` lines, all on stderr. stdout carries data only.
+
+use crate::exit::Exit;
+
+/// The closed set of codes `palisade` prints. The first four come from the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    SandboxPolicyInvalid,
+    SandboxBackendUnavailable,
+    SandboxCapabilityInsufficient,
+    HostFactsInvalid,
+    /// A file or argument Palisade was given could not be used (unreadable, not JSON, …).
+    InputInvalid,
+    /// Palisade itself failed (engine load or trap, audit write, probe thread).
+    Internal,
+    /// `palisade replay` found records that did not reproduce.
+    ReplayDiverged,
+}
+
+impl ErrorCode {
+    /// The code as printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::SandboxPolicyInvalid => "SANDBOX_POLICY_INVALID",
+            ErrorCode::SandboxBackendUnavailable => "SANDBOX_BACKEND_UNAVAILABLE",
+            ErrorCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
+            ErrorCode::HostFactsInvalid => "HOST_FACTS_INVALID",
+            ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
+            ErrorCode::Internal => "PALISADE_INTERNAL",
+            ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
+        }
+    }
+
+    /// The process exit status that goes with this code.
+    pub fn exit(self) -> Exit {
+        match self {
+            ErrorCode::SandboxPolicyInvalid => Exit::PolicyInvalid,
+            ErrorCode::SandboxBackendUnavailable | ErrorCode::SandboxCapabilityInsufficient => {
+                Exit::Refused
+            }
+            ErrorCode::HostFactsInvalid | ErrorCode::InputInvalid | ErrorCode::Internal => {
+                Exit::Internal
+            }
+            ErrorCode::ReplayDiverged => Exit::Diverged,
+        }
+    }
+
+    /// Maps an engine refusal code.
+    pub fn from_refusal(code: palisade_engine::RefusalCode) -> Self {
+        use palisade_engine::RefusalCode as R;
+        match code {
+            R::SandboxPolicyInvalid => ErrorCode::SandboxPolicyInvalid,
+            R::SandboxBackendUnavailable => ErrorCode::SandboxBackendUnavailable,
+            R::SandboxCapabilityInsufficient => ErrorCode::SandboxCapabilityInsufficient,
+            R::HostFactsInvalid => ErrorCode::HostFactsInvalid,
+        }
+    }
+}
+
+/// A failure to report: `error[CODE]: message`, then details and hints.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Vec<String>,
+    pub hints: Vec<String>,
+}
+
+impl Failure {
+    /// A failure with just a code and a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: one_line(&message.into()),
+            details: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// Adds a `hint:` line.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(one_line(&hint.into()));
+        self
+    }
+
+    /// Adds an indented detail line.
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.details.push(one_line(&detail.into()));
+        self
+    }
+
+    /// The text printed on stderr.
+    pub fn render(&self) -> String {
+        let mut text = format!("error[{}]: {}\n", self.code.as_str(), self.message);
+        for detail in &self.details {
+            text.push_str("  ");
+            text.push_str(detail);
+            text.push('\n');
+        }
+        for hint in &self.hints {
+            text.push_str("hint: ");
+            text.push_str(hint);
+            text.push('\n');
+        }
+        text
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Collapses any line breaks so that every message stays on one line.
+pub fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}

@@ -1,0 +1,2 @@
+//! Palisade's backend shims.
+pub mod bwrap;
