@@ -1,0 +1,116 @@
+//! Decision cost: native engine vs the component (warm and fresh instance), and a whole
+//! `palisade decide` process with and without its caches.
+//!
+//! Run with `cargo bench -p palisade-suite --bench decision` (builds the release `palisade`
+//! binary first: `cargo build --release -p palisade`). Under `cargo test --all-targets` each
+//! benchmark runs once as a smoke test.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "benchmarks fail loudly"
+)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use palisade::runtime::{EngineRuntime, LoadOptions};
+use palisade_engine::{DecisionInput, RecordedFacts};
+
+const TASKPACK: &str = include_str!("../tests/fixtures/taskpack.yaml");
+
+/// A realistic input: the example taskpack with this host's real facts (bwrap, Landlock, …).
+fn input() -> DecisionInput {
+    let facts: RecordedFacts = serde_json::from_str(FACTS).unwrap();
+    DecisionInput {
+        document: Some(TASKPACK.to_owned()),
+        document_name: "tests/fixtures/taskpack.yaml".to_owned(),
+        host: facts.host,
+        probes: facts.probes,
+    }
+}
+
+const FACTS: &str = r#"{"host":{"os":"linux","arch":"x86_64","sessionKind":"cli","githubActions":false,
+"allowDirectDedicated":false,"homeDir":"/home/dev","workspaceDir":"/home/dev/work/repo",
+"writableRoots":["/home/dev/work/results"],"defaultBackendOrder":["linux-bwrap","linux-landlock","docker"]},
+"probes":[
+{"backend":"macos-seatbelt","available":false,"reason":"seatbelt needs macos","capabilities":[],"networkModes":[],"domainFiltering":false,"version":"","limitations":[]},
+{"backend":"linux-bwrap","available":true,"reason":"trial sandbox ran","capabilities":["filesystemReadContainment","filesystemWriteContainment","protectedPathReadOnlyMask","networkIsolation","processTreeCleanup","syscallFiltering"],"networkModes":["none","loopback-only","allow-outbound"],"domainFiltering":false,"version":"bubblewrap 0.8.0","limitations":[]},
+{"backend":"linux-landlock","available":true,"reason":"","capabilities":["filesystemReadContainment","filesystemWriteContainment","networkIsolation","processTreeCleanup"],"networkModes":["none","allow-outbound"],"domainFiltering":false,"version":"landlock abi 7","limitations":["cannot stop creating a protected path that does not exist yet"]},
+{"backend":"docker","available":false,"reason":"docker daemon not answering","capabilities":[],"networkModes":[],"domainFiltering":false,"version":"","limitations":[]},
+{"backend":"direct-dedicated","available":true,"reason":"","capabilities":["processTreeCleanup"],"networkModes":["allow-outbound"],"domainFiltering":false,"version":"","limitations":["no filesystem masks","no network isolation"]}]}"#;
+
+fn in_process(c: &mut Criterion) {
+    let input = input();
+    let runtime = EngineRuntime::load(&LoadOptions::default()).unwrap();
+    let mut instance = runtime.instantiate().unwrap();
+    let native = palisade_engine::decide(&input);
+    assert_eq!(
+        instance.decide(&input).unwrap(),
+        native,
+        "component and native disagree"
+    );
+
+    let mut group = c.benchmark_group("decision");
+    group.bench_function("native", |b| b.iter(|| palisade_engine::decide(&input)));
+    group.bench_function("component-warm-instance", |b| {
+        b.iter(|| instance.decide(&input).unwrap())
+    });
+    group.bench_function("component-fresh-instance", |b| {
+        b.iter(|| runtime.instantiate().unwrap().decide(&input).unwrap())
+    });
+    group.finish();
+}
+
+/// The `palisade` binary next to this bench's profile directory, if it was built.
+fn palisade_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let profile_dir = exe.parent()?.parent()?;
+    let binary = profile_dir.join("palisade");
+    binary.exists().then_some(binary)
+}
+
+fn whole_process(c: &mut Criterion) {
+    let Some(binary) = palisade_binary() else {
+        eprintln!(
+            "skipping process benchmarks: build the palisade binary first (cargo build --release -p palisade)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let taskpack = dir.path().join("taskpack.yaml");
+    std::fs::write(&taskpack, TASKPACK).unwrap();
+    let decide = |cache: &std::path::Path, extra: &[&str]| {
+        let status = Command::new(&binary)
+            .args(["decide", "--json", "--taskpack"])
+            .arg(&taskpack)
+            .arg("--workspace")
+            .arg(dir.path())
+            .args(extra)
+            .env("PALISADE_CACHE_DIR", cache)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success() || status.code() == Some(4));
+    };
+    decide(&cache, &[]); // warm both caches
+
+    let mut group = c.benchmark_group("process");
+    group.sample_size(20);
+    group.bench_function("decide-warm-caches", |b| b.iter(|| decide(&cache, &[])));
+    group.bench_function("decide-no-probe-cache", |b| {
+        b.iter(|| decide(&cache, &["--no-cache"]))
+    });
+    group.bench_function("decide-no-caches", |b| {
+        b.iter(|| {
+            let cold = dir.path().join("cold");
+            let _ = std::fs::remove_dir_all(&cold);
+            decide(&cold, &["--no-cache"]);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, in_process, whole_process);
+criterion_main!(benches);
