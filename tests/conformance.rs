@@ -176,6 +176,17 @@ fn palisade_binary() -> std::path::PathBuf {
         "`{}` is missing: run the workspace tests (`cargo test --workspace`) or `cargo build -p palisade` first",
         binary.display()
     );
+    // A binary left over from an earlier build would embed another engine.
+    let embedded = std::process::Command::new(&binary)
+        .arg("component")
+        .output()
+        .unwrap();
+    assert_eq!(
+        palisade_engine::output::sha256_hex(&embedded.stdout),
+        palisade::runtime::EMBEDDED_COMPONENT_SHA256,
+        "`{}` is stale: run `cargo build -p palisade` (or `cargo test --workspace`)",
+        binary.display()
+    );
     binary
 }
 

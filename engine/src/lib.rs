@@ -11,6 +11,7 @@
 pub mod model;
 pub mod output;
 
+mod budgets;
 mod decide;
 mod host;
 mod negotiate;

@@ -217,6 +217,7 @@ mod tests {
             denied_read_paths: vec![],
             protected_paths: vec![],
             allow_dedicated_direct_override: false,
+            budgets: Default::default(),
         }
     }
 

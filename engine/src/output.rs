@@ -91,6 +91,17 @@ pub struct Requirement {
     pub reason: String,
 }
 
+/// Resource budgets from `spec.budgets`; absent fields are `null` (no limit from the policy).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Budgets {
+    pub timeout_seconds: Option<u64>,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+}
+
 /// The effective policy after defaults and implications.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -112,6 +123,8 @@ pub struct EffectivePolicy {
     /// Built-in protected paths resolved against the workspace, in built-in order.
     pub protected_paths: Vec<String>,
     pub allow_dedicated_direct_override: bool,
+    /// `spec.budgets` as declared (the launcher may only tighten them).
+    pub budgets: Budgets,
 }
 
 /// What happened to one candidate backend during negotiation.
@@ -159,6 +172,8 @@ pub struct ConfinementPlan {
     pub syscall_filter: bool,
     /// Whether the whole process tree is reaped when the step ends.
     pub process_tree_cleanup: bool,
+    /// The policy's budgets, for the launcher to enforce (tightened by its own flags).
+    pub budgets: Budgets,
 }
 
 /// A field-level problem in the policy or host facts.

@@ -42,6 +42,7 @@ pub(crate) fn plan(
         },
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
+        budgets: policy.budgets.clone(),
     }
 }
 
@@ -88,6 +89,7 @@ mod tests {
             denied_read_paths: vec!["/root/.ssh".into()],
             protected_paths: vec!["/w/.github".into()],
             allow_dedicated_direct_override: false,
+            budgets: Default::default(),
         }
     }
 

@@ -9,7 +9,9 @@
 
 use std::collections::BTreeSet;
 
+use crate::budgets;
 use crate::model::HostFacts;
+use crate::output::Budgets;
 use crate::sandbox::{self, SandboxSpec};
 use crate::text::{self, Errors};
 use crate::yaml::{self, Node};
@@ -32,6 +34,8 @@ pub(crate) struct Taskpack {
     pub(crate) ignored_spec_sections: Vec<String>,
     /// `spec.sandbox`, when present.
     pub(crate) sandbox: Option<SandboxSpec>,
+    /// `spec.budgets` (all unset when absent).
+    pub(crate) budgets: Budgets,
 }
 
 /// Parses and validates a Taskpack document against the (already valid) host facts.
@@ -112,11 +116,12 @@ fn walk_root(root: &Node, host: &HostFacts, errors: &mut Errors) -> Option<Taskp
     if !metadata {
         errors.push("metadata", "is required, with a `name`");
     }
-    let (ignored_spec_sections, sandbox) = spec.unwrap_or_default();
+    let (ignored_spec_sections, sandbox, budgets) = spec.unwrap_or_default();
     Some(Taskpack {
         name: name?,
         ignored_spec_sections,
         sandbox,
+        budgets,
     })
 }
 
@@ -155,16 +160,21 @@ fn walk_spec(
     path: &str,
     host: &HostFacts,
     errors: &mut Errors,
-) -> Option<(Vec<String>, Option<SandboxSpec>)> {
+) -> Option<(Vec<String>, Option<SandboxSpec>, Budgets)> {
     if !matches!(node, Node::Mapping(_)) {
         errors.push(path, format!("expected a mapping, found {}", node.kind()));
         return None;
     }
     let mut ignored = BTreeSet::new();
     let mut sandbox = None;
+    let mut task_budgets = Budgets::default();
     each_entry(node, path, errors, |key, child, value, errors| {
         if key == SANDBOX {
             sandbox = sandbox::walk(value, &child, host, errors);
+        } else if key == budgets::SECTION {
+            let (walked, not_ours) = budgets::walk(value, &child, errors);
+            task_budgets = walked;
+            ignored.extend(not_ours);
         } else if text::within_edits(key, SANDBOX, 2) {
             // Under Actions a misspelt section would silently select the weakest backend.
             errors.push(
@@ -179,7 +189,7 @@ fn walk_spec(
             check_duplicates(value, &child, errors);
         }
     });
-    Some((ignored.into_iter().collect(), sandbox))
+    Some((ignored.into_iter().collect(), sandbox, task_budgets))
 }
 
 /// Walks a `string → string` map such as `metadata.labels`.
@@ -338,9 +348,9 @@ mod tests {
 
     #[test]
     fn other_spec_sections_are_ignored_and_sorted() {
-        let doc = format!("{HEAD}spec:\n  steps: [a]\n  budgets: {{x: 1}}\n");
+        let doc = format!("{HEAD}spec:\n  steps: [a]\n  budgets: {{cpuSeconds: 1}}\n");
         let taskpack = parse_taskpack(&doc, &host()).unwrap();
-        assert_eq!(taskpack.ignored_spec_sections, ["budgets", "steps"]);
+        assert_eq!(taskpack.ignored_spec_sections, ["steps"]);
     }
 
     #[test]

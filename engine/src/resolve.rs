@@ -52,6 +52,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         denied_read_paths: Vec::new(),
         protected_paths,
         allow_dedicated_direct_override: false,
+        budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
     };
     match taskpack.and_then(|t| t.sandbox.as_ref()) {
         Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
@@ -171,6 +172,7 @@ mod tests {
             name: "t".into(),
             ignored_spec_sections: vec!["steps".into()],
             sandbox,
+            budgets: Default::default(),
         }
     }
 
