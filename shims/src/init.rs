@@ -1,0 +1,875 @@
+//! `palisade __sandbox-init`: the sandbox's init for the `linux-landlock` and
+//! `direct-dedicated` mechanisms (bubblewrap is its own init).
+//!
+//! The host builds an [`InitSpec`] ([`spec_for`]) and a [`Launch`] ([`launch`]) that runs the
+//! palisade binary with [`SUBCOMMAND`], the spec as JSON on fd [`SPEC_FD`] and a report pipe on
+//! fd [`REPORT_FD`]; [`crate::supervise::run`] supervises it. [`main`] then:
+//!
+//! 1. reads the spec (JSON, `deny_unknown_fields`) and prepares everything the children need;
+//! 2. enters a private PID namespace: `unshare(CLONE_NEWPID)` as root, otherwise
+//!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)` with `/proc/self/uid_map` `<uid> <uid> 1`,
+//!    `setgroups` `deny` and `gid_map` `<gid> <gid> 1` (the process is single-threaded: a fresh
+//!    exec), then re-arms its parent-death signal and checks the supervisor is still there;
+//! 3. ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT (the supervisor forwards those to the launched
+//!    process group, which the command is in; init must survive them to pass the status on) and
+//!    forks PID 1 of the new namespace, then waits for it and passes the command's status
+//!    through: an exit code as the same exit code, a signal by re-raising it on itself (with
+//!    core dumps off), so the supervisor sees exactly what the command did;
+//! 4. PID 1 sets `PR_SET_PDEATHSIG(SIGKILL)` and checks (through a pipe whose write end only the
+//!    outer process holds) that its parent did not die before that, forks the command child,
+//!    reaps every process of the namespace, and when the command child exits reports its raw
+//!    status through a pipe and exits — the kernel then SIGKILLs whatever is left in the
+//!    namespace. A SIGKILLed supervisor kills the outer process (parent-death signal set by the
+//!    supervisor), which kills PID 1, which takes the namespace down;
+//! 5. the command child resets every signal disposition and the mask, marks every descriptor
+//!    above 2 close-on-exec, sets the rlimits, enters the working directory, applies the
+//!    confinement, and execs the command, searching the `PATH` of the spec's environment: 127
+//!    and one line on stderr when not found, 126 when found but not executable (as `env` and
+//!    `docker run`).
+//!
+//! Confinement by mechanism:
+//! - `Direct` ([`Confinement::None`]): nothing beyond the PID namespace — not even
+//!   `no_new_privs`. `direct-dedicated` means "no masks, on a disposable dedicated runner", where
+//!   CI steps legitimately use `sudo`, and `no_new_privs` would break setuid programs without
+//!   being a boundary the backend claims. (As non-root the user namespace already stops setuid
+//!   binaries from gaining privileges: their owner is not mapped.)
+//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets `no_new_privs`,
+//!   fails closed unless fully enforced), then [`crate::seccomp::install`], then `execve`.
+//!
+//! Any setup failure before `execve` writes `error: <message>` to the report pipe and one line
+//! to stderr, and exits 125; the host reads the report after the run ([`InitReport::collect`])
+//! and so can tell "palisade refused" from "the command exited 125".
+
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::landlock::{self, ListingFacts, RulesetPlan};
+use crate::plan::{LaunchPlan, Mechanism, Network};
+use crate::seccomp;
+use crate::supervise::{self, Launch, LaunchKind, PassFd, RlimitResource, sys};
+
+/// The hidden subcommand of the `palisade` binary that calls [`main`].
+pub const SUBCOMMAND: &str = "__sandbox-init";
+/// The descriptor init reads its [`InitSpec`] from (JSON, until end of file).
+pub const SPEC_FD: RawFd = 3;
+/// The descriptor [`launch`] passes the report pipe on.
+pub const REPORT_FD: RawFd = 4;
+
+/// Exit status for a failure of init itself (nothing was executed), as `env` and `docker run`.
+pub const EXIT_SETUP_FAILED: i32 = 125;
+/// The command was found but could not be executed.
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// The command was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Everything init needs, as JSON on [`SPEC_FD`]. Strings that are not UTF-8 are written as
+/// arrays of bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitSpec {
+    /// The command and its arguments; `command[0]` is looked up in the `PATH` of `env` unless
+    /// it contains a `/`.
+    #[serde(with = "wire::list")]
+    pub command: Vec<OsString>,
+    /// The command's complete environment.
+    #[serde(with = "wire::pairs")]
+    pub env: Vec<(OsString, OsString)>,
+    /// The command's working directory (the workspace).
+    #[serde(with = "wire::path")]
+    pub cwd: PathBuf,
+    /// Limits set in the command child before it execs.
+    pub rlimits: Vec<Rlimit>,
+    pub confinement: Confinement,
+    /// Where to report setup failures and the Landlock status (set by [`launch`]).
+    pub report_fd: Option<RawFd>,
+}
+
+/// What the command child applies just before `execve`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Confinement {
+    /// `direct-dedicated`: nothing (see the module documentation).
+    None,
+    /// `linux-landlock`: the ruleset, then (when the plan asks for a syscall filter) palisade's
+    /// seccomp filter for the Landlock mechanism and this network mode.
+    Landlock {
+        ruleset: RulesetPlan,
+        seccomp: Option<FilterNetwork>,
+    },
+}
+
+/// The network mode the Landlock mechanism's seccomp filter enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FilterNetwork {
+    None,
+    LoopbackOnly,
+    AllowOutbound,
+}
+
+impl From<Network> for FilterNetwork {
+    fn from(network: Network) -> Self {
+        match network {
+            Network::None => FilterNetwork::None,
+            Network::LoopbackOnly => FilterNetwork::LoopbackOnly,
+            Network::AllowOutbound => FilterNetwork::AllowOutbound,
+        }
+    }
+}
+
+impl From<FilterNetwork> for Network {
+    fn from(network: FilterNetwork) -> Self {
+        match network {
+            FilterNetwork::None => Network::None,
+            FilterNetwork::LoopbackOnly => Network::LoopbackOnly,
+            FilterNetwork::AllowOutbound => Network::AllowOutbound,
+        }
+    }
+}
+
+/// One resource limit; `u64::MAX` is unlimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rlimit {
+    pub resource: Resource,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// The rlimits init may set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// Address space (`RLIMIT_AS`).
+    As,
+    /// Core file size (`RLIMIT_CORE`).
+    Core,
+    /// CPU seconds (`RLIMIT_CPU`).
+    Cpu,
+    /// File size (`RLIMIT_FSIZE`).
+    Fsize,
+    /// Open descriptors (`RLIMIT_NOFILE`).
+    Nofile,
+}
+
+impl Resource {
+    fn raw(self) -> RlimitResource {
+        match self {
+            Resource::As => libc::RLIMIT_AS,
+            Resource::Core => libc::RLIMIT_CORE,
+            Resource::Cpu => libc::RLIMIT_CPU,
+            Resource::Fsize => libc::RLIMIT_FSIZE,
+            Resource::Nofile => libc::RLIMIT_NOFILE,
+        }
+    }
+}
+
+/// Why init could not be prepared or could not start the command.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("mechanism `{0:?}` does not use palisade's sandbox init")]
+    Mechanism(Mechanism),
+    #[error("the command is empty")]
+    EmptyCommand,
+    #[error("{what} `{value}` contains a NUL byte")]
+    Nul { what: &'static str, value: String },
+    #[error(transparent)]
+    Landlock(#[from] landlock::LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::SeccompError),
+    #[error("invalid init spec: {0}")]
+    Spec(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> InitError {
+    move |source| InitError::Io { what, source }
+}
+
+/// The spec for `plan`. For `Landlock`, the ruleset is computed from `facts` (measured now when
+/// `None`); the seccomp filter is always included (it is half of the mechanism). Core dumps are
+/// off (`RLIMIT_CORE` 0): a crashing command must not write its memory into the workspace.
+/// Budgets are not part of the spec: the supervisor enforces them (cgroup or rlimits set before
+/// init starts, inherited by everything below it).
+pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitSpec, InitError> {
+    if plan.command.is_empty() {
+        return Err(InitError::EmptyCommand);
+    }
+    let confinement = match plan.mechanism {
+        Mechanism::Direct => Confinement::None,
+        Mechanism::Landlock => {
+            let measured;
+            let facts = match facts {
+                Some(f) => f,
+                None => {
+                    measured = ListingFacts::measure(plan)?;
+                    &measured
+                }
+            };
+            Confinement::Landlock {
+                ruleset: landlock::ruleset_plan(plan, facts)?,
+                // Always: the filter is half of this mechanism (non-TCP sockets, io_uring,
+                // keyrings, namespaces, setuid bits, TIOCSTI), whether or not the policy asked
+                // for `syscallFiltering` (which the Landlock probe does not claim).
+                seccomp: Some(plan.network.into()),
+            }
+        }
+        Mechanism::Bwrap => return Err(InitError::Mechanism(plan.mechanism)),
+    };
+    Ok(InitSpec {
+        command: plan.command.clone(),
+        env: plan.env.clone(),
+        cwd: plan.workspace.clone(),
+        rlimits: vec![Rlimit {
+            resource: Resource::Core,
+            soft: 0,
+            hard: 0,
+        }],
+        confinement,
+        report_fd: None,
+    })
+}
+
+/// A [`Launch`] of `exe` (the palisade binary, or any binary whose [`SUBCOMMAND`] calls
+/// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. Keep the
+/// [`InitReport`] and [`InitReport::collect`] it after the run.
+pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitError> {
+    let mut spec = spec.clone();
+    spec.report_fd = Some(REPORT_FD);
+    let json = serde_json::to_vec(&spec).map_err(|e| InitError::Spec(e.to_string()))?;
+    let memfd =
+        supervise::data_fd("palisade-init-spec", &json).map_err(io_err("init spec memfd"))?;
+    let (report_read, report_write) = sys::pipe_cloexec().map_err(io_err("report pipe"))?;
+    let launch = Launch {
+        program: exe.to_path_buf(),
+        args: vec![OsString::from(SUBCOMMAND)],
+        env: Vec::new(),
+        cwd: None,
+        fds: vec![
+            PassFd {
+                fd: memfd,
+                target: SPEC_FD,
+            },
+            PassFd {
+                fd: report_write,
+                target: REPORT_FD,
+            },
+        ],
+        kind: LaunchKind::SandboxInit,
+    };
+    Ok((launch, InitReport { read: report_read }))
+}
+
+/// The read end of init's report pipe.
+#[derive(Debug)]
+pub struct InitReport {
+    read: OwnedFd,
+}
+
+/// What init reported: a setup failure (nothing was executed; the status is 125), and what
+/// Landlock enforced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetupReport {
+    pub error: Option<String>,
+    pub landlock: Option<landlock::Status>,
+}
+
+impl InitReport {
+    /// Reads the report. Call after [`crate::supervise::run`] returned (every writer is gone
+    /// then, so this never blocks).
+    pub fn collect(self) -> SetupReport {
+        let mut text = Vec::new();
+        let _ = File::from(self.read).read_to_end(&mut text);
+        let mut report = SetupReport::default();
+        for line in String::from_utf8_lossy(&text).lines() {
+            if let Some(message) = line.strip_prefix("error: ") {
+                report.error.get_or_insert_with(|| message.to_string());
+            } else if let Some(json) = line.strip_prefix("landlock: ") {
+                report.landlock = serde_json::from_str(json).ok();
+            }
+        }
+        report
+    }
+}
+
+/// The `palisade __sandbox-init` process. Never returns.
+pub fn main() -> ! {
+    let mut report = Reporter(None);
+    match outer(&mut report) {
+        Ok(never) => match never {},
+        Err(e) => report.fail(&e.to_string()),
+    }
+}
+
+enum Never {}
+
+/// Writes `error:` and status lines to the report pipe; one line to stderr on failure.
+struct Reporter(Option<File>);
+
+impl Reporter {
+    fn line(&mut self, line: &str) {
+        if let Some(file) = &mut self.0 {
+            let _ = file.write_all(format!("{line}\n").as_bytes());
+        }
+    }
+
+    fn fail(&mut self, message: &str) -> ! {
+        self.line(&format!("error: {message}"));
+        eprintln!("palisade: sandbox init: {message}");
+        sys::exit_now(EXIT_SETUP_FAILED)
+    }
+}
+
+fn outer(report: &mut Reporter) -> Result<Never, InitError> {
+    let supervisor = sys::getppid();
+    let spec = read_spec()?;
+    if let Some(fd) = spec.report_fd {
+        report.0 = Some(File::from(take_fd(fd)?));
+    }
+    let prepared = Prepared::new(&spec)?;
+    // A confined command also gets its own System V IPC and host name: with no mount or network
+    // namespace these are the host's otherwise (shared memory segments, message queues).
+    let extra = if prepared.landlock.is_some() {
+        libc::CLONE_NEWIPC | libc::CLONE_NEWUTS
+    } else {
+        0
+    };
+    enter_pid_namespace(extra)?;
+    // Creating a user namespace changes credentials, which may clear the parent-death signal.
+    sys::set_parent_death_signal(libc::SIGKILL).map_err(io_err("PR_SET_PDEATHSIG"))?;
+    if sys::getppid() != supervisor {
+        return Err(InitError::Spec("the supervisor exited".into()));
+    }
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+        sys::set_disposition(signal, true);
+    }
+    let (alive_read, alive_write) = sys::pipe_cloexec().map_err(io_err("pipe"))?;
+    let (status_read, status_write) = sys::pipe_cloexec().map_err(io_err("pipe"))?;
+    let pid1 = sys::fork().map_err(io_err("fork"))?;
+    if pid1 == 0 {
+        drop(alive_write);
+        drop(status_read);
+        pid1_main(&prepared, &alive_read, status_write, report);
+    }
+    drop(alive_read);
+    drop(status_write);
+    let raw = sys::wait_pid(pid1).map_err(io_err("wait for pid 1"))?;
+    let mut buf = [0_u8; 4];
+    let status = match File::from(status_read).read_exact(&mut buf) {
+        Ok(()) => i32::from_ne_bytes(buf),
+        // PID 1 died without reporting (killed from outside): pass its own status on.
+        Err(_) => raw,
+    };
+    drop(alive_write);
+    pass_through(status)
+}
+
+/// PID 1 of the namespace.
+fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut Reporter) -> ! {
+    if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::peer_closed(alive) {
+        sys::exit_now(EXIT_SETUP_FAILED);
+    }
+    let command = match sys::fork() {
+        Ok(0) => command_child(prepared, report),
+        Ok(pid) => pid,
+        Err(e) => report.fail(&format!("fork: {e}")),
+    };
+    loop {
+        match sys::wait_any(false) {
+            Some(child) if child.pid == command => {
+                let _ = File::from(status).write_all(&child.status.to_ne_bytes());
+                sys::exit_now(supervise_exit_code(child.status));
+            }
+            Some(_) => {}
+            None => sys::exit_now(EXIT_SETUP_FAILED),
+        }
+    }
+}
+
+fn supervise_exit_code(status: i32) -> i32 {
+    if libc::WIFSIGNALED(status) {
+        128_i32.saturating_add(libc::WTERMSIG(status))
+    } else {
+        libc::WEXITSTATUS(status)
+    }
+}
+
+/// Exits like the command did: same exit code, or the same signal re-raised.
+fn pass_through(status: i32) -> ! {
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        sys::raise_default(signal);
+        sys::exit_now(128_i32.saturating_add(signal));
+    }
+    sys::exit_now(libc::WEXITSTATUS(status))
+}
+
+/// The command child: reset, limit, confine, exec.
+fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
+    let _ = sys::set_parent_death_signal(libc::SIGKILL);
+    sys::reset_all_signals();
+    if let Err(e) = sys::cloexec_from(3) {
+        report.fail(&format!("cannot close inherited descriptors: {e}"));
+    }
+    for (resource, soft, hard) in &prepared.rlimits {
+        if let Err(e) = sys::set_rlimit(*resource, *soft, *hard) {
+            report.fail(&format!("setrlimit: {e}"));
+        }
+    }
+    if let Err(e) = sys::chdir(&prepared.cwd) {
+        report.fail(&format!(
+            "cannot enter `{}`: {e}",
+            OsStr::from_bytes(prepared.cwd.as_bytes()).display()
+        ));
+    }
+    if let Some(ruleset) = &prepared.landlock {
+        // Root is not a boundary: a confined uid 0 must not keep capabilities (raw sockets,
+        // file capabilities, CAP_SYS_ADMIN paths seccomp does not list), now or after exec.
+        if let Err(e) = drop_all_capabilities() {
+            report.fail(&format!("cannot drop capabilities: {e}"));
+        }
+        match landlock::restrict(ruleset) {
+            Ok(status) => {
+                if let Ok(json) = serde_json::to_string(&status) {
+                    report.line(&format!("landlock: {json}"));
+                }
+            }
+            Err(e) => report.fail(&e.to_string()),
+        }
+    }
+    if let Some(program) = &prepared.seccomp
+        && let Err(e) = seccomp::install(program)
+    {
+        report.fail(&format!("seccomp: {e}"));
+    }
+    let code = prepared.exec();
+    drop(report.0.take());
+    sys::exit_now(code)
+}
+
+/// Empties the bounding, ambient, inheritable, permitted and effective capability sets and locks
+/// `SECBIT_NOROOT`, so neither this process nor anything it executes (uid 0 included) holds a
+/// capability. Only raw syscalls: this runs between fork and exec.
+#[allow(unsafe_code)]
+fn drop_all_capabilities() -> std::io::Result<()> {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let check = |result: libc::c_int| {
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    // The highest capability this kernel knows, from /proc would allocate; probe instead.
+    for cap in 0..64 {
+        // SAFETY: prctl with integer arguments only; EINVAL past the last capability.
+        let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if result != 0 {
+            let error = std::io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EINVAL) {
+                break;
+            }
+            // Without CAP_SETPCAP (not root) the bounding set cannot be changed; there is
+            // nothing in the permitted set to lose either, checked below.
+            if error.raw_os_error() == Some(libc::EPERM) {
+                break;
+            }
+            return Err(error);
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    check(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl with integer arguments only. Fails with EPERM without CAP_SETPCAP, in
+    // which case the process has no capabilities to regain anyway (checked below).
+    let _ = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
+    let mut header = Header {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [Data {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: header and data are valid for the v3 ABI (two data structs).
+    check(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int })?;
+    // Verify: nothing left in the permitted set.
+    let mut now = [Data {
+        effective: 1,
+        permitted: 1,
+        inheritable: 1,
+    }; 2];
+    // SAFETY: as above, capget writes two data structs.
+    check(unsafe {
+        libc::syscall(libc::SYS_capget, &mut header, now.as_mut_ptr()) as libc::c_int
+    })?;
+    if now
+        .iter()
+        .any(|d| d.permitted != 0 || d.effective != 0 || d.inheritable != 0)
+    {
+        return Err(std::io::Error::other("capabilities remain after capset"));
+    }
+    Ok(())
+}
+
+/// The spec turned into what the children need, before any fork.
+struct Prepared {
+    name: OsString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    /// Paths to try in order (`PATH` search done lazily by `execve` errors).
+    candidates: Vec<CString>,
+    cwd: CString,
+    rlimits: Vec<(RlimitResource, u64, u64)>,
+    landlock: Option<RulesetPlan>,
+    seccomp: Option<seccomp::Program>,
+}
+
+impl Prepared {
+    fn new(spec: &InitSpec) -> Result<Self, InitError> {
+        let name = spec.command.first().ok_or(InitError::EmptyCommand)?.clone();
+        if name.is_empty() {
+            return Err(InitError::EmptyCommand);
+        }
+        let argv = spec
+            .command
+            .iter()
+            .map(|a| cstring(a.as_bytes(), "argument"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut envp = Vec::new();
+        for (key, value) in &spec.env {
+            if key.is_empty() || key.as_bytes().contains(&b'=') {
+                return Err(InitError::Spec(format!(
+                    "environment name `{}` is invalid",
+                    key.display()
+                )));
+            }
+            let mut pair = key.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            envp.push(cstring(&pair, "environment entry")?);
+        }
+        let candidates = if name.as_bytes().contains(&b'/') {
+            vec![cstring(name.as_bytes(), "command")?]
+        } else {
+            let path = spec.env.iter().find(|(k, _)| k == "PATH").map_or_else(
+                || OsString::from(supervise::DEFAULT_PATH),
+                |(_, v)| v.clone(),
+            );
+            path.as_bytes()
+                .split(|b| *b == b':')
+                .map(|dir| {
+                    let dir = if dir.is_empty() { &b"."[..] } else { dir };
+                    let mut full = dir.to_vec();
+                    full.push(b'/');
+                    full.extend_from_slice(name.as_bytes());
+                    cstring(&full, "command path")
+                })
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        let (landlock, seccomp) = match &spec.confinement {
+            Confinement::None => (None, None),
+            Confinement::Landlock { ruleset, seccomp } => {
+                let program = seccomp
+                    .map(|network| {
+                        seccomp::build(&seccomp::Profile {
+                            mechanism: Mechanism::Landlock,
+                            network: network.into(),
+                        })
+                    })
+                    .transpose()?;
+                (Some(ruleset.clone()), program)
+            }
+        };
+        Ok(Prepared {
+            name,
+            argv,
+            envp,
+            candidates,
+            cwd: cstring(spec.cwd.as_os_str().as_bytes(), "directory")?,
+            rlimits: spec
+                .rlimits
+                .iter()
+                .map(|r| (r.resource.raw(), r.soft, r.hard))
+                .collect(),
+            landlock,
+            seccomp,
+        })
+    }
+
+    /// Tries every candidate like `execvp`; returns the exit code when none could be executed
+    /// (after one line on stderr).
+    fn exec(&self) -> i32 {
+        let mut denied = None;
+        let mut last = None;
+        for candidate in &self.candidates {
+            let e = sys::execve(candidate, &self.argv, &self.envp);
+            match e.raw_os_error() {
+                Some(
+                    libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENAMETOOLONG | libc::ELOOP,
+                ) => {
+                    last = Some(e);
+                }
+                Some(libc::EACCES) => {
+                    denied = Some(e);
+                }
+                _ => {
+                    eprintln!("palisade: `{}`: {e}", self.name.display());
+                    return EXIT_CANNOT_EXECUTE;
+                }
+            }
+        }
+        match denied {
+            Some(e) => {
+                eprintln!("palisade: `{}`: {e}", self.name.display());
+                EXIT_CANNOT_EXECUTE
+            }
+            None => {
+                let _ = last;
+                eprintln!("palisade: `{}`: command not found", self.name.display());
+                EXIT_NOT_FOUND
+            }
+        }
+    }
+}
+
+fn cstring(bytes: &[u8], what: &'static str) -> Result<CString, InitError> {
+    CString::new(bytes).map_err(|_| InitError::Nul {
+        what,
+        value: String::from_utf8_lossy(bytes).into_owned(),
+    })
+}
+
+fn read_spec() -> Result<InitSpec, InitError> {
+    let mut file = File::from(take_fd(SPEC_FD)?);
+    let mut json = Vec::new();
+    file.read_to_end(&mut json)
+        .map_err(io_err("read the init spec"))?;
+    serde_json::from_slice(&json).map_err(|e| InitError::Spec(e.to_string()))
+}
+
+/// Takes ownership of an inherited descriptor after checking it is open, and makes it
+/// close-on-exec so the command never inherits it.
+fn take_fd(fd: RawFd) -> Result<OwnedFd, InitError> {
+    sys::set_cloexec(fd).map_err(|source| InitError::Io {
+        what: "inherited descriptor",
+        source,
+    })?;
+    Ok(sys::own_fd(fd))
+}
+
+/// `unshare(CLONE_NEWPID | extra)` as root; otherwise, or when that is refused, a user
+/// namespace mapping only the caller's uid and gid as well.
+fn enter_pid_namespace(extra: libc::c_int) -> Result<(), InitError> {
+    if sys::geteuid() == 0 && sys::unshare(libc::CLONE_NEWPID | extra).is_ok() {
+        return Ok(());
+    }
+    let uid = sys::getuid();
+    let gid = sys::getgid();
+    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | extra)
+        .map_err(io_err("unshare(CLONE_NEWUSER | CLONE_NEWPID)"))?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
+        .map_err(io_err("write /proc/self/uid_map"))?;
+    std::fs::write("/proc/self/setgroups", "deny").map_err(io_err("write /proc/self/setgroups"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+        .map_err(io_err("write /proc/self/gid_map"))?;
+    Ok(())
+}
+
+/// Serde for OS strings: UTF-8 as a JSON string, anything else as an array of bytes.
+mod wire {
+    use std::ffi::{OsStr, OsString};
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Wire {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    fn to_wire(s: &OsStr) -> Wire {
+        match s.to_str() {
+            Some(text) => Wire::Text(text.to_string()),
+            None => Wire::Bytes(s.as_bytes().to_vec()),
+        }
+    }
+
+    fn from_wire(w: Wire) -> OsString {
+        match w {
+            Wire::Text(text) => OsString::from(text),
+            Wire::Bytes(bytes) => OsString::from_vec(bytes),
+        }
+    }
+
+    pub mod list {
+        use super::*;
+        use serde::{Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &[OsString], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|x| to_wire(x)))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<OsString>, D::Error> {
+            Ok(Vec::<Wire>::deserialize(d)?
+                .into_iter()
+                .map(from_wire)
+                .collect())
+        }
+    }
+
+    pub mod pairs {
+        use super::*;
+        use serde::{Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(
+            v: &[(OsString, OsString)],
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|(k, x)| (to_wire(k), to_wire(x))))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Vec<(OsString, OsString)>, D::Error> {
+            Ok(Vec::<(Wire, Wire)>::deserialize(d)?
+                .into_iter()
+                .map(|(k, v)| (from_wire(k), from_wire(v)))
+                .collect())
+        }
+    }
+
+    pub mod path {
+        use std::path::PathBuf;
+
+        use super::*;
+        use serde::{Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(v: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+            to_wire(v.as_os_str()).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+            Ok(PathBuf::from(from_wire(Wire::deserialize(d)?)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        reason = "tests"
+    )]
+    use super::*;
+    use crate::plan::Budgets;
+    use std::os::unix::ffi::OsStringExt;
+
+    fn plan(mechanism: Mechanism) -> LaunchPlan {
+        LaunchPlan {
+            mechanism,
+            network: Network::AllowOutbound,
+            workspace: PathBuf::from("/tmp"),
+            writable_roots: vec![PathBuf::from("/tmp")],
+            read_only_root: false,
+            denied_read_paths: vec![],
+            protected_paths: vec![],
+            syscall_filter: false,
+            command: vec![OsString::from("sh"), OsString::from_vec(vec![b'-', 0xff])],
+            env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
+            run_temp_dir: PathBuf::from("/tmp"),
+            budgets: Budgets::default(),
+        }
+    }
+
+    #[test]
+    fn direct_spec_has_no_confinement_and_round_trips_non_utf8() {
+        let spec = spec_for(&plan(Mechanism::Direct), None).unwrap();
+        assert_eq!(spec.confinement, Confinement::None);
+        let json = serde_json::to_string(&spec).unwrap();
+        assert_eq!(
+            json,
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null}"#
+        );
+        let back: InitSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, spec);
+    }
+
+    #[test]
+    fn bwrap_plans_are_refused() {
+        assert!(matches!(
+            spec_for(&plan(Mechanism::Bwrap), None),
+            Err(InitError::Mechanism(Mechanism::Bwrap))
+        ));
+        let mut empty = plan(Mechanism::Direct);
+        empty.command.clear();
+        assert!(matches!(
+            spec_for(&empty, None),
+            Err(InitError::EmptyCommand)
+        ));
+    }
+
+    #[test]
+    fn unknown_spec_fields_are_rejected() {
+        let json = r#"{"command":["true"],"env":[],"cwd":"/","rlimits":[],"confinement":{"kind":"none"},"report_fd":null,"extra":1}"#;
+        assert!(serde_json::from_str::<InitSpec>(json).is_err());
+    }
+
+    #[test]
+    fn path_candidates_follow_the_spec_path() {
+        let spec = spec_for(&plan(Mechanism::Direct), None).unwrap();
+        let prepared = Prepared::new(&spec).unwrap();
+        let names: Vec<_> = prepared
+            .candidates
+            .iter()
+            .map(|c| c.to_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, ["/usr/bin/sh", "/bin/sh"]);
+    }
+}
