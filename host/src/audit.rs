@@ -32,9 +32,26 @@ pub struct AuditRecord {
     pub output_digest: String,
     /// Facts about the recording that replay does not compare.
     pub context: RecordContext,
-    /// What happened when the decision was launched (`palisade run`); absent for `decide`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<serde_json::Value>,
+}
+
+/// The version of the run-outcome line format.
+pub const OUTCOME_SCHEMA_VERSION: &str = "palisade.run-outcome/v1";
+
+/// What happened to a launched command: appended after its decision record by `palisade run`.
+///
+/// The decision record is written (and synced) before anything is launched; this line follows
+/// when the run is over, bound to the decision by its digest and to the run by its id.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutcomeRecord {
+    pub schema_version: String,
+    pub run_id: String,
+    /// The `outputDigest` of the decision record this run was launched under.
+    pub decision_digest: String,
+    /// UTC, RFC 3339, when the run ended.
+    pub time: String,
+    /// The supervisor's account: exit status or signal, why it ended, duration, reaping.
+    pub outcome: serde_json::Value,
 }
 
 /// Which engine made a decision, and how it was run.
@@ -75,6 +92,9 @@ pub struct RecordContext {
     pub command: String,
     /// How the probes were obtained: `fresh`, `cache`, `facts-file` or `input-file`.
     pub probe_source: String,
+    /// The run this decision launched (`palisade run`); absent for `decide`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 impl RecordContext {
@@ -86,6 +106,7 @@ impl RecordContext {
             palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
             command: command.to_owned(),
             probe_source: probe_source.to_owned(),
+            run_id: None,
         }
     }
 }
@@ -102,6 +123,15 @@ pub enum AuditError {
 /// Appends one record as a JSON line and flushes it to disk before returning, so that a record
 /// exists before anything is launched.
 pub fn append(path: &Path, record: &AuditRecord) -> Result<(), AuditError> {
+    append_line(path, record)
+}
+
+/// Appends a run's outcome line.
+pub fn append_outcome(path: &Path, record: &OutcomeRecord) -> Result<(), AuditError> {
+    append_line(path, record)
+}
+
+fn append_line<T: Serialize>(path: &Path, record: &T) -> Result<(), AuditError> {
     let write_error = |reason: String| AuditError::Write {
         path: path.display().to_string(),
         reason,
@@ -122,9 +152,18 @@ pub fn append(path: &Path, record: &AuditRecord) -> Result<(), AuditError> {
 /// One line of an audit file: a record, or why that line is not one.
 pub type RecordLine = Result<AuditRecord, String>;
 
+/// One parsed line of an audit file.
+#[derive(Debug)]
+pub enum AuditLine {
+    /// A decision record (replayable), or why the line is not a valid one.
+    Decision(Box<RecordLine>),
+    /// A run outcome (not replayed; checked to refer to an earlier decision).
+    Outcome(OutcomeRecord),
+}
+
 /// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
 /// calls it INVALID) rather than aborting the whole file.
-pub fn read_all(path: &Path) -> Result<Vec<(usize, RecordLine)>, AuditError> {
+pub fn read_all(path: &Path) -> Result<Vec<(usize, AuditLine)>, AuditError> {
     let read_error = |reason: String| AuditError::Read {
         path: path.display().to_string(),
         reason,
@@ -136,10 +175,30 @@ pub fn read_all(path: &Path) -> Result<Vec<(usize, RecordLine)>, AuditError> {
         if line.trim().is_empty() {
             continue;
         }
-        let parsed = serde_json::from_str::<AuditRecord>(&line).map_err(|e| e.to_string());
-        records.push((index + 1, parsed));
+        records.push((index + 1, parse_line(&line)));
     }
     Ok(records)
+}
+
+fn parse_line(line: &str) -> AuditLine {
+    let is_outcome = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v.get("schemaVersion")
+                .and_then(|s| s.as_str())
+                .map(str::to_owned)
+        })
+        .is_some_and(|schema| schema == OUTCOME_SCHEMA_VERSION);
+    if is_outcome {
+        match serde_json::from_str::<OutcomeRecord>(line) {
+            Ok(outcome) => AuditLine::Outcome(outcome),
+            Err(e) => AuditLine::Decision(Box::new(Err(format!("malformed run outcome: {e}")))),
+        }
+    } else {
+        AuditLine::Decision(Box::new(
+            serde_json::from_str::<AuditRecord>(line).map_err(|e| e.to_string()),
+        ))
+    }
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.

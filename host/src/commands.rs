@@ -7,6 +7,7 @@ use std::time::Duration;
 use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
 use palisade::exit::Exit;
 use palisade::facts::{self, FactOptions};
+use palisade::launch;
 use palisade::probe::{self, ProbeOptions};
 use palisade::replay::{self, ReplayStatus};
 use palisade::report::{ErrorCode, Failure};
@@ -14,7 +15,7 @@ use palisade::runtime::{self, EngineRuntime, LoadOptions};
 use palisade_engine::{DecisionInput, Outcome, RecordedFacts, SessionKind, Verdict};
 use serde_json::Value;
 
-use crate::{ComponentArgs, DecideArgs, DoctorArgs, HostArgs, ReplayArgs};
+use crate::{ComponentArgs, DecideArgs, DoctorArgs, HostArgs, ReplayArgs, RunArgs};
 
 type CommandResult = Result<Exit, Failure>;
 
@@ -216,7 +217,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
         });
     }
 
-    let (document, document_name) = read_document(args)?;
+    let (document, document_name) = read_document(&args.taskpack, &args.host)?;
     if let Some(path) = &args.facts {
         let bytes = read_file_limited(path, "facts file")?;
         let recorded: RecordedFacts =
@@ -256,11 +257,14 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
 
 /// The policy document: `--taskpack`, else the workspace's `.loopwright/taskpack.yaml` if it
 /// exists, else none (the omitted-policy defaults apply).
-fn read_document(args: &DecideArgs) -> Result<(Option<String>, String), Failure> {
-    let path = match &args.taskpack {
+fn read_document(
+    taskpack: &Option<PathBuf>,
+    host: &HostArgs,
+) -> Result<(Option<String>, String), Failure> {
+    let path = match taskpack {
         Some(path) => path.clone(),
         None => {
-            let workspace = match &args.host.workspace {
+            let workspace = match &host.workspace {
                 Some(dir) => dir.clone(),
                 None => std::env::current_dir().map_err(|e| {
                     Failure::new(
@@ -311,7 +315,6 @@ pub fn decide(args: &DecideArgs) -> CommandResult {
             output: outcome.canonical_json.clone(),
             output_digest: outcome.digest.clone(),
             context: RecordContext::now("decide", gathered.probe_source),
-            outcome: None,
         };
         audit::append(path, &record)
             .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
@@ -464,6 +467,148 @@ fn summarize(outcome: &Outcome) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+// run
+
+pub fn run(args: &RunArgs) -> CommandResult {
+    let flags = run_flags(args)?;
+    let run_id = launch::new_run_id();
+    // The run's private temp dir is a writable root of the decision, so the audit shows it.
+    let temp = launch::RunTempDir::create(&run_id)
+        .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+
+    let (document, document_name) = read_document(&args.taskpack, &args.host)?;
+    let mut fact_opts = fact_options(&args.host);
+    fact_opts.writable_roots.push(temp.path().to_path_buf());
+    let host = facts::gather(&fact_opts).map_err(facts_failure)?;
+    let probe_opts = probe_options(&args.host, !args.no_cache);
+    let probes = probe::probe_all(&probe_opts);
+    if let Some(problem) = &probes.cache_error {
+        eprintln!("warning: probe cache not used: {problem}");
+    }
+    let input = DecisionInput {
+        document,
+        document_name,
+        host,
+        probes: probes.probes,
+    };
+    let probe_source = if probes.from_cache { "cache" } else { "fresh" };
+
+    let engine = load_runtime(None)?;
+    let mut instance = engine
+        .instantiate()
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
+    let outcome = instance
+        .decide(&input)
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
+
+    // The decision is on disk before anything is launched.
+    if let Some(path) = &args.audit {
+        let info = instance
+            .info()
+            .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
+        let mut context = RecordContext::now("run", probe_source);
+        context.run_id = Some(run_id.clone());
+        let record = AuditRecord {
+            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
+            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
+            input: input.clone(),
+            output: outcome.canonical_json.clone(),
+            output_digest: outcome.digest.clone(),
+            context,
+        };
+        audit::append(path, &record)
+            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    }
+    if let Some(failure) = refusal_failure(&outcome) {
+        return Err(failure);
+    }
+
+    let env = launch::command_env(std::env::vars_os(), temp.path());
+    let plan = launch::plan_from_decision(
+        &outcome.canonical_json,
+        args.command.clone(),
+        env,
+        temp.path().to_path_buf(),
+        &flags,
+    )
+    .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    let result = launch::execute(
+        &plan,
+        &launch::ExecuteOptions {
+            bwrap: probe::locate_bwrap(&probe_opts),
+        },
+    );
+    let record_outcome = |record: &Value| {
+        if let Some(path) = &args.audit {
+            let line = audit::OutcomeRecord {
+                schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
+                run_id: run_id.clone(),
+                decision_digest: outcome.digest.clone(),
+                time: audit::utc_now_rfc3339(),
+                outcome: record.clone(),
+            };
+            // The command already ran: a failure to record is reported, not its status.
+            if let Err(error) = audit::append_outcome(path, &line) {
+                eprintln!("warning: {error}");
+            }
+        }
+    };
+    match result {
+        Ok(launched) => {
+            record_outcome(&launched.record);
+            drop(temp);
+            Ok(Exit::Command(launched.exit_code))
+        }
+        Err(launch::LaunchError::TreeNotEmpty { remaining, record }) => {
+            record_outcome(&record);
+            Err(Failure::new(
+                ErrorCode::Internal,
+                format!("{remaining} processes of the run survived the cleanup"),
+            )
+            .hint("the outcome is in the audit record; report this as a bug"))
+        }
+        Err(error) => Err(Failure::new(ErrorCode::Internal, error.to_string())
+            .hint("nothing was left running; `palisade doctor` shows what this host can enforce")),
+    }
+}
+
+fn run_flags(args: &RunArgs) -> Result<launch::FlagBudgets, Failure> {
+    let usage = |e: launch::LaunchError| Failure::new(ErrorCode::InputInvalid, e.to_string());
+    Ok(launch::FlagBudgets {
+        timeout: args
+            .timeout
+            .as_deref()
+            .map(launch::parse_duration)
+            .transpose()
+            .map_err(usage)?,
+        memory_bytes: args
+            .memory
+            .as_deref()
+            .map(launch::parse_size)
+            .transpose()
+            .map_err(usage)?,
+        max_processes: match args.max_procs {
+            Some(0) => {
+                return Err(Failure::new(
+                    ErrorCode::InputInvalid,
+                    "`--max-procs 0` would allow nothing to run",
+                ));
+            }
+            other => other,
+        },
+        cpu_seconds: match args.cpu_seconds {
+            Some(0) => {
+                return Err(Failure::new(
+                    ErrorCode::InputInvalid,
+                    "`--cpu-seconds 0` would allow nothing to run",
+                ));
+            }
+            other => other,
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
 // replay
 
 pub fn replay(args: &ReplayArgs) -> CommandResult {
@@ -485,10 +630,32 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
         .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
     let mut out = String::new();
     let mut failed = 0usize;
-    for (line, record) in &records {
+    let mut replayed = 0usize;
+    let mut digests_seen = Vec::new();
+    for (line, entry) in &records {
+        let record = match entry {
+            audit::AuditLine::Decision(record) => record.as_ref(),
+            audit::AuditLine::Outcome(outcome) => {
+                // Outcomes are not decisions: nothing to replay, but each must follow the
+                // decision it claims to have been launched under.
+                if !digests_seen.contains(&outcome.decision_digest) {
+                    failed += 1;
+                    out.push_str(&format!(
+                        "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
+                        ReplayStatus::Invalid.as_str(),
+                        outcome.decision_digest
+                    ));
+                }
+                continue;
+            }
+        };
+        replayed += 1;
         let result = replay::replay_line(&mut instance, engine.component_sha256(), *line, record);
         if result.status != ReplayStatus::Reproduced {
             failed += 1;
+        }
+        if let Ok(record) = record {
+            digests_seen.push(record.output_digest.clone());
         }
         if args.json {
             out.push_str(&serde_json::to_string(&result).unwrap_or_default());
@@ -514,7 +681,10 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     } else {
         Err(Failure::new(
             ErrorCode::ReplayDiverged,
-            format!("{failed} of {} records did not reproduce", records.len()),
+            format!(
+                "{failed} of {} lines did not reproduce ({replayed} decisions replayed)",
+                records.len()
+            ),
         ))
     }
 }

@@ -20,6 +20,10 @@ pub enum Exit {
     Refused,
     /// `palisade replay`: at least one record diverged or was invalid.
     Diverged,
+    /// `palisade run`: the command's own status (128+N when signal N ended it).
+    Command(u8),
+    /// `palisade run`: Palisade failed or refused; nothing was launched (as `docker run`).
+    NotLaunched,
 }
 
 impl Exit {
@@ -32,6 +36,8 @@ impl Exit {
             Exit::PolicyInvalid => 3,
             Exit::Refused => 4,
             Exit::Diverged => 5,
+            Exit::Command(status) => status,
+            Exit::NotLaunched => 125,
         }
     }
 

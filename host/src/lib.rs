@@ -8,6 +8,7 @@
 pub mod audit;
 pub mod exit;
 pub mod facts;
+pub mod launch;
 pub mod probe;
 pub mod replay;
 pub mod report;

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 
 use palisade::exit::Exit;
-use palisade::report::Failure;
 
 mod commands;
 
@@ -25,7 +24,8 @@ struct Cli {
 
 const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed; 2 usage; \
 3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE or SANDBOX_CAPABILITY_INSUFFICIENT; \
-5 replay diverged.";
+5 replay diverged. `palisade run` exits with the command's status (128+N for signal N), \
+or 125 when palisade failed or refused and nothing was launched.";
 
 #[derive(Subcommand)]
 enum Command {
@@ -33,12 +33,17 @@ enum Command {
     Doctor(DoctorArgs),
     /// Decide how a command would be sandboxed here; launch nothing.
     Decide(DecideArgs),
+    /// Decide, then run a command under the chosen backend, supervise it and reap its tree.
+    Run(RunArgs),
     /// Re-run recorded decisions through the engine and compare the exact bytes.
     Replay(ReplayArgs),
     /// Write the engine component (WebAssembly) for other runtimes.
     Component(ComponentArgs),
     /// Print the engine's WIT contract.
     Wit,
+    /// Internal: the init process of a Landlock or direct-dedicated sandbox.
+    #[command(name = "__sandbox-init", hide = true)]
+    SandboxInit,
 }
 
 #[derive(Args)]
@@ -98,6 +103,36 @@ pub struct DecideArgs {
 }
 
 #[derive(Args)]
+pub struct RunArgs {
+    /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
+    #[arg(long, value_name = "FILE")]
+    taskpack: Option<PathBuf>,
+    /// Append the decision (before launching) and the run's outcome (after) to this file.
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Wall-clock budget: `90s`, `5m`, `1h` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "DUR")]
+    timeout: Option<String>,
+    /// Memory budget for the whole tree: `512M`, `2G` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Most processes alive at once in the tree (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    max_procs: Option<u64>,
+    /// CPU-time budget for the tree, in seconds (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    cpu_seconds: Option<u64>,
+    /// Probe afresh instead of using the probe cache.
+    #[arg(long)]
+    no_cache: bool,
+    #[command(flatten)]
+    host: HostArgs,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Args)]
 pub struct ReplayArgs {
     /// The audit file (JSON Lines) to replay.
     #[arg(value_name = "FILE")]
@@ -130,20 +165,27 @@ fn main() -> ExitCode {
             };
         }
     };
+    let is_run = matches!(cli.command, Command::Run(_));
     let result = match cli.command {
         Command::Doctor(args) => commands::doctor(&args),
         Command::Decide(args) => commands::decide(&args),
+        Command::Run(args) => commands::run(&args),
+        Command::SandboxInit => palisade_shims::init::main(),
         Command::Replay(args) => commands::replay(&args),
         Command::Component(args) => commands::component(&args),
         Command::Wit => commands::wit(),
     };
     match result {
         Ok(exit) => exit.into(),
-        Err(failure) => report(&failure),
+        Err(failure) => {
+            let _ = std::io::stderr().write_all(failure.render().as_bytes());
+            // `run` keeps the command's statuses for the command: any failure of Palisade's
+            // own, refusals included, is 125 and means nothing was launched.
+            if is_run {
+                Exit::NotLaunched.into()
+            } else {
+                failure.code.exit().into()
+            }
+        }
     }
-}
-
-fn report(failure: &Failure) -> ExitCode {
-    let _ = std::io::stderr().write_all(failure.render().as_bytes());
-    failure.code.exit().into()
 }

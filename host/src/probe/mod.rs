@@ -159,6 +159,24 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
     }
 }
 
+/// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that
+/// what was probed is what runs.
+pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = options
+        .search_path
+        .clone()
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+    Located::find(
+        options.bwrap_path.as_deref(),
+        "bwrap",
+        &search_path,
+        &["/usr/bin/bwrap"],
+    )
+    .usable()
+    .map(Path::to_path_buf)
+}
+
 /// A probe that may block (it spawns or talks to a daemon) and so gets a thread.
 type ProbeFn = fn(&Inputs, Instant) -> BackendProbe;
 

@@ -1,0 +1,613 @@
+//! From a decision to a launch plan: the host's side of `palisade run`.
+//!
+//! The engine's decision names the backend and the confinement plan (resolved paths, network
+//! mode, budgets); this module turns it into the shims' own `LaunchPlan`, merging the policy's
+//! budgets with the command line's (which may only tighten them) and building the command's
+//! environment. Anything the decision asks for that no shim can launch is an error here, before
+//! anything runs.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
+use serde::Deserialize;
+
+/// Why a decision cannot be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("bubblewrap is not installed (it was when probed); nothing was run")]
+    NoBwrap,
+    #[error("cannot prepare the sandbox: {0}")]
+    Prepare(String),
+    #[error("the supervisor failed: {0}")]
+    Supervise(String),
+    /// The command ran, but the tree could not be emptied: the worst failure a launcher can
+    /// have, reported loudly with the outcome for the audit record.
+    #[error("{remaining} processes of the run survived the cleanup")]
+    TreeNotEmpty {
+        remaining: usize,
+        record: serde_json::Value,
+    },
+    #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
+    Setup(String),
+    #[error("the decision has no launchable plan: {0}")]
+    Plan(String),
+    #[error("backend `{0}` cannot launch commands yet; nothing was run")]
+    Unsupported(String),
+    #[error("invalid {what} `{value}`: {reason}")]
+    Flag {
+        what: &'static str,
+        value: String,
+        reason: String,
+    },
+}
+
+/// The parts of the decision JSON a launch needs.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DecisionView {
+    backend: String,
+    plan: PlanView,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PlanView {
+    network_mode: String,
+    workspace_dir: String,
+    writable_roots: Vec<String>,
+    read_only_root: bool,
+    denied_read_paths: Vec<String>,
+    protected_paths: Vec<String>,
+    syscall_filter: bool,
+    process_tree_cleanup: bool,
+    budgets: BudgetsView,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BudgetsView {
+    timeout_seconds: Option<u64>,
+    #[serde(rename = "memoryMiB")]
+    memory_mib: Option<u64>,
+    max_processes: Option<u64>,
+    cpu_seconds: Option<u64>,
+}
+
+/// Budgets from the command line; each may only tighten the policy's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlagBudgets {
+    pub timeout: Option<Duration>,
+    pub memory_bytes: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+}
+
+/// Builds the launch plan for a decision's canonical JSON.
+pub fn plan_from_decision(
+    canonical_json: &str,
+    command: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    run_temp_dir: PathBuf,
+    flags: &FlagBudgets,
+) -> Result<LaunchPlan, LaunchError> {
+    let view: DecisionView =
+        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
+    let mechanism = match view.backend.as_str() {
+        "linux-bwrap" => Mechanism::Bwrap,
+        "linux-landlock" => Mechanism::Landlock,
+        "direct-dedicated" => Mechanism::Direct,
+        other => return Err(LaunchError::Unsupported(other.to_owned())),
+    };
+    let network = match view.plan.network_mode.as_str() {
+        "none" => Network::None,
+        "loopback-only" => Network::LoopbackOnly,
+        "allow-outbound" => Network::AllowOutbound,
+        other => return Err(LaunchError::Plan(format!("unknown network mode `{other}`"))),
+    };
+    if !view.plan.process_tree_cleanup {
+        // Every shim reaps the whole tree; a plan without it would mean a backend we do not
+        // know how to supervise.
+        return Err(LaunchError::Plan(
+            "the plan does not include process-tree cleanup".into(),
+        ));
+    }
+    let mut writable_roots: Vec<PathBuf> =
+        view.plan.writable_roots.iter().map(PathBuf::from).collect();
+    if !writable_roots.contains(&run_temp_dir) {
+        writable_roots.push(run_temp_dir.clone());
+    }
+    Ok(LaunchPlan {
+        mechanism,
+        network,
+        workspace: PathBuf::from(&view.plan.workspace_dir),
+        writable_roots,
+        read_only_root: view.plan.read_only_root,
+        denied_read_paths: view
+            .plan
+            .denied_read_paths
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+        protected_paths: view
+            .plan
+            .protected_paths
+            .iter()
+            .map(PathBuf::from)
+            .collect(),
+        syscall_filter: view.plan.syscall_filter,
+        command,
+        env,
+        run_temp_dir,
+        budgets: merge_budgets(&view.plan.budgets, flags),
+    })
+}
+
+/// The tighter of the policy's and the command line's budget, field by field.
+fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets) -> Budgets {
+    fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    Budgets {
+        wall_clock: tighter(
+            policy.timeout_seconds.map(Duration::from_secs),
+            flags.timeout,
+        ),
+        memory_bytes: tighter(
+            policy.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
+            flags.memory_bytes,
+        ),
+        max_processes: tighter(policy.max_processes, flags.max_processes),
+        cpu_seconds: tighter(policy.cpu_seconds, flags.cpu_seconds),
+    }
+}
+
+/// Variables passed to the command by default (exact names, or a prefix ending in `_`*).
+/// Everything else in Palisade's environment is withheld: secrets travel in environment
+/// variables more often than in files.
+pub const DEFAULT_ENV_ALLOWLIST: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TERM",
+    "TZ",
+    "COLORTERM",
+    "LC_*",
+];
+
+/// The command's environment: the allowlisted variables from `vars`, then `TMPDIR` pointing at
+/// the run's private temp directory. Sorted by name, so the audit is deterministic.
+pub fn command_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    run_temp_dir: &std::path::Path,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = vars
+        .into_iter()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            DEFAULT_ENV_ALLOWLIST
+                .iter()
+                .any(|pattern| match pattern.strip_suffix('*') {
+                    Some(prefix) => name.starts_with(prefix),
+                    None => name == *pattern,
+                })
+        })
+        .collect();
+    env.retain(|(name, _)| name != "TMPDIR");
+    env.push(("TMPDIR".into(), run_temp_dir.as_os_str().to_owned()));
+    env.sort();
+    env
+}
+
+/// What `execute` needs besides the plan.
+#[derive(Clone, Debug, Default)]
+pub struct ExecuteOptions {
+    /// The `bwrap` binary the probe trialled.
+    pub bwrap: Option<PathBuf>,
+}
+
+/// A finished run: the status to exit with, and the account for the audit record.
+#[derive(Clone, Debug)]
+pub struct Launched {
+    pub exit_code: u8,
+    pub record: serde_json::Value,
+}
+
+/// The fd number bwrap reads its seccomp program from.
+const SECCOMP_FD: i32 = 3;
+
+/// Launches the plan under its mechanism, supervises it, reaps the tree and reports.
+pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
+    use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
+    let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
+    let supervise_options = supervise::SuperviseOptions::default();
+    match plan.mechanism {
+        Mechanism::Bwrap => {
+            let program = options.bwrap.clone().ok_or(LaunchError::NoBwrap)?;
+            // bwrap reports a failed exec as status 1, like any command's; resolve the command
+            // here (the sandbox sees the same read-only root) to answer 127/126 as `env` does.
+            let mut plan = plan.clone();
+            match resolve_command(&plan) {
+                Ok(path) => {
+                    if let Some(first) = plan.command.first_mut() {
+                        *first = path.into_os_string();
+                    }
+                }
+                Err(status) => return Ok(not_executed(status, &plan)),
+            }
+            let plan = &plan;
+            let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
+            let mut fds = Vec::new();
+            let seccomp_rules = if plan.syscall_filter {
+                let profile = seccomp::Profile::for_plan(plan);
+                let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
+                let fd = supervise::data_fd("palisade-seccomp", &program.as_bytes())
+                    .map_err(|e| prepare(&e))?;
+                fds.push(supervise::PassFd {
+                    fd,
+                    target: SECCOMP_FD,
+                });
+                Some(program.len())
+            } else {
+                None
+            };
+            let args = bwrap::argv(plan, &facts, seccomp_rules.map(|_| SECCOMP_FD))
+                .map_err(|e| prepare(&e))?;
+            let launch = supervise::Launch {
+                program,
+                args: args.args,
+                env: Vec::new(),
+                cwd: Some(PathBuf::from("/")),
+                fds,
+                kind: supervise::LaunchKind::Bwrap,
+            };
+            let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
+            // Mountpoints bwrap had to create in writable roots go, whatever happened.
+            let left = fsfacts::cleanup_created(&args.created_mountpoints);
+            let outcome = supervised(outcome, plan)?;
+            let mut record = outcome_record(&outcome, plan)?;
+            set(
+                &mut record,
+                "seccompInstructions",
+                serde_json::json!(seccomp_rules),
+            );
+            if !left.is_empty() {
+                set(&mut record, "mountpointsLeft", serde_json::json!(left));
+            }
+            Ok(Launched {
+                exit_code: exit_byte(outcome.exit_code()),
+                record,
+            })
+        }
+        Mechanism::Landlock | Mechanism::Direct => {
+            let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
+            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+            let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
+            let outcome = supervised(
+                supervise::run(launch, &plan.budgets, &supervise_options),
+                plan,
+            )?;
+            let setup = report.collect();
+            if let Some(error) = setup.error {
+                // Init refused before executing anything (e.g. Landlock not fully enforced).
+                return Err(LaunchError::Setup(error));
+            }
+            let mut record = outcome_record(&outcome, plan)?;
+            if let Some(status) = setup.landlock {
+                set(
+                    &mut record,
+                    "landlock",
+                    serde_json::to_value(status).unwrap_or_default(),
+                );
+            }
+            Ok(Launched {
+                exit_code: exit_byte(outcome.exit_code()),
+                record,
+            })
+        }
+    }
+}
+
+/// Finds `plan.command[0]` the way `execvp` would, in the plan's `PATH`: the path, or the status
+/// `env` uses when it cannot run it (127 not found, 126 found but not executable).
+fn resolve_command(plan: &LaunchPlan) -> Result<PathBuf, u8> {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(name) = plan.command.first() else {
+        return Err(127);
+    };
+    let executable = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let name_path = std::path::Path::new(name);
+    if name.to_string_lossy().contains('/') {
+        let path = if name_path.is_absolute() {
+            name_path.to_path_buf()
+        } else {
+            plan.workspace.join(name_path)
+        };
+        return if executable(&path) {
+            Ok(path)
+        } else if path.exists() {
+            Err(126)
+        } else {
+            Err(127)
+        };
+    }
+    let search = plan
+        .env
+        .iter()
+        .find(|(key, _)| key == "PATH")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    let mut found_unexecutable = false;
+    for dir in std::env::split_paths(&search).filter(|d| d.is_absolute()) {
+        let candidate = dir.join(name_path);
+        if executable(&candidate) {
+            return Ok(candidate);
+        }
+        found_unexecutable |= candidate.exists();
+    }
+    Err(if found_unexecutable { 126 } else { 127 })
+}
+
+/// The account of a command that was never executed because it could not be found or run.
+fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
+    let name = plan
+        .command
+        .first()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let why = if status == 127 {
+        "command not found"
+    } else {
+        "permission denied"
+    };
+    eprintln!("palisade: {name}: {why}");
+    Launched {
+        exit_code: status,
+        record: serde_json::json!({
+            "exitCode": status,
+            "endedBy": "not-executed",
+            "detail": format!("`{name}`: {why}"),
+            "treeEmpty": true,
+        }),
+    }
+}
+
+/// Adds a field to a JSON object (a no-op for anything else: the records built here are objects).
+fn set(record: &mut serde_json::Value, key: &str, value: serde_json::Value) {
+    if let Some(object) = record.as_object_mut() {
+        object.insert(key.to_owned(), value);
+    }
+}
+
+/// The supervisor's result, with a surviving tree turned into an error that keeps the record.
+fn supervised(
+    result: Result<palisade_shims::supervise::Outcome, palisade_shims::supervise::SuperviseError>,
+    plan: &LaunchPlan,
+) -> Result<palisade_shims::supervise::Outcome, LaunchError> {
+    use palisade_shims::supervise::SuperviseError;
+    match result {
+        Ok(outcome) => Ok(outcome),
+        Err(SuperviseError::TreeNotEmpty { remaining, outcome }) => {
+            Err(LaunchError::TreeNotEmpty {
+                remaining,
+                record: outcome_record(&outcome, plan)?,
+            })
+        }
+        Err(other) => Err(LaunchError::Supervise(other.to_string())),
+    }
+}
+
+fn outcome_record(
+    outcome: &palisade_shims::supervise::Outcome,
+    plan: &LaunchPlan,
+) -> Result<serde_json::Value, LaunchError> {
+    let mut record =
+        serde_json::to_value(outcome).map_err(|e| LaunchError::Supervise(e.to_string()))?;
+    set(
+        &mut record,
+        "exitCode",
+        serde_json::json!(outcome.exit_code()),
+    );
+    set(
+        &mut record,
+        "mechanism",
+        serde_json::json!(format!("{:?}", plan.mechanism).to_lowercase()),
+    );
+    Ok(record)
+}
+
+/// A process exit status byte: 0..=255 as is, anything else (never expected) as 125.
+fn exit_byte(code: i32) -> u8 {
+    u8::try_from(code).unwrap_or(125)
+}
+
+/// A fresh id for one run: time and pid, unique on this host.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{nanos:x}-{}", std::process::id())
+}
+
+/// The run's private temporary directory (the sandbox's `TMPDIR`), removed when dropped.
+///
+/// It lives in `$XDG_RUNTIME_DIR` or the system temp dir, under a per-user `palisade-<uid>`
+/// directory that must be ours, a real directory and closed to others — a directory another user
+/// planted there (or a symlink) is refused rather than used.
+#[derive(Debug)]
+pub struct RunTempDir {
+    path: PathBuf,
+}
+
+impl RunTempDir {
+    /// Creates `<base>/palisade-<uid>/run-<id>` with mode 0700.
+    pub fn create(run_id: &str) -> Result<RunTempDir, std::io::Error> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute() && p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let uid = crate::facts::current_uid();
+        let parent = base.join(format!("palisade-{uid}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&parent)?;
+        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "`{}` is not a private directory of this user; refusing to use it",
+                parent.display()
+            )));
+        }
+        let path = parent.join(format!("run-{run_id}"));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        let path = std::fs::canonicalize(&path)?;
+        Ok(RunTempDir { path })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for RunTempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Parses a duration: `90`, `90s`, `1500ms`, `5m`, `2h`.
+pub fn parse_duration(text: &str) -> Result<Duration, LaunchError> {
+    let error = |reason: &str| LaunchError::Flag {
+        what: "duration",
+        value: text.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (number, unit) = split_unit(text);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| error("expected a whole number with s, ms, m or h"))?;
+    let duration = match unit {
+        "" | "s" => Duration::from_secs(value),
+        "ms" => Duration::from_millis(value),
+        "m" => Duration::from_secs(value.saturating_mul(60)),
+        "h" => Duration::from_secs(value.saturating_mul(3600)),
+        _ => return Err(error("unknown unit; use s, ms, m or h")),
+    };
+    if duration.is_zero() {
+        return Err(error("must be more than zero"));
+    }
+    Ok(duration)
+}
+
+/// Parses a size in bytes: `1048576`, `512K`, `256M`, `2G` (binary units; `MiB` etc. also).
+pub fn parse_size(text: &str) -> Result<u64, LaunchError> {
+    let error = |reason: &str| LaunchError::Flag {
+        what: "size",
+        value: text.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (number, unit) = split_unit(text);
+    let value: u64 = number
+        .parse()
+        .map_err(|_| error("expected a whole number with K, M or G"))?;
+    let multiplier: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(error("unknown unit; use K, M or G")),
+    };
+    let bytes = value
+        .checked_mul(multiplier)
+        .ok_or_else(|| error("too large"))?;
+    if bytes == 0 {
+        return Err(error("must be more than zero"));
+    }
+    Ok(bytes)
+}
+
+fn split_unit(text: &str) -> (&str, &str) {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    text.split_at(split)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
+        assert_eq!(
+            parse_duration("1500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("-5").is_err());
+        assert_eq!(parse_size("512M").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert!(parse_size("1T").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn flags_only_tighten() {
+        let policy = BudgetsView {
+            timeout_seconds: Some(60),
+            memory_mib: Some(100),
+            max_processes: None,
+            cpu_seconds: Some(5),
+        };
+        let flags = FlagBudgets {
+            timeout: Some(Duration::from_secs(600)),
+            memory_bytes: Some(10 << 20),
+            max_processes: Some(32),
+            cpu_seconds: None,
+        };
+        let merged = merge_budgets(&policy, &flags);
+        assert_eq!(merged.wall_clock, Some(Duration::from_secs(60)));
+        assert_eq!(merged.memory_bytes, Some(10 << 20));
+        assert_eq!(merged.max_processes, Some(32));
+        assert_eq!(merged.cpu_seconds, Some(5));
+    }
+
+    #[test]
+    fn environment_is_allowlisted() {
+        let vars = [
+            ("PATH", "/usr/bin"),
+            ("GITHUB_TOKEN", "secret"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("LC_ALL", "C"),
+            ("TMPDIR", "/elsewhere"),
+            ("SSH_AUTH_SOCK", "/run/ssh"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = command_env(vars, std::path::Path::new("/tmp/run"));
+        let names: Vec<_> = env
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["LC_ALL", "PATH", "TMPDIR"]);
+        assert_eq!(env[2].1, OsString::from("/tmp/run"));
+    }
+}

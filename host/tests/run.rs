@@ -1,0 +1,313 @@
+//! `palisade run` as a user sees it: statuses passed through, refusals launch nothing, the audit
+//! record precedes the launch, budgets end runs with a reason, the environment is allowlisted.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "tests fail loudly"
+)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const PALISADE: &str = env!("CARGO_BIN_EXE_palisade");
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        // Not under /tmp: bwrap gives the sandbox a private /tmp, and the tests look at the
+        // workspace from the host afterwards.
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+        Env { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    fn taskpack(&self, backend: &str, extra: &str) -> PathBuf {
+        let path = self.path("taskpack.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {{name: t}}\nspec:\n{extra}  sandbox:\n    preferredBackends: [{backend}]\n"
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(PALISADE)
+            .arg("run")
+            .args(args)
+            .env("PALISADE_CACHE_DIR", self.path("cache"))
+            .env("HOME", self.dir.path())
+            .env("PALISADE_TEST_SECRET_TOKEN", "hunter2")
+            .current_dir(self.path("ws"))
+            .output()
+            .unwrap()
+    }
+
+    fn audit_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.path("audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+const BACKENDS: [&str; 3] = ["linux-bwrap", "linux-landlock", "direct-dedicated"];
+
+fn taskpack_for(env: &Env, backend: &str) -> PathBuf {
+    // direct-dedicated cannot enforce `networkMode: none`; ask for what it can do.
+    if backend == "direct-dedicated" {
+        let path = env.path("taskpack.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  sandbox:\n    preferredBackends: [direct-dedicated]\n    networkMode: allow-outbound\n",
+        )
+        .unwrap();
+        path
+    } else {
+        env.taskpack(backend, "")
+    }
+}
+
+fn run_args<'a>(taskpack: &'a Path, audit: &'a Path, backend: &str) -> Vec<&'a str> {
+    let mut args = vec![
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+    ];
+    if backend == "direct-dedicated" {
+        args.push("--allow-direct-dedicated");
+    }
+    args
+}
+
+#[test]
+fn exit_status_passes_through_on_every_backend() {
+    for backend in BACKENDS {
+        let env = Env::new();
+        let taskpack = taskpack_for(&env, backend);
+        let audit = env.path("audit.jsonl");
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "sh", "-c", "echo out; echo err >&2; exit 7"]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout), "out\n", "{backend}");
+        assert!(text(&out.stderr).contains("err"), "{backend}");
+
+        // A command killed by a signal exits 128+N.
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "sh", "-c", "kill -TERM $$"]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + 15),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+
+        // Decision before launch, outcome after, bound by digest; replay reproduces.
+        let lines = env.audit_lines();
+        assert_eq!(lines.len(), 4, "{backend}");
+        assert_eq!(lines[0]["schemaVersion"], "palisade.audit/v1");
+        assert_eq!(lines[1]["schemaVersion"], "palisade.run-outcome/v1");
+        assert_eq!(lines[1]["decisionDigest"], lines[0]["outputDigest"]);
+        assert_eq!(lines[1]["runId"], lines[0]["context"]["runId"]);
+        assert_eq!(lines[1]["outcome"]["exitCode"], 7);
+        assert_eq!(lines[1]["outcome"]["treeEmpty"], true);
+        let decision: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+        assert_eq!(decision["backend"], backend);
+        let replay = Command::new(PALISADE)
+            .args(["replay", audit.to_str().unwrap()])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .output()
+            .unwrap();
+        assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stdout));
+    }
+}
+
+#[test]
+fn a_refusal_launches_nothing_and_exits_125() {
+    let env = Env::new();
+    // Landlock cannot enforce loopback-only: the only candidate is insufficient.
+    let taskpack = env.path("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  sandbox:\n    preferredBackends: [linux-landlock]\n    networkMode: loopback-only\n",
+    )
+    .unwrap();
+    let marker = env.path("ws/launched");
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        text(&out.stderr).starts_with("error[SANDBOX_CAPABILITY_INSUFFICIENT]"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!marker.exists(), "a refused run must launch nothing");
+    // The refusal is recorded, with no outcome line.
+    let lines = env.audit_lines();
+    assert_eq!(lines.len(), 1);
+
+    // An invalid policy is refused the same way.
+    std::fs::write(&taskpack, "kind: Taskpack\n").unwrap();
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(text(&out.stderr).starts_with("error[SANDBOX_POLICY_INVALID]"));
+    assert!(!marker.exists());
+
+    // So is a bad flag.
+    let out = env.run(&["--timeout", "soon", "--", "touch", marker.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn missing_and_unexecutable_commands_are_127_and_126() {
+    for backend in BACKENDS {
+        let env = Env::new();
+        let taskpack = taskpack_for(&env, backend);
+        let audit = env.path("audit.jsonl");
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "palisade-no-such-command"]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(127),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+
+        let script = env.path("ws/not-executable");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", script.to_str().unwrap()]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(126),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn wall_clock_budget_ends_the_run_and_says_so() {
+    for backend in BACKENDS {
+        let env = Env::new();
+        let taskpack = taskpack_for(&env, backend);
+        let audit = env.path("audit.jsonl");
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend([
+            "--timeout",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            "trap '' TERM; sleep 60",
+        ]);
+        let started = std::time::Instant::now();
+        let out = env.run(&args);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{backend}"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(128 + 9),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        let lines = env.audit_lines();
+        assert_eq!(
+            lines[1]["outcome"]["endedBy"], "wall-clock",
+            "{backend}: {}",
+            lines[1]
+        );
+    }
+}
+
+#[test]
+fn taskpack_budgets_apply_and_flags_only_tighten() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "  budgets: {timeoutSeconds: 1}\n");
+    let audit = env.path("audit.jsonl");
+    // The flag asks for more time; the policy's 1 s wins.
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--timeout",
+        "60s",
+        "--",
+        "sleep",
+        "30",
+    ]);
+    // `sleep` dies of the budget's SIGTERM (143); one that ignored it would get SIGKILL (137).
+    assert_eq!(out.status.code(), Some(128 + 15), "{}", text(&out.stderr));
+    let lines = env.audit_lines();
+    assert_eq!(lines[1]["outcome"]["endedBy"], "wall-clock");
+}
+
+#[test]
+fn secrets_in_the_environment_do_not_reach_the_command() {
+    for backend in BACKENDS {
+        let env = Env::new();
+        let taskpack = taskpack_for(&env, backend);
+        let audit = env.path("audit.jsonl");
+        // Shown to be present in palisade's own environment first.
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "sh", "-c", "env; echo TMPDIR=$TMPDIR"]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        let stdout = text(&out.stdout);
+        assert!(!stdout.contains("hunter2"), "{backend}: {stdout}");
+        assert!(stdout.contains("PATH="), "{backend}: {stdout}");
+        assert!(stdout.contains("TMPDIR=/"), "{backend}: {stdout}");
+    }
+}
