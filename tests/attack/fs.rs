@@ -296,10 +296,19 @@ fn check_special_bits(path: &Path, wanted: u32) -> Outcome {
     }
 }
 
-/// `--path P`: copy this binary to `P` and `chmod` it to `mode` (04755 or 02755).
+/// The binary the setuid attacks copy: `true`, so that a copy that does keep its setuid bit
+/// (outside, or in a sandbox that fails) grants nothing while it exists.
+fn harmless_binary() -> Result<&'static str, Outcome> {
+    ["/bin/true", "/usr/bin/true"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .ok_or_else(|| Outcome::error("no `true` binary to copy"))
+}
+
+/// `--path P`: copy a binary (`true`) to `P` and `chmod` it to `mode` (04755 or 02755).
 pub fn setuid_chmod(args: &Args, mode: u32) -> Attack {
     let path = Path::new(args.get("path")?);
-    fs::copy("/proc/self/exe", path).map_err(|e| {
+    fs::copy(harmless_binary()?, path).map_err(|e| {
         Outcome::blocked(io_detail(
             &format!("copy a binary to `{}`", path.display()),
             &e,
@@ -314,10 +323,10 @@ pub fn setuid_chmod(args: &Args, mode: u32) -> Attack {
     Ok(check_special_bits(path, mode))
 }
 
-/// `--path P`: copy this binary to `P` and `fchmod` the open file to 04755.
+/// `--path P`: copy a binary (`true`) to `P` and `fchmod` the open file to 04755.
 pub fn setuid_fchmod(args: &Args) -> Attack {
     let path = Path::new(args.get("path")?);
-    fs::copy("/proc/self/exe", path).map_err(|e| {
+    fs::copy(harmless_binary()?, path).map_err(|e| {
         Outcome::blocked(io_detail(
             &format!("copy a binary to `{}`", path.display()),
             &e,

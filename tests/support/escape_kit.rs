@@ -159,9 +159,6 @@ pub struct Env {
     /// `PALISADE_CACHE_DIR` for every `palisade run` of this user.
     pub cache: PathBuf,
     pub counter: AtomicU64,
-    /// The host's first non-loopback IPv4 and IPv6 addresses, if any.
-    pub host_v4: Option<IpAddr>,
-    pub host_v6: Option<IpAddr>,
 }
 
 impl Env {
@@ -193,8 +190,6 @@ impl Env {
             base,
             cache,
             counter: AtomicU64::new(0),
-            host_v4: host_address(false),
-            host_v6: host_address(true),
         }
     }
 
@@ -214,11 +209,32 @@ impl Env {
 }
 
 /// `<target>/tmp/escape-battery` (the cargo target's temp dir), traversable by everyone.
+///
+/// If an ancestor is not world-searchable (a checkout in a `0700` home), the unprivileged user
+/// could not reach its fixtures: then `/var/tmp/palisade-escape-battery`, with a warning — bwrap
+/// masks `/var/tmp` privately, so reads there are blocked by that mask as well as by the policy.
 fn battery_root() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("escape-battery");
-    std::fs::create_dir_all(&root).unwrap();
-    chmod(&root, 0o755);
-    root
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let searchable = target.ancestors().all(|dir| {
+            dir.as_os_str().is_empty()
+                || std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
+        });
+        let root = if searchable {
+            target.join("escape-battery")
+        } else {
+            eprintln!(
+                "escape battery: `{}` is not world-searchable; fixtures go to /var/tmp",
+                target.display()
+            );
+            PathBuf::from("/var/tmp/palisade-escape-battery")
+        };
+        std::fs::create_dir_all(&root).unwrap();
+        chmod(&root, 0o755);
+        root
+    })
+    .clone()
 }
 
 /// The attack and palisade binaries where every user can execute them: in place if every
@@ -282,54 +298,6 @@ fn host_namespaces() -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
-}
-
-/// The host's first global non-loopback address of a family (`/proc/net/fib_trie` is awkward;
-/// `getifaddrs` says it directly).
-#[allow(unsafe_code)]
-fn host_address(v6: bool) -> Option<IpAddr> {
-    let mut found = None;
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` with a linked list we free below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return None;
-    }
-    let mut cursor = list;
-    while !cursor.is_null() {
-        // SAFETY: `cursor` walks the list getifaddrs returned; each node and its `ifa_addr`
-        // (when non-null) stay valid until freeifaddrs, and the sockaddr is as long as its
-        // family says.
-        let ip = unsafe {
-            let entry = &*cursor;
-            cursor = entry.ifa_next;
-            if entry.ifa_addr.is_null() {
-                continue;
-            }
-            match i32::from((*entry.ifa_addr).sa_family) {
-                libc::AF_INET if !v6 => {
-                    let sin = &*entry.ifa_addr.cast::<libc::sockaddr_in>();
-                    IpAddr::from(u32::from_be(sin.sin_addr.s_addr).to_be_bytes())
-                }
-                libc::AF_INET6 if v6 => {
-                    let sin6 = &*entry.ifa_addr.cast::<libc::sockaddr_in6>();
-                    IpAddr::from(sin6.sin6_addr.s6_addr)
-                }
-                _ => continue,
-            }
-        };
-        let usable = match ip {
-            IpAddr::V4(a) => !a.is_loopback() && !a.is_link_local() && !a.is_unspecified(),
-            IpAddr::V6(a) => {
-                !a.is_loopback() && !a.is_unspecified() && (a.segments()[0] & 0xffc0) != 0xfe80
-            }
-        };
-        if usable && found.is_none() {
-            found = Some(ip);
-        }
-    }
-    // SAFETY: `list` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(list) };
-    found
 }
 
 pub fn chmod(path: &Path, mode: u32) {
@@ -437,8 +405,6 @@ pub struct Fixture {
     pub keyring: Option<(CString, Vec<u8>)>,
     /// A file the harness writes the supervisor's pid into (inside) or the victim's (outside).
     pub pid_file: Option<PathBuf>,
-    pub host_v4: Option<IpAddr>,
-    pub host_v6: Option<IpAddr>,
 }
 
 impl Fixture {
@@ -449,7 +415,9 @@ impl Fixture {
             .tempdir_in(env.base.path())
             .unwrap();
         let root = guard.path().to_path_buf();
-        chmod(&root, 0o755);
+        // The root pass keeps its fixtures to itself: a setuid-root file an attack makes in the
+        // workspace must not be reachable by other local users even for a moment.
+        chmod(&root, if env.user.is_root() { 0o700 } else { 0o755 });
         let mkdir = |rel: &str| {
             let p = root.join(rel);
             std::fs::create_dir_all(&p).unwrap();
@@ -488,6 +456,13 @@ impl Fixture {
         );
         chmod(&root.join("deny/secret-dir"), 0o700);
         write("home/.bashrc", "# original bashrc\n", 0o644);
+        // Controls: readable inside, next to the denied paths (proves blocks come from the policy).
+        write(
+            "deny/allowed-file",
+            &format!("allowed file {marker}\n"),
+            0o600,
+        );
+        write("home/notes.txt", &format!("notes {marker}\n"), 0o600);
         mkdir("home/.ssh");
         write(
             "home/.ssh/id_ed25519",
@@ -528,8 +503,6 @@ impl Fixture {
             fd5: None,
             keyring: None,
             pid_file: None,
-            host_v4: env.host_v4,
-            host_v6: env.host_v6,
         }
     }
 
@@ -560,8 +533,9 @@ impl Fixture {
     }
 
     /// A TCP listener on `ip`, port chosen by the kernel; every client gets the banner.
-    pub fn tcp(&mut self, ip: IpAddr) -> u16 {
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0)).unwrap();
+    pub fn tcp(&mut self, ip: IpAddr) -> Result<u16, String> {
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| format!("cannot listen on {ip} here: {e}"))?;
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let banner = self.banner();
@@ -573,12 +547,13 @@ impl Fixture {
             }
             Err(_) => false,
         });
-        port
+        Ok(port)
     }
 
     /// A UDP socket on `ip` that records what it receives and echoes it back.
-    pub fn udp(&mut self, ip: IpAddr) -> (u16, Received) {
-        let socket = UdpSocket::bind(SocketAddr::new(ip, 0)).unwrap();
+    pub fn udp(&mut self, ip: IpAddr) -> Result<(u16, Received), String> {
+        let socket = UdpSocket::bind(SocketAddr::new(ip, 0))
+            .map_err(|e| format!("cannot bind {ip} here: {e}"))?;
         socket
             .set_read_timeout(Some(Duration::from_millis(20)))
             .unwrap();
@@ -596,7 +571,7 @@ impl Fixture {
                 Err(_) => false,
             }
         });
-        (port, received)
+        Ok((port, received))
     }
 
     /// A toy DNS resolver on 127.0.0.1: answers every A query with 192.0.2.123.
