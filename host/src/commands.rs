@@ -296,29 +296,11 @@ fn read_document(
 
 pub fn decide(args: &DecideArgs) -> CommandResult {
     let gathered = gather_input(args)?;
-    let engine = load_runtime(None)?;
-    let mut instance = engine
-        .instantiate()
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
-    let outcome = instance
-        .decide(&gathered.input)
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
-
-    if let Some(path) = &args.record {
-        let info = instance
-            .info()
-            .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
-        let record = AuditRecord {
-            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
-            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
-            input: gathered.input.clone(),
-            output: outcome.canonical_json.clone(),
-            output_digest: outcome.digest.clone(),
-            context: RecordContext::now("decide", gathered.probe_source),
-        };
-        audit::append(path, &record)
-            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
-    }
+    let outcome = decide_recorded(
+        &gathered.input,
+        args.record.as_deref(),
+        RecordContext::now("decide", gathered.probe_source),
+    )?;
 
     if args.json {
         let mut text = outcome.canonical_json.clone();
@@ -331,6 +313,36 @@ pub fn decide(args: &DecideArgs) -> CommandResult {
         None => Ok(Exit::Success),
         Some(failure) => Err(failure),
     }
+}
+
+/// Runs the input through a fresh instance of the embedded component and, when `audit` is
+/// given, appends the record (synced) before returning: `decide` and `run` share this path, so a
+/// run's decision is exactly what `decide` would have recorded.
+fn decide_recorded(
+    input: &DecisionInput,
+    audit: Option<&Path>,
+    context: RecordContext,
+) -> Result<Outcome, Failure> {
+    let engine_failed = |e: runtime::RuntimeError| {
+        Failure::new(ErrorCode::Internal, format!("the engine failed: {e}"))
+    };
+    let engine = load_runtime(None)?;
+    let mut instance = engine.instantiate().map_err(engine_failed)?;
+    let outcome = instance.decide(input).map_err(engine_failed)?;
+    if let Some(path) = audit {
+        let info = instance.info().map_err(engine_failed)?;
+        let record = AuditRecord {
+            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
+            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
+            input: input.clone(),
+            output: outcome.canonical_json.clone(),
+            output_digest: outcome.digest.clone(),
+            context,
+        };
+        audit::append(path, &record)
+            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    }
+    Ok(outcome)
 }
 
 /// The failure to report for a refusal, or `None` for a decision.
@@ -493,32 +505,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
     };
     let probe_source = if probes.from_cache { "cache" } else { "fresh" };
 
-    let engine = load_runtime(None)?;
-    let mut instance = engine
-        .instantiate()
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
-    let outcome = instance
-        .decide(&input)
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
-
     // The decision is on disk before anything is launched.
-    if let Some(path) = &args.audit {
-        let info = instance
-            .info()
-            .map_err(|e| Failure::new(ErrorCode::Internal, format!("the engine failed: {e}")))?;
-        let mut context = RecordContext::now("run", probe_source);
-        context.run_id = Some(run_id.clone());
-        let record = AuditRecord {
-            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
-            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
-            input: input.clone(),
-            output: outcome.canonical_json.clone(),
-            output_digest: outcome.digest.clone(),
-            context,
-        };
-        audit::append(path, &record)
-            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
-    }
+    let mut context = RecordContext::now("run", probe_source);
+    context.run_id = Some(run_id.clone());
+    let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
     if let Some(failure) = refusal_failure(&outcome) {
         return Err(failure);
     }
