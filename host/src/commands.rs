@@ -357,8 +357,8 @@ fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
         for error in errors {
             failure = failure.detail(format!(
                 "{}: {}",
-                error.get("path").and_then(Value::as_str).unwrap_or("?"),
-                error.get("message").and_then(Value::as_str).unwrap_or("?")
+                str_field(error, "path"),
+                str_field(error, "message")
             ));
         }
     }
@@ -366,18 +366,9 @@ fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
         for candidate in trace {
             failure = failure.detail(format!(
                 "{}: {} ({})",
-                candidate
-                    .get("backend")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                candidate
-                    .get("verdict")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                candidate
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
+                str_field(candidate, "backend"),
+                str_field(candidate, "verdict"),
+                str_field(candidate, "reason")
             ));
         }
     }
@@ -394,6 +385,11 @@ fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
         _ => failure,
     };
     Some(failure.detail(format!("digest sha256:{}", outcome.digest)))
+}
+
+/// A string field of a JSON object, or `?` when it is missing (for human summaries only).
+fn str_field<'v>(value: &'v Value, key: &str) -> &'v str {
+    value.get(key).and_then(Value::as_str).unwrap_or("?")
 }
 
 /// A human summary of a decision, from its canonical JSON.
@@ -440,14 +436,8 @@ fn summarize(outcome: &Outcome) -> String {
             out.push_str(&format!(
                 "{}  {} [{}]\n",
                 if index == 0 { "requires" } else { "        " },
-                requirement
-                    .get("capability")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                requirement
-                    .get("origin")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
+                str_field(requirement, "capability"),
+                str_field(requirement, "origin"),
             ));
         }
     }
@@ -459,18 +449,9 @@ fn summarize(outcome: &Outcome) -> String {
             out.push_str(&format!(
                 "{} {:<17} {:<15} {}\n",
                 if index == 0 { "trace    " } else { "         " },
-                candidate
-                    .get("backend")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                candidate
-                    .get("verdict")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                candidate
-                    .get("reason")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
+                str_field(candidate, "backend"),
+                str_field(candidate, "verdict"),
+                str_field(candidate, "reason"),
             ));
         }
     }
