@@ -1,0 +1,35 @@
+//! Palisade's filtering proxy: the only way out of a sandbox with a domain allowlist.
+//!
+//! Two halves around one Unix socket. On the host, [`server::Proxy`] accepts HTTP `CONNECT` and
+//! absolute-form HTTP requests, checks the requested name against the [`allowlist::Allowlist`],
+//! resolves it itself with a [`resolve::Resolver`], refuses names whose addresses are loopback,
+//! private, link-local or metadata ([`address`]) unless an IP-literal entry allows that address,
+//! connects only to the addresses it checked, relays bytes, and records every connection
+//! ([`record::ConnectionRecord`]). Inside the sandbox, which has its own network namespace and no
+//! route out, [`bridge`] listens on loopback and relays each connection to the proxy's socket.
+//!
+//! Key design decision: the crate knows nothing of policies, the engine or the launcher. Its input
+//! is an already-decided allowlist and a listener; its output is a stream of records. The launcher
+//! owns where the socket lives, who may connect (the client check), and what goes into the audit.
+//! Everything here runs on loopback and Unix sockets, so it is tested end to end without a network.
+//!
+//! Blocking I/O and threads, not async: a sandbox makes few connections, and per-connection
+//! threads keep each relay a straight-line loop with `splice(2)` in the middle.
+
+pub mod address;
+pub mod allowlist;
+pub mod bridge;
+pub mod host;
+mod http;
+pub mod record;
+mod relay;
+pub mod resolve;
+pub mod server;
+mod sys;
+
+pub use allowlist::{Allowlist, AllowlistError};
+pub use record::{ConnectionRecord, Refusal, RefusalCode, Verdict};
+pub use resolve::{HostsError, Resolver};
+pub use server::{
+    ClientCheck, Listener, PeerInfo, Proxy, ProxyConfig, ProxyError, ProxyHandle, ProxyReport,
+};

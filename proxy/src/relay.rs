@@ -1,0 +1,190 @@
+//! Byte relay between two connected streams: one thread per direction, `splice(2)` through a
+//! private pipe where the kernel supports it (no copy through user space), a large buffer
+//! otherwise. Tunnel bytes are never parsed. End of stream in one direction is passed on as a
+//! write shutdown, so "read until EOF" protocols (HTTP/1.0 bodies, `nc -q`) keep working.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use crate::sys;
+
+/// Bytes moved per splice/read call, and the pipe and buffer size behind it.
+const CHUNK: usize = 256 * 1024;
+
+/// A connected stream of either family.
+#[derive(Debug)]
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+        })
+    }
+
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.shutdown(how),
+            Stream::Unix(s) => s.shutdown(how),
+        }
+    }
+
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_read_timeout(timeout),
+            Stream::Unix(s) => s.set_read_timeout(timeout),
+        }
+    }
+
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.set_write_timeout(timeout),
+            Stream::Unix(s) => s.set_write_timeout(timeout),
+        }
+    }
+}
+
+impl AsFd for Stream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+impl Read for &Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Unix(s) => (&*s).read(buf),
+        }
+    }
+}
+
+impl Write for &Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Unix(s) => (&*s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Relays `a <-> b` until both directions have ended; `a_to_b_first` is sent to `b` before
+/// anything else read from `a` (bytes that arrived with a request head). Returns the bytes
+/// written to `b` and to `a`. Errors end a direction like EOF does; the counts say how far it got.
+pub(crate) fn relay(a: Stream, b: Stream, a_to_b_first: &[u8]) -> (u64, u64) {
+    let mut up = 0_u64;
+    if !a_to_b_first.is_empty() {
+        if (&b).write_all(a_to_b_first).is_err() {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+            return (0, 0);
+        }
+        up = a_to_b_first.len() as u64;
+    }
+    let (a2, b2) = match (a.try_clone(), b.try_clone()) {
+        (Ok(a2), Ok(b2)) => (a2, b2),
+        _ => {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+            return (up, 0);
+        }
+    };
+    let down_thread = std::thread::Builder::new()
+        .name("palisade-proxy-relay".into())
+        .spawn(move || copy_until_end(&b2, &a2));
+    let down_thread = match down_thread {
+        Ok(t) => t,
+        Err(_) => {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+            return (up, 0);
+        }
+    };
+    up += copy_until_end(&a, &b);
+    let down = down_thread.join().unwrap_or(0);
+    (up, down)
+}
+
+/// Copies `src` to `dst` until EOF or an error, then shuts down `dst` for writing and `src` for
+/// reading (the half-close), and returns the bytes written.
+pub(crate) fn copy_until_end(src: &Stream, dst: &Stream) -> u64 {
+    let moved = match splice_copy(src, dst) {
+        Ok(n) => n,
+        Err(SpliceError::Unsupported) => buffered_copy(src, dst),
+        Err(SpliceError::Stopped(n)) => n,
+    };
+    let _ = dst.shutdown(Shutdown::Write);
+    let _ = src.shutdown(Shutdown::Read);
+    moved
+}
+
+enum SpliceError {
+    /// The kernel cannot splice these descriptors; nothing was moved.
+    Unsupported,
+    /// An error ended the direction after this many bytes.
+    Stopped(u64),
+}
+
+fn splice_copy(src: &Stream, dst: &Stream) -> Result<u64, SpliceError> {
+    let (pipe_r, pipe_w) = sys::pipe(CHUNK).map_err(|_| SpliceError::Unsupported)?;
+    let mut total = 0_u64;
+    loop {
+        let n = match sys::splice(src.as_fd(), pipe_w.as_fd(), CHUNK) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if total == 0 && e.raw_os_error() == Some(libc::EINVAL) => {
+                return Err(SpliceError::Unsupported);
+            }
+            Err(_) => return Err(SpliceError::Stopped(total)),
+        };
+        let mut left = n;
+        while left > 0 {
+            match sys::splice(pipe_r.as_fd(), dst.as_fd(), left) {
+                Ok(0) => return Err(SpliceError::Stopped(total)),
+                Ok(m) => {
+                    left = left.saturating_sub(m);
+                    total += m as u64;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err(SpliceError::Stopped(total)),
+            }
+        }
+    }
+}
+
+fn buffered_copy(src: &Stream, dst: &Stream) -> u64 {
+    let mut buf = vec![0_u8; CHUNK];
+    let mut total = 0_u64;
+    let mut reader = src;
+    let mut writer = dst;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return total,
+        };
+        let Some(chunk) = buf.get(..n) else {
+            return total;
+        };
+        if writer.write_all(chunk).is_err() {
+            return total;
+        }
+        total += n as u64;
+    }
+}

@@ -1,0 +1,614 @@
+//! The filtering proxy: one thread per client connection, one request head per connection, one
+//! upstream per connection.
+//!
+//! Flow per connection: client check → bounded head → parse → allowlist → resolve and check every
+//! address → connect (bounded) → `200 Connection established` (CONNECT) or the rewritten head
+//! (absolute-form) → raw relay until both directions end → one [`ConnectionRecord`]. Because the
+//! proxy never parses anything after the first head, whatever a client sends later (a second
+//! pipelined request, a CONNECT inside the tunnel) can only reach the upstream it was already
+//! allowed to reach.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::allowlist::Allowlist;
+use crate::http::{self, HeadError, Partial, Target};
+use crate::record::{ConnectionRecord, Refusal, RefusalCode, Verdict};
+use crate::relay::{self, Stream};
+use crate::resolve::Resolver;
+use crate::sys;
+
+/// Who connected to the proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerInfo {
+    /// A Unix-socket peer's `SO_PEERCRED`, in the proxy's PID and user namespaces.
+    Unix { pid: i32, uid: u32, gid: u32 },
+    /// A TCP peer's address.
+    Tcp { addr: SocketAddr },
+    /// The kernel did not say (credentials unavailable). Checks should refuse it.
+    Unknown,
+}
+
+impl fmt::Display for PeerInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerInfo::Unix { pid, uid, gid } => write!(f, "pid={pid} uid={uid} gid={gid}"),
+            PeerInfo::Tcp { addr } => write!(f, "{addr}"),
+            PeerInfo::Unknown => f.write_str("unknown"),
+        }
+    }
+}
+
+/// Decides whether a client may use the proxy at all.
+pub type ClientCheck = Box<dyn Fn(&PeerInfo) -> bool + Send + Sync>;
+
+/// Everything the proxy needs. Build with [`ProxyConfig::new`] and adjust fields.
+pub struct ProxyConfig {
+    pub allowlist: Allowlist,
+    pub resolver: Resolver,
+    /// Bound on one upstream connect attempt (per address).
+    pub connect_timeout: Duration,
+    /// Bound on any single silence while reading the request head.
+    pub head_idle_timeout: Duration,
+    /// Bound on reading the whole request head (slow-drip clients).
+    pub head_total_timeout: Duration,
+    /// Runs first on every connection; `false` answers 403 `client-not-allowed`.
+    pub client_check: ClientCheck,
+    /// Records kept; later ones are counted in `dropped_records` instead.
+    pub max_records: usize,
+    /// Connections in flight; more are answered 503 `too-many-connections`.
+    pub max_connections: usize,
+}
+
+impl ProxyConfig {
+    /// Defaults: 10 s connect, 10 s head idle, 30 s head total, 10 000 records, 256 connections,
+    /// and a client check that admits every peer — set [`ProxyConfig::client_check`] when the
+    /// listener is reachable by anything but the sandbox.
+    pub fn new(allowlist: Allowlist, resolver: Resolver) -> ProxyConfig {
+        ProxyConfig {
+            allowlist,
+            resolver,
+            connect_timeout: Duration::from_secs(10),
+            head_idle_timeout: Duration::from_secs(10),
+            head_total_timeout: Duration::from_secs(30),
+            client_check: Box::new(|_| true),
+            max_records: 10_000,
+            max_connections: 256,
+        }
+    }
+}
+
+impl fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProxyConfig")
+            .field("allowlist", &self.allowlist)
+            .field("resolver", &self.resolver)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("head_idle_timeout", &self.head_idle_timeout)
+            .field("head_total_timeout", &self.head_total_timeout)
+            .field("max_records", &self.max_records)
+            .field("max_connections", &self.max_connections)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the proxy listens: a Unix socket (what the sandbox gets) or loopback TCP.
+#[derive(Debug)]
+pub enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl From<UnixListener> for Listener {
+    fn from(l: UnixListener) -> Self {
+        Listener::Unix(l)
+    }
+}
+
+impl From<TcpListener> for Listener {
+    fn from(l: TcpListener) -> Self {
+        Listener::Tcp(l)
+    }
+}
+
+/// Why the proxy did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot prepare the proxy listener: {0}")]
+    Listener(io::Error),
+    #[error("cannot start the proxy accept thread: {0}")]
+    Thread(io::Error),
+}
+
+/// What a stopped proxy hands back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyReport {
+    /// In accept order.
+    pub records: Vec<ConnectionRecord>,
+    /// Records not kept because `max_records` was reached.
+    pub dropped_records: u64,
+    /// Connections still in flight when the shutdown bound ran out (not in `records`).
+    pub unfinished_connections: usize,
+}
+
+/// The proxy.
+pub struct Proxy;
+
+impl Proxy {
+    /// Starts accepting on `listener` (already bound and listening) on a background thread.
+    pub fn start(
+        config: ProxyConfig,
+        listener: impl Into<Listener>,
+    ) -> Result<ProxyHandle, ProxyError> {
+        let listener = listener.into();
+        let local_addr = match &listener {
+            Listener::Tcp(l) => {
+                l.set_nonblocking(true).map_err(ProxyError::Listener)?;
+                Some(l.local_addr().map_err(ProxyError::Listener)?)
+            }
+            Listener::Unix(l) => {
+                l.set_nonblocking(true).map_err(ProxyError::Listener)?;
+                None
+            }
+        };
+        let (wake_rx, wake_tx) = UnixStream::pair().map_err(ProxyError::Listener)?;
+        let shared = Arc::new(Shared {
+            config,
+            stopping: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            log: Mutex::new(Log::default()),
+            active: Mutex::new(BTreeMap::new()),
+            idle: Condvar::new(),
+        });
+        let accept_shared = Arc::clone(&shared);
+        let accept = std::thread::Builder::new()
+            .name("palisade-proxy-accept".into())
+            .spawn(move || accept_loop(&accept_shared, &listener, &wake_rx))
+            .map_err(ProxyError::Thread)?;
+        Ok(ProxyHandle {
+            shared,
+            accept: Some(accept),
+            wake: wake_tx,
+            local_addr,
+        })
+    }
+}
+
+/// A running proxy. Dropping it stops accepting and closes every connection without waiting;
+/// [`ProxyHandle::shutdown`] also waits (bounded) and returns the records.
+pub struct ProxyHandle {
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    wake: UnixStream,
+    local_addr: Option<SocketAddr>,
+}
+
+impl ProxyHandle {
+    /// The TCP listener's address (`None` for a Unix listener).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// A snapshot of the finished connections' records, in accept order.
+    pub fn records(&self) -> Vec<ConnectionRecord> {
+        let mut records = self.shared.log().records.clone();
+        records.sort_by_key(|r| r.id);
+        records
+    }
+
+    /// Records not kept because `max_records` was reached.
+    pub fn dropped_records(&self) -> u64 {
+        self.shared.log().dropped
+    }
+
+    /// Stops accepting, closes every client and upstream connection, waits up to `bound` for the
+    /// connection threads to record and exit, and returns all records. The Unix socket file (if
+    /// any) is the caller's to remove.
+    pub fn shutdown(mut self, bound: Duration) -> ProxyReport {
+        self.stop();
+        let deadline = Instant::now() + bound;
+        let mut active = self.shared.active();
+        while !active.is_empty() {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                break;
+            };
+            active = match self.shared.idle.wait_timeout(active, left) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        let unfinished_connections = active.len();
+        drop(active);
+        let log = self.shared.log();
+        let mut records = log.records.clone();
+        records.sort_by_key(|r| r.id);
+        ProxyReport {
+            records,
+            dropped_records: log.dropped,
+            unfinished_connections,
+        }
+    }
+
+    fn stop(&mut self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = (&self.wake).write_all(b"x");
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+        for streams in self.shared.active().values() {
+            for s in streams {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        if self.accept.is_some() {
+            self.stop();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Log {
+    records: Vec<ConnectionRecord>,
+    dropped: u64,
+}
+
+struct Shared {
+    config: ProxyConfig,
+    stopping: AtomicBool,
+    next_id: AtomicU64,
+    log: Mutex<Log>,
+    /// Clones of each live connection's streams, so shutdown can unblock them.
+    active: Mutex<BTreeMap<u64, Vec<Stream>>>,
+    idle: Condvar,
+}
+
+impl Shared {
+    fn log(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn active(&self) -> MutexGuard<'_, BTreeMap<u64, Vec<Stream>>> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, record: ConnectionRecord) {
+        let mut log = self.log();
+        if log.records.len() < self.config.max_records {
+            log.records.push(record);
+        } else {
+            log.dropped += 1;
+        }
+    }
+
+    /// Adds a stream to connection `id`'s shutdown set; `false` if the proxy is stopping (the
+    /// caller must give up: a shutdown sweep may already have run).
+    fn register(&self, id: u64, stream: &Stream) -> bool {
+        let mut active = self.active();
+        if self.stopping.load(Ordering::SeqCst) {
+            return false;
+        }
+        if let Ok(clone) = stream.try_clone() {
+            active.entry(id).or_default().push(clone);
+        }
+        true
+    }
+
+    fn finish(&self, id: u64) {
+        let mut active = self.active();
+        active.remove(&id);
+        if active.is_empty() {
+            self.idle.notify_all();
+        }
+    }
+}
+
+fn accept_loop(shared: &Arc<Shared>, listener: &Listener, wake: &UnixStream) {
+    loop {
+        let listener_fd = match listener {
+            Listener::Tcp(l) => l.as_fd(),
+            Listener::Unix(l) => l.as_fd(),
+        };
+        if sys::poll_readable(&[listener_fd, wake.as_fd()], -1).is_err() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if shared.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        loop {
+            let accepted = match listener {
+                Listener::Tcp(l) => l.accept().map(|(s, addr)| {
+                    let _ = s.set_nodelay(true);
+                    (Stream::Tcp(s), PeerInfo::Tcp { addr })
+                }),
+                Listener::Unix(l) => l.accept().map(|(s, _)| {
+                    let peer = match sys::peer_cred(s.as_fd()) {
+                        Ok((pid, uid, gid)) => PeerInfo::Unix { pid, uid, gid },
+                        Err(_) => PeerInfo::Unknown,
+                    };
+                    (Stream::Unix(s), peer)
+                }),
+            };
+            match accepted {
+                Ok((stream, peer)) => admit(shared, stream, peer),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // EMFILE and friends: back off instead of spinning on a readable listener.
+                    std::thread::sleep(Duration::from_millis(10));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Registers and starts one connection, or refuses it when too many are in flight.
+fn admit(shared: &Arc<Shared>, stream: Stream, peer: PeerInfo) {
+    let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
+    let _ = set_blocking(&stream);
+    let record = RecordDraft::new(id, &peer);
+    let in_flight = shared.active().len();
+    if in_flight >= shared.config.max_connections {
+        let refusal = Refusal::new(
+            RefusalCode::TooManyConnections,
+            format!("{in_flight} connections already in flight"),
+        );
+        refuse(&stream, &refusal, false);
+        shared.push(record.refused(refusal));
+        return;
+    }
+    if !shared.register(id, &stream) {
+        return;
+    }
+    let conn_shared = Arc::clone(shared);
+    let spawned = std::thread::Builder::new()
+        .name("palisade-proxy-conn".into())
+        .spawn(move || {
+            let record = serve_connection(&conn_shared, id, stream, &peer);
+            if let Some(record) = record {
+                conn_shared.push(record);
+            }
+            conn_shared.finish(id);
+        });
+    if let Err(e) = spawned {
+        shared.finish(id);
+        shared.push(record.refused(Refusal::new(
+            RefusalCode::TooManyConnections,
+            format!("cannot start a connection thread: {e}"),
+        )));
+    }
+}
+
+fn set_blocking(stream: &Stream) -> io::Result<()> {
+    match stream {
+        Stream::Tcp(s) => s.set_nonblocking(false),
+        Stream::Unix(s) => s.set_nonblocking(false),
+    }
+}
+
+/// A record being filled in as the connection progresses.
+struct RecordDraft {
+    id: u64,
+    peer: String,
+    method: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    address: Option<String>,
+}
+
+impl RecordDraft {
+    fn new(id: u64, peer: &PeerInfo) -> RecordDraft {
+        RecordDraft {
+            id,
+            peer: peer.to_string(),
+            method: None,
+            host: None,
+            port: None,
+            address: None,
+        }
+    }
+
+    fn finish(
+        self,
+        verdict: Verdict,
+        refusal: Option<Refusal>,
+        bytes_up: u64,
+        bytes_down: u64,
+    ) -> ConnectionRecord {
+        let (code, reason) = match refusal {
+            Some(r) => (Some(r.code), Some(r.reason)),
+            None => (None, None),
+        };
+        ConnectionRecord {
+            id: self.id,
+            method: self.method,
+            host: self.host,
+            port: self.port,
+            verdict,
+            code,
+            reason,
+            address: self.address,
+            peer: Some(self.peer),
+            bytes_up,
+            bytes_down,
+        }
+    }
+
+    fn refused(self, refusal: Refusal) -> ConnectionRecord {
+        self.finish(Verdict::Refused, Some(refusal), 0, 0)
+    }
+}
+
+/// Handles one client connection; returns its record (`None` for a client that closed without
+/// sending anything).
+fn serve_connection(
+    shared: &Shared,
+    id: u64,
+    client: Stream,
+    peer: &PeerInfo,
+) -> Option<ConnectionRecord> {
+    let config = &shared.config;
+    let mut record = RecordDraft::new(id, peer);
+
+    if !(config.client_check)(peer) {
+        let refusal = Refusal::new(
+            RefusalCode::ClientNotAllowed,
+            format!("client {peer} may not use this proxy"),
+        );
+        refuse(&client, &refusal, true);
+        return Some(record.refused(refusal));
+    }
+
+    let (head, leftover) =
+        match http::read_head(&client, config.head_idle_timeout, config.head_total_timeout) {
+            Ok(read) => read,
+            Err(HeadError::ClosedEarly) => return None,
+            Err(e) => {
+                let why = match e {
+                    HeadError::TimedOut => "no complete request head in time".to_owned(),
+                    HeadError::TooLarge => {
+                        format!("request head is larger than {} bytes", http::MAX_HEAD)
+                    }
+                    HeadError::Truncated => "client closed in the middle of the head".to_owned(),
+                    HeadError::Io(e) => format!("reading the request head failed: {e}"),
+                    HeadError::ClosedEarly => String::new(),
+                };
+                let refusal = Refusal::new(RefusalCode::MalformedRequest, why);
+                refuse(&client, &refusal, true);
+                return Some(record.refused(refusal));
+            }
+        };
+
+    let mut partial = Partial::default();
+    let request = match http::parse(&head, &mut partial) {
+        Ok(request) => request,
+        Err(refusal) => {
+            record.method = partial.method;
+            refuse(&client, &refusal, true);
+            return Some(record.refused(refusal));
+        }
+    };
+    let (host, port) = request.host_port();
+    record.method = Some(request.method.clone());
+    record.host = Some(host.to_authority());
+    record.port = Some(port);
+
+    if config.allowlist.matches_host(host, port).is_none() {
+        let refusal = Refusal::new(
+            RefusalCode::DomainNotAllowed,
+            format!(
+                "{}:{port} is not in the sandbox's network allowlist",
+                host.to_authority()
+            ),
+        );
+        refuse(&client, &refusal, true);
+        return Some(record.refused(refusal));
+    }
+
+    let addrs = match config
+        .resolver
+        .resolve_checked(host, port, &config.allowlist)
+    {
+        Ok(addrs) => addrs,
+        Err(refusal) => {
+            refuse(&client, &refusal, true);
+            return Some(record.refused(refusal));
+        }
+    };
+
+    let mut last_error = None;
+    let mut upstream = None;
+    for addr in &addrs {
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        match TcpStream::connect_timeout(addr, config.connect_timeout) {
+            Ok(s) => {
+                upstream = Some((s, *addr));
+                break;
+            }
+            Err(e) => last_error = Some(format!("{addr}: {e}")),
+        }
+    }
+    let Some((upstream, addr)) = upstream else {
+        let refusal = Refusal::new(
+            RefusalCode::UpstreamUnreachable,
+            format!(
+                "{}:{port}: no address accepted a connection ({})",
+                host.to_authority(),
+                last_error.unwrap_or_else(|| "proxy stopping".to_owned())
+            ),
+        );
+        refuse(&client, &refusal, true);
+        return Some(record.refused(refusal));
+    };
+    let _ = upstream.set_nodelay(true);
+    record.address = Some(addr.ip().to_string());
+    let upstream = Stream::Tcp(upstream);
+    if !shared.register(id, &upstream) {
+        let _ = client.shutdown(Shutdown::Both);
+        return Some(record.finish(Verdict::Allowed, None, 0, 0));
+    }
+
+    let first_up = match &request.target {
+        Target::Connect { .. } => {
+            if (&client)
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .is_err()
+            {
+                return Some(record.finish(Verdict::Allowed, None, 0, 0));
+            }
+            leftover
+        }
+        Target::Http { .. } => {
+            let mut first = http::rewrite_for_upstream(&request);
+            first.extend_from_slice(&leftover);
+            first
+        }
+    };
+    let (up, down) = relay::relay(client, upstream, &first_up);
+    Some(record.finish(Verdict::Allowed, None, up, down))
+}
+
+/// Answers a refusal and closes. With `drain`, unread client bytes are read (bounded) after the
+/// answer, so the close does not turn into a reset that destroys the answer in flight.
+fn refuse(client: &Stream, refusal: &Refusal, drain: bool) {
+    let response = refusal.http_response();
+    let _ = client.set_write_timeout(Some(Duration::from_secs(5)));
+    let mut writer = client;
+    if writer.write_all(&response).is_err() {
+        return;
+    }
+    let _ = client.shutdown(Shutdown::Write);
+    if drain {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        let _ = client.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut sink = [0_u8; 8192];
+        let mut reader = client;
+        let mut drained = 0_usize;
+        while drained < 256 * 1024 && Instant::now() < deadline {
+            match reader.read(&mut sink) {
+                Ok(0) => break,
+                Ok(n) => drained += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+    }
+}
