@@ -188,3 +188,73 @@ fn buffered_copy(src: &Stream, dst: &Stream) -> u64 {
         total += n as u64;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// A connected TCP pair on loopback.
+    fn tcp_pair() -> (Stream, Stream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (Stream::Tcp(a), Stream::Tcp(b))
+    }
+
+    fn unix_pair() -> (Stream, Stream) {
+        let (a, b) = UnixStream::pair().unwrap();
+        (Stream::Unix(a), Stream::Unix(b))
+    }
+
+    /// Sends `data` into `src_peer`, copies `src → dst` with `copy`, reads it from `dst_peer`.
+    fn through(
+        copy: fn(&Stream, &Stream) -> Result<u64, ()>,
+        src: (Stream, Stream),
+        dst: (Stream, Stream),
+    ) {
+        let (src_peer, src) = src;
+        let (dst, dst_peer) = dst;
+        let data: Vec<u8> = (0..3_000_000_u32).map(|i| (i % 253) as u8).collect();
+        let sent = data.clone();
+        let writer = std::thread::spawn(move || {
+            (&src_peer).write_all(&sent).unwrap();
+            src_peer.shutdown(Shutdown::Write).unwrap();
+        });
+        let copier = std::thread::spawn(move || {
+            let n = copy(&src, &dst);
+            let _ = dst.shutdown(Shutdown::Write);
+            n
+        });
+        let mut got = Vec::new();
+        (&dst_peer).read_to_end(&mut got).unwrap();
+        writer.join().unwrap();
+        assert_eq!(copier.join().unwrap(), Ok(data.len() as u64));
+        assert!(got == data);
+    }
+
+    fn spliced(src: &Stream, dst: &Stream) -> Result<u64, ()> {
+        splice_copy(src, dst).map_err(|_| ())
+    }
+
+    fn buffered(src: &Stream, dst: &Stream) -> Result<u64, ()> {
+        Ok(buffered_copy(src, dst))
+    }
+
+    // Guards the fast path: if the kernel stopped splicing one of these pairs, relays would
+    // silently fall back to copying and lose throughput.
+    #[test]
+    fn splice_works_between_tcp_and_unix_sockets() {
+        through(spliced, tcp_pair(), unix_pair());
+        through(spliced, unix_pair(), tcp_pair());
+        through(spliced, tcp_pair(), tcp_pair());
+    }
+
+    #[test]
+    fn buffered_fallback_copies_everything() {
+        through(buffered, tcp_pair(), unix_pair());
+        through(buffered, unix_pair(), tcp_pair());
+    }
+}

@@ -699,3 +699,42 @@ fn records_beyond_the_limit_are_counted_and_serialize_in_camel_case() {
     let back: ProxyReport = serde_json::from_value(json).unwrap();
     assert_eq!(back, report);
 }
+
+#[test]
+fn ipv6_loopback_literals_and_names() {
+    let echo = Upstream::start("::1", Behavior::Echo);
+    let literal = format!("[::1]:{}", echo.port());
+    let hosts = [("v6.test", "::1")];
+
+    // Allowed by name but ::1 is loopback: refused until the literal is listed.
+    let (proxy, addr) = tcp_proxy(config(&["v6.test"], &hosts));
+    assert_refused(
+        &connect(&mut dial(addr), &format!("v6.test:{}", echo.port()), b""),
+        403,
+        RefusalCode::AddressNotAllowed,
+    );
+    assert_refused(
+        &connect(&mut dial(addr), &literal, b""),
+        403,
+        RefusalCode::DomainNotAllowed,
+    );
+    drop(proxy);
+
+    let (proxy, addr) = tcp_proxy(config(&["v6.test", "[::1]"], &hosts));
+    for target in [format!("v6.test:{}", echo.port()), literal] {
+        let mut client = dial(addr);
+        assert_eq!(connect(&mut client, &target, b"").status, 200, "{target}");
+        client.write_all(b"six").unwrap();
+        client.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(read_to_end(&mut client), b"six");
+    }
+    let report = proxy.shutdown(BOUND);
+    assert_eq!(report.records.len(), 2);
+    assert!(
+        report
+            .records
+            .iter()
+            .all(|r| r.address.as_deref() == Some("::1"))
+    );
+    assert_eq!(report.records[1].host.as_deref(), Some("[::1]"));
+}
