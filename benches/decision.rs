@@ -27,6 +27,7 @@ fn input() -> DecisionInput {
         document_name: "tests/fixtures/taskpack.yaml".to_owned(),
         host: facts.host,
         probes: facts.probes,
+        narrow_allowed_domains: None,
     }
 }
 

@@ -67,6 +67,7 @@ fn from_wit_input(input: wit::DecisionInput) -> model::DecisionInput {
         document_name: input.document_name,
         host: from_wit_host(input.host),
         probes: input.probes.into_iter().map(from_wit_probe).collect(),
+        narrow_allowed_domains: input.narrow_allowed_domains,
     }
 }
 
@@ -183,9 +184,11 @@ fn to_wit_result(outcome: Outcome) -> Result<wit::Decision, wit::Refusal> {
         Verdict::Decision {
             backend,
             network_mode,
+            domain_allowlist,
         } => Ok(wit::Decision {
             backend: to_wit_backend(backend),
             network_mode: to_wit_network_mode(network_mode),
+            domain_allowlist,
             canonical_json,
             digest,
         }),

@@ -70,8 +70,18 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         },
     };
 
-    // (3) Resolution, (4) negotiation.
-    let effective = resolve::resolve(input, taskpack.as_ref());
+    // (3) Resolution, with the launcher's narrowing of the allowlist.
+    let mut effective = resolve::resolve(input, taskpack.as_ref());
+    if let Err(errors) =
+        resolve::narrow_and_imply(&mut effective, input.narrow_allowed_domains.as_deref())
+    {
+        let message = format!("policy is invalid: {}", errors.summary());
+        let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+        report.errors = errors.into_listed();
+        return report;
+    }
+
+    // (4) Negotiation.
     let negotiation = negotiate::negotiate(&effective, &input.host, &input.probes);
     let Some(probe) = negotiation.selected else {
         let (code, message) = negotiation.refusal();
@@ -89,11 +99,19 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         input_digest,
         outcome: "decision",
         code: None,
-        message: format!(
-            "selected `{}` for networkMode `{}`",
-            probe.backend.as_str(),
-            effective.network_mode.as_str()
-        ),
+        message: match effective.filtered_egress() {
+            None => format!(
+                "selected `{}` for networkMode `{}`",
+                probe.backend.as_str(),
+                effective.network_mode.as_str()
+            ),
+            Some(list) => format!(
+                "selected `{}` for networkMode `{}`, egress filtered to {}",
+                probe.backend.as_str(),
+                effective.network_mode.as_str(),
+                crate::text::count(list.len(), "allowed entry", "allowed entries")
+            ),
+        },
         errors: Vec::new(),
         backend: Some(probe.backend),
         provided_capabilities: Some(plan::provided_capabilities(probe)),
@@ -133,6 +151,7 @@ fn finish(report: Report) -> Outcome {
         (None, Some(plan)) => Verdict::Decision {
             backend: plan.backend,
             network_mode: plan.network_mode,
+            domain_allowlist: plan.domain_allowlist.clone(),
         },
         // Unreachable by construction: a report without a code always has a plan.
         (None, None) => Verdict::Refusal {

@@ -88,6 +88,7 @@ mod tests {
                 default_backend_order: vec![Backend::LinuxBwrap],
             },
             probes: vec![],
+            narrow_allowed_domains: None,
         }
     }
 

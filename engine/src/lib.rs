@@ -13,6 +13,7 @@ pub mod output;
 
 mod budgets;
 mod decide;
+mod domains;
 mod host;
 mod negotiate;
 mod paths;

@@ -175,6 +175,11 @@ pub struct DecisionInput {
     pub document_name: String,
     pub host: HostFacts,
     pub probes: Vec<BackendProbe>,
+    /// The launcher's `--allow-domain` entries, which may only narrow the policy's
+    /// `allowedDomains`. Omitted from the JSON when absent, so inputs without it keep the
+    /// canonical form (and digest) they had before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narrow_allowed_domains: Option<Vec<String>>,
 }
 
 /// Host facts and probes without a document: the `--facts` file format.

@@ -108,15 +108,20 @@ fn judge(
     // The backend cannot run the command in this network mode at all (even `allow-outbound`
     // must be listed: a backend that can only confine the network cannot honour it).
     let mode_unenforceable = !probe.network_modes.contains(&policy.network_mode);
+    // Filtered egress needs the backend to route all traffic through the host's proxy.
+    let filter_unenforceable = policy.filtered_egress().is_some() && !probe.domain_filtering;
     let isolation_required = policy
         .requirements
         .iter()
         .any(|r| r.capability == Capability::NetworkIsolation);
-    if lacking.is_empty() && !mode_unenforceable {
-        let reason = format!(
+    if lacking.is_empty() && !mode_unenforceable && !filter_unenforceable {
+        let mut reason = format!(
             "provides every required capability for networkMode `{}`",
             policy.network_mode.as_str()
         );
+        if policy.filtered_egress().is_some() {
+            reason.push_str(" with egress filtered by domain");
+        }
         return entry(backend, CandidateVerdict::Selected, &reason, Vec::new());
     }
     let mut parts = Vec::new();
@@ -135,6 +140,12 @@ fn judge(
         if isolation_required {
             missing.push(Capability::NetworkIsolation);
         }
+    }
+    if filter_unenforceable {
+        parts.push(String::from(
+            "cannot filter egress by domain (allowedDomains)",
+        ));
+        missing.push(Capability::NetworkIsolation);
     }
     missing.sort();
     missing.dedup();
@@ -218,6 +229,8 @@ mod tests {
             protected_paths: vec![],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
+            allowed_domains: None,
+            allowed_domains_origin: None,
         }
     }
 

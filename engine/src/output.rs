@@ -41,6 +41,8 @@ pub enum Verdict {
     Decision {
         backend: Backend,
         network_mode: NetworkMode,
+        /// The plan's filtered-egress allowlist, when egress is filtered.
+        domain_allowlist: Option<Vec<String>>,
     },
     Refusal {
         code: RefusalCode,
@@ -80,6 +82,8 @@ pub enum Origin {
     Default,
     /// The host's configuration (default backend order).
     Host,
+    /// The launcher's command line (`--allow-domain`), which may only narrow the policy.
+    Launcher,
 }
 
 /// A capability the chosen backend must provide, with why.
@@ -125,6 +129,31 @@ pub struct EffectivePolicy {
     pub allow_dedicated_direct_override: bool,
     /// `spec.budgets` as declared (the launcher may only tighten them).
     pub budgets: Budgets,
+    /// The effective domain allowlist (canonical entries, sorted): the policy's, or the
+    /// launcher's narrower one. Absent when neither names one (the network mode is in charge),
+    /// which keeps such decisions byte-identical to those of engines without allowlists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_domains: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_domains_origin: Option<Origin>,
+}
+
+impl EffectivePolicy {
+    /// The allowlist the host's filtering proxy must enforce, when egress is filtered: a list
+    /// other than `*` with `allow-outbound` (even an empty one, which refuses every
+    /// connection), or a non-empty list with `loopback-only`. `[]` with `none` or
+    /// `loopback-only` needs no proxy: the mode already allows no outbound traffic.
+    pub fn filtered_egress(&self) -> Option<&[String]> {
+        let list = self.allowed_domains.as_deref()?;
+        if list.len() == 1 && list.first().is_some_and(|entry| entry == "*") {
+            return None;
+        }
+        match self.network_mode {
+            NetworkMode::AllowOutbound => Some(list),
+            NetworkMode::LoopbackOnly if !list.is_empty() => Some(list),
+            _ => None,
+        }
+    }
 }
 
 /// What happened to one candidate backend during negotiation.
@@ -174,6 +203,10 @@ pub struct ConfinementPlan {
     pub process_tree_cleanup: bool,
     /// The policy's budgets, for the launcher to enforce (tightened by its own flags).
     pub budgets: Budgets,
+    /// When present, outbound traffic goes only through the host's filtering proxy, which
+    /// allows exactly these entries. Absent: the network mode alone applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub domain_allowlist: Option<Vec<String>>,
 }
 
 /// A field-level problem in the policy or host facts.

@@ -43,6 +43,7 @@ pub(crate) fn plan(
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
         budgets: policy.budgets.clone(),
+        domain_allowlist: policy.filtered_egress().map(<[String]>::to_vec),
     }
 }
 
@@ -90,6 +91,8 @@ mod tests {
             protected_paths: vec!["/w/.github".into()],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
+            allowed_domains: None,
+            allowed_domains_origin: None,
         }
     }
 

@@ -6,11 +6,13 @@
 //! them (a network mode needs `networkIsolation`, denied paths need `filesystemReadContainment`),
 //! and which came from a default.
 
+use crate::domains::DomainEntry;
 use crate::model::{Backend, Capability, DecisionInput, NetworkMode};
 use crate::output::{EffectivePolicy, Origin, PolicySource, Requirement};
 use crate::paths;
 use crate::policy::Taskpack;
-use crate::sandbox::SandboxSpec;
+use crate::sandbox::{self, SandboxSpec};
+use crate::text::{self, Errors};
 
 /// Workspace-relative paths every backend with `protectedPathReadOnlyMask` keeps read-only.
 pub(crate) const BUILT_IN_PROTECTED_PATHS: [&str; 4] =
@@ -53,6 +55,8 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         protected_paths,
         allow_dedicated_direct_override: false,
         budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
+        allowed_domains: None,
+        allowed_domains_origin: None,
     };
     match taskpack.and_then(|t| t.sandbox.as_ref()) {
         Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
@@ -91,10 +95,17 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
             Some(declared) => (declared.clone(), Origin::Declared),
             None => (host_order.to_vec(), Origin::Host),
         };
-    (policy.network_mode, policy.network_mode_origin) = match sandbox.network_mode {
-        Some(mode) => (mode, Origin::Declared),
-        None => (NetworkMode::None, Origin::Default),
-    };
+    (policy.network_mode, policy.network_mode_origin) =
+        match (sandbox.network_mode, &sandbox.allowed_domains) {
+            (Some(mode), _) => (mode, Origin::Declared),
+            // `*` or named domains without a mode: outbound traffic (filtered unless `*`).
+            (None, Some(list)) if !list.is_empty() => (NetworkMode::AllowOutbound, Origin::Implied),
+            (None, _) => (NetworkMode::None, Origin::Default),
+        };
+    if let Some(list) = &sandbox.allowed_domains {
+        policy.allowed_domains = Some(list.clone());
+        policy.allowed_domains_origin = Some(Origin::Declared);
+    }
     policy.denied_read_paths = sandbox.denied_read_paths.clone();
 
     let mut requirements: Vec<Requirement> = sandbox
@@ -134,6 +145,86 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
     policy.requirements = requirements;
 }
 
+/// Applies the launcher's `--allow-domain` list, which may only narrow what the policy allows,
+/// then adds the requirement filtered egress implies. Every entry that would widen the policy
+/// is reported at its own path.
+pub(crate) fn narrow_and_imply(
+    policy: &mut EffectivePolicy,
+    narrow: Option<&[String]>,
+) -> Result<(), Errors> {
+    if let Some(raw) = narrow {
+        let mut errors = Errors::default();
+        let items = raw
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| (text::index_path(NARROW_PATH, index), Some(entry.as_str())))
+            .collect();
+        let Some(list) = sandbox::entry_list(items, NARROW_PATH, &mut errors) else {
+            return Err(errors);
+        };
+        // What the policy allows: `None` = everything.
+        let allowed: Option<Vec<DomainEntry>> = match &policy.allowed_domains {
+            Some(entries) => Some(
+                entries
+                    .iter()
+                    .filter_map(|e| DomainEntry::parse(e).ok())
+                    .collect(),
+            ),
+            None if policy.network_mode == NetworkMode::AllowOutbound => None,
+            None => Some(Vec::new()),
+        };
+        if let Some(allowed) = &allowed {
+            let everything = allowed.iter().any(DomainEntry::is_everything);
+            // Reported at the index the launcher gave (the canonical list is sorted).
+            for (index, entry) in raw.iter().enumerate() {
+                let covered = everything
+                    || DomainEntry::parse(entry)
+                        .is_ok_and(|parsed| allowed.iter().any(|a| a.covers(&parsed)));
+                if !covered {
+                    let why = if allowed.is_empty() {
+                        format!(
+                            "the policy allows no outbound traffic (networkMode `{}`)",
+                            policy.network_mode.as_str()
+                        )
+                    } else {
+                        String::from("no entry of the policy's allowedDomains covers it")
+                    };
+                    errors.push(
+                        text::index_path(NARROW_PATH, index),
+                        format!(
+                            "{} would widen the policy: {why}; --allow-domain may only narrow \
+                             it",
+                            text::quote(entry)
+                        ),
+                    );
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        policy.allowed_domains = Some(list);
+        policy.allowed_domains_origin = Some(Origin::Launcher);
+    }
+    if policy.filtered_egress().is_some()
+        && !policy
+            .requirements
+            .iter()
+            .any(|r| r.capability == Capability::NetworkIsolation)
+    {
+        policy.requirements.push(requirement(
+            Capability::NetworkIsolation,
+            Origin::Implied,
+            "implied by allowedDomains (egress only through the filtering proxy)",
+        ));
+        policy.requirements.sort_by_key(|r| r.capability);
+    }
+    Ok(())
+}
+
+/// The field path of the launcher's narrowing list in errors.
+const NARROW_PATH: &str = "narrowAllowedDomains";
+
 fn requirement(capability: Capability, origin: Origin, reason: &str) -> Requirement {
     Requirement {
         capability,
@@ -164,6 +255,7 @@ mod tests {
                 default_backend_order: vec![Backend::LinuxLandlock, Backend::Docker],
             },
             probes: vec![],
+            narrow_allowed_domains: None,
         }
     }
 
@@ -253,6 +345,7 @@ mod tests {
             network_mode: Some(NetworkMode::LoopbackOnly),
             required_capabilities: vec![Capability::SyscallFiltering, Capability::NetworkIsolation],
             denied_read_paths: vec!["/a".into(), "/b".into()],
+            allowed_domains: None,
         };
         let policy = resolve(&input(false), Some(&taskpack(Some(sandbox))));
         assert_eq!(

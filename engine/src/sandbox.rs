@@ -1,4 +1,5 @@
-//! `spec.sandbox`: its four optional fields, their bounds, and path resolution.
+//! `spec.sandbox`: its optional fields, their bounds, path resolution, and the rules that tie
+//! `allowedDomains` to `networkMode`.
 //!
 //! Why every unknown key here is an error (while unknown `spec` sections are only listed): this
 //! block is the security policy itself, so a misspelt or future field must not be silently
@@ -6,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::domains::{self, DomainEntry};
 use crate::model::{Backend, Capability, HostFacts, NetworkMode};
 use crate::paths;
 use crate::policy::{each_entry, expect_str, unknown_field};
@@ -13,11 +15,12 @@ use crate::text::{self, Errors};
 use crate::yaml::Node;
 
 /// The fields `spec.sandbox` may hold.
-const FIELDS: [&str; 4] = [
+const FIELDS: [&str; 5] = [
     "preferredBackends",
     "networkMode",
     "requiredCapabilities",
     "deniedReadPaths",
+    "allowedDomains",
 ];
 
 /// Bounds from the policy contract.
@@ -34,6 +37,8 @@ pub(crate) struct SandboxSpec {
     pub(crate) required_capabilities: Vec<Capability>,
     /// Resolved against the host's home, normalised, deduplicated and sorted.
     pub(crate) denied_read_paths: Vec<String>,
+    /// Canonical entries, sorted; `None` when the field is absent (the mode is in charge).
+    pub(crate) allowed_domains: Option<Vec<String>>,
 }
 
 /// Walks `spec.sandbox`; `None` when it (or anything in it) is invalid.
@@ -61,9 +66,114 @@ pub(crate) fn walk(
         "deniedReadPaths" => {
             spec.denied_read_paths = denied_read_paths(value, &child, host, errors);
         }
+        "allowedDomains" => {
+            spec.allowed_domains = allowed_domains(value, &child, errors);
+        }
         other => errors.push(child, unknown_field(other, &FIELDS)),
     });
+    if errors.total() == before {
+        network_conflicts(&spec, path, errors);
+    }
     (errors.total() == before).then_some(spec)
+}
+
+/// `allowedDomains`: a bounded list of unique entries (see [`crate::domains`]).
+pub(crate) fn allowed_domains(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let Node::Sequence(items) = node else {
+        errors.push(
+            path,
+            format!("expected a list of domain names, found {}", node.kind()),
+        );
+        return None;
+    };
+    let raw: Vec<(String, Option<&str>)> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let child = text::index_path(path, index);
+            let value = match item {
+                Node::String(value) => Some(value.as_str()),
+                other => {
+                    errors.push(
+                        child.clone(),
+                        format!("expected a domain name, found {}", other.kind()),
+                    );
+                    None
+                }
+            };
+            (child, value)
+        })
+        .collect();
+    entry_list(raw, path, errors)
+}
+
+/// Checks a list of entries (each with its field path): bounds, syntax, duplicates, and `*`
+/// standing alone. Returns the canonical entries, sorted, when all are valid.
+pub(crate) fn entry_list(
+    items: Vec<(String, Option<&str>)>,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<Vec<String>> {
+    let before = errors.total();
+    if items.len() > domains::MAX_ENTRIES {
+        errors.push(
+            path,
+            format!(
+                "has {} entries; at most {}",
+                items.len(),
+                domains::MAX_ENTRIES
+            ),
+        );
+    }
+    let count = items.len();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for (child, raw) in items {
+        let Some(raw) = raw else { continue };
+        match DomainEntry::parse(raw) {
+            Err(message) => errors.push(child, format!("{} {message}", text::quote(raw))),
+            Ok(entry) if entry.is_everything() && count > 1 => {
+                errors.push(child, "`*` allows every domain; it must be the only entry")
+            }
+            Ok(entry) => {
+                let canonical = entry.canonical();
+                if !seen.insert(canonical.clone()) {
+                    errors.push(
+                        child,
+                        format!("duplicate entry {}", text::quote(&canonical)),
+                    );
+                }
+            }
+        }
+    }
+    (errors.total() == before).then(|| seen.into_iter().collect())
+}
+
+/// `allowedDomains` against an explicit `networkMode` (DESIGN.md, "Network"): `[]` conflicts
+/// with `allow-outbound`, `*` with `none` and `loopback-only`, a concrete list with `none`.
+fn network_conflicts(spec: &SandboxSpec, path: &str, errors: &mut Errors) {
+    let (Some(list), Some(mode)) = (&spec.allowed_domains, spec.network_mode) else {
+        return;
+    };
+    let everything = list.len() == 1 && list.first().is_some_and(|e| e == "*");
+    let problem = match mode {
+        NetworkMode::AllowOutbound if list.is_empty() => Some(
+            "an empty allowedDomains denies all outbound traffic, which contradicts \
+             networkMode `allow-outbound`",
+        ),
+        NetworkMode::None | NetworkMode::LoopbackOnly if everything => Some(
+            "allowedDomains `*` allows all outbound traffic, which contradicts a networkMode \
+             without outbound traffic",
+        ),
+        NetworkMode::None if !list.is_empty() => Some(
+            "allowedDomains names domains, but networkMode `none` allows no network at all; \
+             use `allow-outbound` or `loopback-only` (or omit networkMode)",
+        ),
+        _ => None,
+    };
+    if let Some(problem) = problem {
+        errors.push(text::child_path(path, "networkMode"), problem);
+        errors.push(text::child_path(path, "allowedDomains"), problem);
+    }
 }
 
 /// How one kind of name list is checked.

@@ -163,7 +163,8 @@ fn actions_default_selects_direct_dedicated_without_opt_in() {
         outcome.verdict,
         Verdict::Decision {
             backend: Backend::DirectDedicated,
-            network_mode: NetworkMode::AllowOutbound
+            network_mode: NetworkMode::AllowOutbound,
+            domain_allowlist: None,
         }
     );
     let r = report(&outcome);
@@ -403,6 +404,7 @@ fn verdict_mirrors_the_report() {
             Verdict::Decision {
                 backend,
                 network_mode,
+                ..
             } => {
                 assert_eq!(r["backend"], backend.as_str());
                 assert_eq!(r["plan"]["networkMode"], network_mode.as_str());

@@ -149,6 +149,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                 document_name: String::from("taskpack.yaml"),
                 host,
                 probes,
+                narrow_allowed_domains: None,
             };
             (document, input)
         })

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use palisade::egress;
 use palisade::exit::Exit;
 use palisade::facts::{self, FactOptions};
 use palisade::launch;
@@ -113,11 +114,14 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             probes.elapsed.as_millis()
         ));
         out.push_str(&format!(
-            "{:<17} {:<10} {:<22} {:<35} {}\n",
+            "{:<17} {:<10} {:<22} {:<44} {}\n",
             "BACKEND", "AVAILABLE", "VERSION", "NETWORK MODES", "CAPABILITIES / REASON"
         ));
         for p in &probes.probes {
-            let modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
+            let mut modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
+            if p.domain_filtering {
+                modes.push("domains");
+            }
             let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
             let detail = if p.available {
                 caps.join(", ")
@@ -125,7 +129,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
                 p.reason.clone()
             };
             out.push_str(&format!(
-                "{:<17} {:<10} {:<22} {:<35} {}\n",
+                "{:<17} {:<10} {:<22} {:<44} {}\n",
                 p.backend.as_str(),
                 if p.available { "yes" } else { "no" },
                 if p.version.is_empty() {
@@ -142,7 +146,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             ));
             for limitation in &p.limitations {
                 out.push_str(&format!(
-                    "{:<17} {:<10} {:<22} {:<35} limit: {limitation}\n",
+                    "{:<17} {:<10} {:<22} {:<44} limit: {limitation}\n",
                     "", "", "", ""
                 ));
             }
@@ -234,6 +238,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
                 document_name,
                 host: recorded.host,
                 probes: recorded.probes,
+                narrow_allowed_domains: narrowing(&args.allow_domains),
             },
             probe_source: "facts-file",
         });
@@ -250,9 +255,15 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
             document_name,
             host,
             probes: probes.probes,
+            narrow_allowed_domains: narrowing(&args.allow_domains),
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
     })
+}
+
+/// `--allow-domain` entries as the engine's narrowing list (absent when none were given).
+fn narrowing(entries: &[String]) -> Option<Vec<String>> {
+    (!entries.is_empty()).then(|| entries.to_vec())
 }
 
 /// The policy document: `--taskpack`, else the workspace's `.loopwright/taskpack.yaml` if it
@@ -423,6 +434,12 @@ fn summarize(outcome: &Outcome) -> String {
     let mut out = String::new();
     out.push_str(&format!("backend   {}\n", text("/backend")));
     out.push_str(&format!("network   {}\n", text("/plan/networkMode")));
+    if report.pointer("/plan/domainAllowlist").is_some() {
+        out.push_str(&format!(
+            "egress    only via the filtering proxy to: {}\n",
+            list("/plan/domainAllowlist")
+        ));
+    }
     out.push_str(&format!(
         "policy    {} ({})\n",
         text("/policy/source"),
@@ -464,6 +481,12 @@ fn summarize(outcome: &Outcome) -> String {
 
 pub fn run(args: &RunArgs) -> CommandResult {
     let flags = run_flags(args)?;
+    let overrides = args
+        .proxy_resolve
+        .iter()
+        .map(|text| egress::parse_resolve(text))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
     let run_id = launch::new_run_id();
     // The run's private temp dir is a writable root of the decision, so the audit shows it.
     let temp = launch::RunTempDir::create(&run_id)
@@ -483,6 +506,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         document_name,
         host,
         probes: probes.probes,
+        narrow_allowed_domains: narrowing(&args.allow_domains),
     };
     let probe_source = if probes.from_cache { "cache" } else { "fresh" };
 
@@ -494,6 +518,20 @@ pub fn run(args: &RunArgs) -> CommandResult {
         return Err(failure);
     }
 
+    let internal = |e: launch::LaunchError| Failure::new(ErrorCode::Internal, e.to_string());
+    // Filtered egress: the proxy listens before the sandbox exists.
+    let egress = match launch::domain_allowlist(&outcome.canonical_json).map_err(internal)? {
+        Some(list) => {
+            Some(egress::EgressSession::start(&run_id, &list, &overrides).map_err(internal)?)
+        }
+        None if !overrides.is_empty() => {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
+            ));
+        }
+        None => None,
+    };
     let env = launch::command_env(std::env::vars_os(), temp.path());
     let plan = launch::plan_from_decision(
         &outcome.canonical_json,
@@ -501,14 +539,30 @@ pub fn run(args: &RunArgs) -> CommandResult {
         env,
         temp.path().to_path_buf(),
         &flags,
+        egress
+            .as_ref()
+            .map(egress::EgressSession::plan)
+            .transpose()
+            .map_err(internal)?,
     )
-    .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
-    let result = launch::execute(
+    .map_err(internal)?;
+    let mut result = launch::execute(
         &plan,
         &launch::ExecuteOptions {
             bwrap: probe::locate_bwrap(&probe_opts),
         },
     );
+    if let Some(session) = egress {
+        let account = serde_json::to_value(session.finish()).unwrap_or_default();
+        let record = match &mut result {
+            Ok(launched) => Some(&mut launched.record),
+            Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
+            Err(_) => None,
+        };
+        if let Some(Value::Object(map)) = record {
+            map.insert("egress".to_owned(), account);
+        }
+    }
     let record_outcome = |record: &Value| {
         if let Some(path) = &args.audit {
             let line = audit::OutcomeRecord {

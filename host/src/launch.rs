@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
+use palisade_shims::plan::{Budgets, EgressProxy, LaunchPlan, Mechanism, Network};
 use serde::Deserialize;
 
 /// Why a decision cannot be launched.
@@ -63,6 +63,8 @@ struct PlanView {
     syscall_filter: bool,
     process_tree_cleanup: bool,
     budgets: BudgetsView,
+    #[serde(default)]
+    domain_allowlist: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,13 +86,23 @@ pub struct FlagBudgets {
     pub cpu_seconds: Option<u64>,
 }
 
-/// Builds the launch plan for a decision's canonical JSON.
+/// The filtered-egress allowlist of a decision's plan, if it has one: the caller starts the
+/// proxy ([`crate::egress::EgressSession`]) before building the plan.
+pub fn domain_allowlist(canonical_json: &str) -> Result<Option<Vec<String>>, LaunchError> {
+    let view: DecisionView =
+        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
+    Ok(view.plan.domain_allowlist)
+}
+
+/// Builds the launch plan for a decision's canonical JSON. `egress` must be given exactly when
+/// the plan filters egress (a plan and a proxy that disagree launch nothing).
 pub fn plan_from_decision(
     canonical_json: &str,
     command: Vec<OsString>,
-    env: Vec<(OsString, OsString)>,
+    mut env: Vec<(OsString, OsString)>,
     run_temp_dir: PathBuf,
     flags: &FlagBudgets,
+    egress: Option<EgressProxy>,
 ) -> Result<LaunchPlan, LaunchError> {
     let view: DecisionView =
         serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
@@ -100,12 +112,38 @@ pub fn plan_from_decision(
         "direct-dedicated" => Mechanism::Direct,
         other => return Err(LaunchError::Unsupported(other.to_owned())),
     };
-    let network = match view.plan.network_mode.as_str() {
+    let mut network = match view.plan.network_mode.as_str() {
         "none" => Network::None,
         "loopback-only" => Network::LoopbackOnly,
         "allow-outbound" => Network::AllowOutbound,
         other => return Err(LaunchError::Plan(format!("unknown network mode `{other}`"))),
     };
+    match (&view.plan.domain_allowlist, &egress) {
+        (None, None) => {}
+        (Some(_), Some(proxy)) => {
+            if mechanism != Mechanism::Bwrap {
+                return Err(LaunchError::Plan(format!(
+                    "filtered egress is only launched under linux-bwrap, not `{}`",
+                    view.backend
+                )));
+            }
+            // The sandbox keeps its own loopback; the proxy is the only way out.
+            network = Network::LoopbackOnly;
+            env.retain(|(name, _)| !is_proxy_variable(name));
+            env.extend(crate::egress::proxy_env(proxy.bridge_port));
+            env.sort();
+        }
+        (Some(_), None) => {
+            return Err(LaunchError::Plan(
+                "the plan filters egress but no proxy was started".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(LaunchError::Plan(
+                "a proxy was started for a plan without filtered egress".into(),
+            ));
+        }
+    }
     if !view.plan.process_tree_cleanup {
         // Every shim reaps the whole tree; a plan without it would mean a backend we do not
         // know how to supervise.
@@ -140,12 +178,25 @@ pub fn plan_from_decision(
         command,
         env,
         run_temp_dir,
-        budgets: merge_budgets(&view.plan.budgets, flags),
+        budgets: merge_budgets(&view.plan.budgets, flags, egress.is_some()),
+        egress_proxy: egress,
     })
 }
 
+/// Proxy variables (any case) the launcher sets itself for filtered egress.
+fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    matches!(
+        upper.as_str(),
+        "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
+    )
+}
+
 /// The tighter of the policy's and the command line's budget, field by field.
-fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets) -> Budgets {
+///
+/// The egress bridge is one process of Palisade's own inside the tree; it is added to a process
+/// budget so the command keeps the number it was given.
+fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets, bridge: bool) -> Budgets {
     fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
         match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -161,7 +212,8 @@ fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets) -> Budgets {
             policy.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
             flags.memory_bytes,
         ),
-        max_processes: tighter(policy.max_processes, flags.max_processes),
+        max_processes: tighter(policy.max_processes, flags.max_processes)
+            .map(|n| n.saturating_add(u64::from(bridge))),
         cpu_seconds: tighter(policy.cpu_seconds, flags.cpu_seconds),
     }
 }
@@ -286,6 +338,9 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
                 record,
             })
         }
+        Mechanism::Landlock | Mechanism::Direct if plan.egress_proxy.is_some() => Err(
+            LaunchError::Plan("filtered egress is only launched under linux-bwrap".into()),
+        ),
         Mechanism::Landlock | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
@@ -584,7 +639,7 @@ mod tests {
             max_processes: Some(32),
             cpu_seconds: None,
         };
-        let merged = merge_budgets(&policy, &flags);
+        let merged = merge_budgets(&policy, &flags, false);
         assert_eq!(merged.wall_clock, Some(Duration::from_secs(60)));
         assert_eq!(merged.memory_bytes, Some(10 << 20));
         assert_eq!(merged.max_processes, Some(32));

@@ -44,6 +44,22 @@ enum Command {
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
+    /// Internal: inside a filtered-egress sandbox, bridge loopback to the proxy, exec CMD.
+    #[command(name = "__proxy-bridge", hide = true)]
+    ProxyBridge(ProxyBridgeArgs),
+}
+
+#[derive(Args)]
+pub struct ProxyBridgeArgs {
+    /// The sandbox-loopback port to listen on.
+    #[arg(long)]
+    port: u16,
+    /// The proxy's Unix socket, as mounted in the sandbox.
+    #[arg(long)]
+    socket: PathBuf,
+    /// The command (absolute path) and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]
@@ -98,6 +114,10 @@ pub struct DecideArgs {
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     no_cache: bool,
+    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
+    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
+    allow_domains: Vec<String>,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -125,6 +145,14 @@ pub struct RunArgs {
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     no_cache: bool,
+    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
+    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN")]
+    allow_domains: Vec<String>,
+    /// Resolve NAME to ADDR in the filtering proxy instead of asking DNS (like curl's
+    /// `--resolve`); repeatable. The proxy still applies its address checks.
+    #[arg(long = "proxy-resolve", value_name = "NAME=ADDR")]
+    proxy_resolve: Vec<String>,
     #[command(flatten)]
     host: HostArgs,
     /// The command and its arguments.
@@ -171,6 +199,11 @@ fn main() -> ExitCode {
         Command::Decide(args) => commands::decide(&args),
         Command::Run(args) => commands::run(&args),
         Command::SandboxInit => palisade_shims::init::main(),
+        Command::ProxyBridge(args) => {
+            let message = palisade::egress::bridge_main(args.port, &args.socket, &args.command);
+            let _ = writeln!(std::io::stderr(), "palisade: egress bridge: {message}");
+            return Exit::NotLaunched.into();
+        }
         Command::Replay(args) => commands::replay(&args),
         Command::Component(args) => commands::component(&args),
         Command::Wit => commands::wit(),

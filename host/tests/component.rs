@@ -129,6 +129,7 @@ fn sample_input() -> DecisionInput {
             version: String::from("bubblewrap 0.8.0"),
             limitations: Vec::new(),
         }],
+        narrow_allowed_domains: None,
     }
 }
 

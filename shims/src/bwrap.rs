@@ -190,7 +190,19 @@ pub enum BwrapError {
     ProtectedSymlink { path: PathBuf, link: PathBuf },
     #[error("`{}` has {links} hard links; the other names would stay reachable", path.display())]
     HardLinks { path: PathBuf, links: u64 },
+    #[error("filtered egress needs the sandbox's own network namespace (loopback-only), not {0:?}")]
+    EgressNetwork(Network),
+    #[error("filtered egress needs a private `/run` in the sandbox to mount the proxy socket on")]
+    EgressNoPrivateRun,
 }
+
+/// Where the host proxy's socket and the bridge binary appear inside the sandbox (on its private
+/// `/run` tmpfs, so nothing of the host's is covered).
+pub const EGRESS_DIR: &str = "/run/palisade-egress";
+/// The proxy socket inside the sandbox.
+pub const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
+/// The bridge binary (`palisade`) inside the sandbox.
+pub const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
 
 /// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
 /// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
@@ -278,6 +290,26 @@ pub fn argv(
         }
     }
 
+    // Filtered egress: the proxy's socket and the bridge binary, read-only on the private /run.
+    // A read-only bind still accepts `connect` (the mount flag does not apply to sockets).
+    if let Some(egress) = &plan.egress_proxy {
+        if plan.network != Network::LoopbackOnly {
+            return Err(BwrapError::EgressNetwork(plan.network));
+        }
+        if !facts.private_dirs.iter().any(|d| d == Path::new("/run")) {
+            return Err(BwrapError::EgressNoPrivateRun);
+        }
+        args.op("--dir", [EGRESS_DIR]);
+        args.op(
+            "--ro-bind",
+            [egress.socket.as_path(), Path::new(EGRESS_SOCKET)],
+        );
+        args.op(
+            "--ro-bind",
+            [egress.bridge_program.as_path(), Path::new(EGRESS_BRIDGE)],
+        );
+    }
+
     args.op("--chdir", [&workspace]);
     args.flag("--clearenv");
     for (name, value) in &plan.env {
@@ -287,6 +319,22 @@ pub fn argv(
         args.op("--seccomp", [fd.to_string()]);
     }
     args.flag("--");
+    if let Some(egress) = &plan.egress_proxy {
+        // The bridge listens on the sandbox's loopback before the command starts, detaches,
+        // and execs the command in its place (same pid, status and signals as without it).
+        args.0.extend(
+            [
+                EGRESS_BRIDGE,
+                "__proxy-bridge",
+                "--port",
+                &egress.bridge_port.to_string(),
+                "--socket",
+                EGRESS_SOCKET,
+                "--",
+            ]
+            .map(OsString::from),
+        );
+    }
     args.0.extend(plan.command.iter().cloned());
 
     Ok(BwrapArgs {
@@ -868,6 +916,7 @@ mod tests {
             ],
             run_temp_dir: RUN.into(),
             budgets: Budgets::default(),
+            egress_proxy: None,
         }
     }
 
@@ -1007,6 +1056,66 @@ mod tests {
             all.extend(part.iter().map(|s| (*s).to_owned()));
         }
         all
+    }
+
+    #[test]
+    fn egress_proxy_binds_socket_and_bridge_and_wraps_the_command() {
+        let mut plan = base_plan(Network::LoopbackOnly);
+        plan.egress_proxy = Some(crate::plan::EgressProxy {
+            socket: "/run/user/1000/palisade-1000/proxy-1/proxy.sock".into(),
+            bridge_program: "/usr/local/bin/palisade".into(),
+            bridge_port: 3128,
+        });
+        let (args, _) = build(&plan, &base_facts());
+        #[rustfmt::skip]
+        let egress: &[&str] = &[
+            "--dir", EGRESS_DIR,
+            "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", EGRESS_SOCKET,
+            "--ro-bind", "/usr/local/bin/palisade", EGRESS_BRIDGE,
+        ];
+        let mut tail: Vec<&str> = TAIL.to_vec();
+        let command_at = tail.len() - 2;
+        tail.splice(
+            command_at..command_at,
+            [
+                EGRESS_BRIDGE,
+                "__proxy-bridge",
+                "--port",
+                "3128",
+                "--socket",
+                EGRESS_SOCKET,
+                "--",
+            ],
+        );
+        assert_eq!(
+            args,
+            expected(Network::LoopbackOnly, &[BASE, ROOTS, egress, &tail])
+        );
+    }
+
+    #[test]
+    fn egress_proxy_refuses_a_shared_network_or_no_private_run() {
+        let egress = crate::plan::EgressProxy {
+            socket: "/s/proxy.sock".into(),
+            bridge_program: "/p".into(),
+            bridge_port: 3128,
+        };
+        for network in [Network::None, Network::AllowOutbound] {
+            let mut plan = base_plan(network);
+            plan.egress_proxy = Some(egress.clone());
+            assert!(matches!(
+                argv(&plan, &base_facts(), None),
+                Err(BwrapError::EgressNetwork(_))
+            ));
+        }
+        let mut plan = base_plan(Network::LoopbackOnly);
+        plan.egress_proxy = Some(egress);
+        let mut facts = base_facts();
+        facts.private_dirs.retain(|d| d != Path::new("/run"));
+        assert!(matches!(
+            argv(&plan, &facts, None),
+            Err(BwrapError::EgressNoPrivateRun)
+        ));
     }
 
     #[test]

@@ -971,6 +971,7 @@ mod tests {
             env: vec![],
             run_temp_dir: RUN_TMP.into(),
             budgets: Budgets::default(),
+            egress_proxy: None,
         }
     }
 

@@ -31,6 +31,19 @@ pub enum Network {
     AllowOutbound,
 }
 
+/// Filtered egress: the sandbox keeps its own network namespace (`network` is
+/// [`Network::LoopbackOnly`]) and its only way out is the host's filtering proxy, reached
+/// through a bridge of Palisade's own on the sandbox's loopback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressProxy {
+    /// The proxy's Unix socket on the host, in a private directory.
+    pub socket: PathBuf,
+    /// The `palisade` binary that runs the bridge (`palisade __proxy-bridge`) in the sandbox.
+    pub bridge_program: PathBuf,
+    /// The sandbox-loopback port the bridge listens on (`127.0.0.1:<port>`).
+    pub bridge_port: u16,
+}
+
 /// Resource budgets for the whole process tree. `None` = unlimited.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Budgets {
@@ -68,4 +81,6 @@ pub struct LaunchPlan {
     /// A private, per-run temporary directory (the sandbox's `TMPDIR`), already created.
     pub run_temp_dir: PathBuf,
     pub budgets: Budgets,
+    /// When present, the only way out of the sandbox (bwrap only; other mechanisms refuse).
+    pub egress_proxy: Option<EgressProxy>,
 }

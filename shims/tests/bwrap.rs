@@ -108,6 +108,7 @@ impl Fixture {
             ],
             run_temp_dir: self.run.clone(),
             budgets: Budgets::default(),
+            egress_proxy: None,
         }
     }
 }

@@ -167,6 +167,7 @@ impl Tree {
             env: vec![],
             run_temp_dir: self.root.join("run"),
             budgets: Budgets::default(),
+            egress_proxy: None,
         }
     }
 }
@@ -648,5 +649,55 @@ fn attack(root: &Path, port: u16, victim: i32, abstract_name: &str) {
     verdict(
         "rename_denied_parent_into_workspace",
         fs::rename(&home, ws.join("home")),
+    );
+}
+
+/// Why Landlock does not claim domain filtering (host/src/probe/landlock.rs): its TCP rules name
+/// ports, not addresses. A thread restricted to connecting on port P alone still reaches P on
+/// another address (in a shared network namespace: any host on the internet), while other
+/// ports are refused — so "allow only the proxy's port" would be a hole, not a filter.
+#[test]
+fn tcp_port_rules_cannot_restrict_the_address() {
+    use landlock::{ABI, Access, AccessNet, NetPort, Ruleset, RulesetAttr, RulesetCreatedAttr};
+    let proxy = TcpListener::bind("127.0.0.9:0").unwrap();
+    let port = proxy.local_addr().unwrap().port();
+    let Ok(elsewhere) = TcpListener::bind(("127.0.0.10", port)) else {
+        eprintln!("port {port} is taken on 127.0.0.10; nothing to show");
+        return;
+    };
+    let other_port = TcpListener::bind("127.0.0.9:0").unwrap();
+    let other = other_port.local_addr().unwrap();
+    let restricted = std::thread::spawn(move || {
+        let status = Ruleset::default()
+            .handle_access(AccessNet::from_all(ABI::V4))
+            .unwrap()
+            .create()
+            .unwrap()
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .unwrap()
+            .restrict_self()
+            .unwrap();
+        if status.ruleset == landlock::RulesetStatus::NotEnforced {
+            return None;
+        }
+        Some((
+            TcpStream::connect(("127.0.0.10", port)).map(|_| ()),
+            TcpStream::connect(other).map(|_| ()),
+        ))
+    })
+    .join()
+    .unwrap();
+    drop(elsewhere);
+    let Some((same_port_elsewhere, other_port_result)) = restricted else {
+        eprintln!("Landlock TCP rules are not enforced on this kernel; nothing to show");
+        return;
+    };
+    assert!(
+        other_port_result.is_err(),
+        "the port rule must refuse other ports"
+    );
+    assert!(
+        same_port_elsewhere.is_ok(),
+        "a port rule reaches the same port on any address: {same_port_elsewhere:?}"
     );
 }

@@ -324,6 +324,7 @@ pub fn check_outcome(expect: &Expectation, outcome: &Outcome) -> Vec<String> {
         Verdict::Decision {
             backend,
             network_mode,
+            domain_allowlist,
         } => {
             expect_eq(&value, "/backend", backend.as_str(), &mut problems);
             expect_eq(
@@ -332,6 +333,19 @@ pub fn check_outcome(expect: &Expectation, outcome: &Outcome) -> Vec<String> {
                 network_mode.as_str(),
                 &mut problems,
             );
+            // The typed allowlist and the JSON one must agree (both absent, or equal).
+            let in_json = value.pointer("/plan/domainAllowlist").map(|list| {
+                list.as_array()
+                    .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned))
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<String>>()
+            });
+            if &in_json != domain_allowlist {
+                problems.push(format!(
+                    "typed domain allowlist {domain_allowlist:?} differs from the JSON's {in_json:?}"
+                ));
+            }
         }
         Verdict::Refusal { code, .. } => expect_eq(&value, "/code", code.as_str(), &mut problems),
     }

@@ -102,6 +102,7 @@ pub fn input(document: Option<&str>) -> DecisionInput {
         document_name: ".loopwright/taskpack.yaml".into(),
         host: host(),
         probes: linux_probes(),
+        narrow_allowed_domains: None,
     }
 }
 

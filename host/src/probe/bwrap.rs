@@ -82,7 +82,9 @@ fn available() -> BackendProbe {
         reason: "trial sandbox ran (user, pid, net, ipc, uts and cgroup namespaces)".to_owned(),
         capabilities: Capability::ALL.to_vec(),
         network_modes: NetworkMode::ALL.to_vec(),
-        domain_filtering: false,
+        // A private network namespace whose only way out is the host proxy's Unix socket,
+        // bound in and bridged to the sandbox's loopback by Palisade itself.
+        domain_filtering: true,
         version: String::new(),
         limitations: Vec::new(),
     }

@@ -202,6 +202,14 @@ pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
         limitations.push("seccomp filters unavailable: no network isolation, non-tcp sockets and io_uring unrestricted".to_owned());
     }
 
+    // Why not a TCP port rule for the filtering proxy: Landlock's network rules name ports, not
+    // addresses, and without a network namespace the command shares the host's routes, so
+    // allowing the proxy's port would allow that port on every host on the internet.
+    limitations.push(
+        "no domain filtering: tcp rules restrict ports, not addresses, so allowing the proxy's \
+         port would allow that port on any host"
+            .to_owned(),
+    );
     let reason = if seccomp {
         format!("landlock abi {abi} with seccomp")
     } else {
@@ -277,7 +285,13 @@ mod tests {
             vec![NetworkMode::None, NetworkMode::AllowOutbound]
         );
         assert_eq!(probe.version, "landlock abi 7");
-        assert_eq!(probe.limitations.len(), 4);
+        assert_eq!(probe.limitations.len(), 5);
+        assert!(
+            probe
+                .limitations
+                .iter()
+                .any(|l| l.starts_with("no domain filtering"))
+        );
     }
 
     #[test]

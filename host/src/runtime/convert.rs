@@ -13,6 +13,7 @@ pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
         document_name: input.document_name.clone(),
         host: to_wit_host(&input.host),
         probes: input.probes.iter().map(to_wit_probe).collect(),
+        narrow_allowed_domains: input.narrow_allowed_domains.clone(),
     }
 }
 
@@ -130,6 +131,7 @@ pub(super) fn to_outcome(
             verdict: Verdict::Decision {
                 backend: from_wit_backend(decision.backend),
                 network_mode: from_wit_network_mode(decision.network_mode),
+                domain_allowlist: decision.domain_allowlist,
             },
             canonical_json: decision.canonical_json,
             digest: decision.digest,

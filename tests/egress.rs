@@ -1,0 +1,822 @@
+//! The escape battery for filtered egress (`allowedDomains`): attack the filtering proxy and the
+//! sandbox's network from inside `palisade run`, as root and as an unprivileged user.
+//!
+//! Everything is on loopback. The test starts its own upstream servers on the host's
+//! `127.0.0.2`–`127.0.0.5` (plain HTTP, raw TCP, HTTPS with a throwaway certificate) and gives
+//! the proxy names for them with `--proxy-resolve` (never the machine's resolver or
+//! `/etc/hosts`). Each upstream logs what reached it, which is the oracle: an attack that the
+//! command thinks failed but whose bytes reached a denied upstream is an escape.
+//!
+//! Each bypass is first shown to work unconfined (the same command as the same user, outside
+//! any sandbox, reaches the upstream), then shown to fail inside with nothing arriving.
+//!
+//! The policy allows `allowed.test`, `*.wild.test`, `loop.test`, `raw.test` and the addresses
+//! `127.0.0.2` and `127.0.0.5` (IP-literal entries are how a policy explicitly allows loopback or
+//! private addresses; names alone never unlock them). `loop.test` resolves to `127.0.0.1`, which
+//! is not allowed, so it must be refused (DNS-rebinding style). `denied.test`,
+//! `evilwild.test` and `wild.test` resolve to upstreams too, so a leak would be seen.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step should fail the test loudly"
+)]
+
+#[path = "support/escape_kit.rs"]
+mod escape_kit;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use escape_kit::{Env, User};
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------------
+// Upstreams on the host's loopback
+// ---------------------------------------------------------------------------------------------
+
+/// A loopback server that logs every connection's bytes. `http` answers one HTTP response
+/// carrying its own tag; otherwise it only reads (a raw sink).
+struct Upstream {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    fn start(ip: &str, tag: &'static str, http: bool) -> Upstream {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let shared = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    stream
+                        .set_read_timeout(Some(Duration::from_millis(1500)))
+                        .unwrap();
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                        if http && got.windows(4).any(|w| w == b"\r\n\r\n") {
+                            break;
+                        }
+                    }
+                    if http {
+                        let body = format!("upstream {tag} ok\n");
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                    }
+                    shared.lock().unwrap().push(got);
+                });
+            }
+        });
+        Upstream { addr, log }
+    }
+
+    fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Connections seen so far (waiting briefly for in-flight ones to be logged).
+    fn seen(&self) -> Vec<String> {
+        std::thread::sleep(Duration::from_millis(200));
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect()
+    }
+
+    fn clear(&self) {
+        self.log.lock().unwrap().clear();
+    }
+}
+
+/// An HTTPS upstream: Python's http.server behind TLS with a throwaway certificate.
+struct TlsUpstream {
+    child: Child,
+    port: u16,
+}
+
+impl TlsUpstream {
+    fn start(ip: &str, cert: &Path, key: &Path) -> TlsUpstream {
+        let script = r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"upstream tls ok\n"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+srv = http.server.HTTPServer((sys.argv[1], 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print(srv.server_address[1], flush=True)
+srv.serve_forever()
+"#;
+        let mut child = Command::new("/usr/bin/python3")
+            .args(["-c", script, ip])
+            .arg(cert)
+            .arg(key)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the TLS upstream (python3)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("TLS upstream port");
+        TlsUpstream { child, port }
+    }
+}
+
+impl Drop for TlsUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A UDP listener standing in for a DNS server the sandbox might try to reach.
+struct UdpSink {
+    socket: UdpSocket,
+}
+
+impl UdpSink {
+    fn start(ip: &str) -> UdpSink {
+        let socket = UdpSocket::bind((ip, 0)).unwrap();
+        socket.set_nonblocking(true).unwrap();
+        UdpSink { socket }
+    }
+    fn port(&self) -> u16 {
+        self.socket.local_addr().unwrap().port()
+    }
+    fn received(&self) -> usize {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut buf = [0u8; 512];
+        let mut n = 0;
+        while self.socket.recv_from(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running commands
+// ---------------------------------------------------------------------------------------------
+
+struct Ran {
+    status: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    fn summary(&self) -> String {
+        format!(
+            "status {:?}; stdout {:?}; stderr {:?}",
+            self.status,
+            tail(&self.stdout),
+            tail(&self.stderr)
+        )
+    }
+}
+
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(6)..].join(" | ")
+}
+
+/// Runs `argv` as `user` with exactly `env`, bounded by [`RUN_TIMEOUT`]. `during` runs while
+/// the command is alive (after `wait_for` appears on its stdout, when given).
+fn run(
+    user: User,
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    during: Option<(&str, &mut dyn FnMut())>,
+) -> Ran {
+    let mut full = user.wrap();
+    full.extend(argv.iter().cloned());
+    let mut child = Command::new(&full[0])
+        .args(&full[1..])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out = Arc::new(Mutex::new(String::new()));
+    let out_reader = {
+        let out = Arc::clone(&out);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let mut text = out.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+            }
+        })
+    };
+    let err_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = BufReader::new(stderr).read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let mut during = during;
+    let status = loop {
+        if let Some((marker, action)) = during.as_mut()
+            && out.lock().unwrap().contains(*marker)
+        {
+            action();
+            during = None;
+        }
+        match child.try_wait().unwrap() {
+            Some(status) => break status.code(),
+            None if Instant::now() > deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    out_reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    let stdout = out.lock().unwrap().clone();
+    Ran {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The battery
+// ---------------------------------------------------------------------------------------------
+
+/// Everything one user's battery shares.
+struct World {
+    user: User,
+    env: Env,
+    ws: PathBuf,
+    runtime_dir: PathBuf,
+    taskpack: PathBuf,
+    audit: PathBuf,
+    allowed: Upstream,
+    raw: Upstream,
+    denied: Upstream,
+    wild: Upstream,
+    loopback: Upstream,
+    tls: TlsUpstream,
+    dns: UdpSink,
+    results: Vec<(String, bool, String)>,
+}
+
+impl World {
+    fn new(user: User) -> World {
+        let env = Env::new(
+            user,
+            PathBuf::from(env!("CARGO_BIN_EXE_palisade-attack")),
+            palisade_binary(),
+        );
+        let ws = env.base.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        let runtime_dir = env.base.path().join("xdg");
+        std::fs::create_dir(&runtime_dir).unwrap();
+        escape_kit::chmod(&runtime_dir, 0o700);
+
+        // A throwaway certificate for allowed.test, readable in the sandbox (workspace).
+        let cert = ws.join("tls.crt");
+        let key = ws.join("tls.key");
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=allowed.test"])
+            .args(["-addext", "subjectAltName=DNS:allowed.test"])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl");
+        assert!(made.success(), "openssl could not make a test certificate");
+
+        let allowed = Upstream::start("127.0.0.2", "allowed", true);
+        let raw = Upstream::start("127.0.0.2", "raw", false);
+        let denied = Upstream::start("127.0.0.3", "denied", true);
+        let wild = Upstream::start("127.0.0.5", "wild", true);
+        let loopback = Upstream::start("127.0.0.1", "loopback", true);
+        let tls = TlsUpstream::start("127.0.0.2", &cert, &key);
+        let dns = UdpSink::start("127.0.0.4");
+
+        let taskpack = ws.join("taskpack.yaml");
+        std::fs::write(
+            &taskpack,
+            "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: egress\n\
+             spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    allowedDomains: \
+             [allowed.test, \"*.wild.test\", loop.test, raw.test, 127.0.0.2, 127.0.0.5]\n",
+        )
+        .unwrap();
+        escape_kit::chown_tree(env.base.path(), user);
+        let audit = env.base.path().join("audit.jsonl");
+        World {
+            user,
+            env,
+            ws,
+            runtime_dir,
+            taskpack,
+            audit,
+            allowed,
+            raw,
+            denied,
+            wild,
+            loopback,
+            tls,
+            dns,
+            results: Vec::new(),
+        }
+    }
+
+    fn base_env(&self) -> Vec<(String, String)> {
+        vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), self.ws.display().to_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            (
+                "PALISADE_CACHE_DIR".into(),
+                self.env.cache.display().to_string(),
+            ),
+            (
+                "XDG_RUNTIME_DIR".into(),
+                self.runtime_dir.display().to_string(),
+            ),
+        ]
+    }
+
+    /// `palisade run` of `sh -c script` under the egress policy.
+    fn inside(&self, script: &str, during: Option<(&str, &mut dyn FnMut())>) -> Ran {
+        let palisade = self.env.palisade.clone().expect("palisade binary");
+        let mut argv = vec![palisade.display().to_string(), "run".into()];
+        argv.extend(
+            [
+                "--taskpack",
+                &self.taskpack.display().to_string(),
+                "--workspace",
+                &self.ws.display().to_string(),
+                "--audit",
+                &self.audit.display().to_string(),
+            ]
+            .map(String::from),
+        );
+        for mapping in [
+            "allowed.test=127.0.0.2",
+            "raw.test=127.0.0.2",
+            "denied.test=127.0.0.3",
+            "api.wild.test=127.0.0.5",
+            "wild.test=127.0.0.5",
+            "evilwild.test=127.0.0.5",
+            "wild.test.evil.test=127.0.0.5",
+            "loop.test=127.0.0.1",
+        ] {
+            argv.push("--proxy-resolve".into());
+            argv.push(mapping.into());
+        }
+        argv.extend(["--", "/bin/sh", "-c", script].map(String::from));
+        run(self.user, &argv, &self.base_env(), &self.ws, during)
+    }
+
+    /// The same script unconfined, as the same user.
+    fn outside(&self, script: &str) -> Ran {
+        let argv = ["/bin/sh", "-c", script].map(String::from);
+        run(self.user, &argv, &self.base_env(), &self.ws, None)
+    }
+
+    fn record(&mut self, name: &str, ok: bool, detail: String) {
+        self.results.push((name.to_owned(), ok, detail));
+    }
+
+    fn check(&mut self, name: &str, ok: bool, ran: &Ran) {
+        self.record(name, ok, ran.summary());
+    }
+}
+
+fn palisade_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("palisade");
+    if binary.exists() {
+        Ok(binary)
+    } else {
+        Err(format!(
+            "`{}` is missing: run `cargo test --workspace` or `cargo build -p palisade` first",
+            binary.display()
+        ))
+    }
+}
+
+fn battery(user: User) {
+    let mut w = World::new(user);
+    let ap = w.allowed.port();
+    let dp = w.denied.port();
+    let wp = w.wild.port();
+    let lp = w.loopback.port();
+    let rp = w.raw.port();
+    let tp = w.tls.port;
+    let cert = w.ws.join("tls.crt").display().to_string();
+
+    // --- Controls: the allowed paths work through the proxy. ------------------------------
+    let ran = w.inside(
+        &format!("curl -sS --max-time 10 http://allowed.test:{ap}/x"),
+        None,
+    );
+    let seen = w.allowed.seen();
+    let ok = ran.status == Some(0)
+        && ran.stdout.contains("upstream allowed ok")
+        && seen.iter().any(|r| {
+            r.starts_with("GET /x HTTP/1.1") && r.contains(&format!("Host: allowed.test:{ap}"))
+        });
+    w.check("control: curl plain HTTP to an allowed name", ok, &ran);
+    w.allowed.clear();
+
+    let ran = w.inside(
+        &format!("curl -sS --max-time 10 --cacert {cert} https://allowed.test:{tp}/"),
+        None,
+    );
+    w.check(
+        "control: curl HTTPS (CONNECT) to an allowed name",
+        ran.status == Some(0) && ran.stdout.contains("upstream tls ok"),
+        &ran,
+    );
+
+    let py = format!(
+        "/usr/bin/python3 -c 'import ssl, urllib.request as u\n\
+         print(u.urlopen(\"http://allowed.test:{ap}/py\", timeout=10).read().decode().strip())\n\
+         c = ssl.create_default_context(cafile=\"{cert}\")\n\
+         print(u.urlopen(\"https://allowed.test:{tp}/\", context=c, timeout=10).read().decode().strip())'"
+    );
+    let ran = w.inside(&py, None);
+    w.check(
+        "control: Python urllib HTTP and HTTPS to an allowed name",
+        ran.status == Some(0)
+            && ran.stdout.contains("upstream allowed ok")
+            && ran.stdout.contains("upstream tls ok"),
+        &ran,
+    );
+    w.allowed.clear();
+
+    let ran = w.inside(
+        &format!("curl -sS --max-time 10 http://api.wild.test:{wp}/"),
+        None,
+    );
+    w.check(
+        "control: a name below a `*.` wildcard is allowed",
+        ran.status == Some(0) && ran.stdout.contains("upstream wild ok"),
+        &ran,
+    );
+    w.wild.clear();
+
+    // --- Refusals by the proxy. -------------------------------------------------------------
+    for (name, url, upstream) in [
+        (
+            "denied name, plain HTTP (absolute form)",
+            format!("http://denied.test:{dp}/"),
+            "denied",
+        ),
+        (
+            "wildcard does not match the bare suffix",
+            format!("http://wild.test:{wp}/"),
+            "wild",
+        ),
+        (
+            "wildcard does not match a look-alike",
+            format!("http://evilwild.test:{wp}/"),
+            "wild",
+        ),
+        (
+            "wildcard does not match a suffix trick",
+            format!("http://wild.test.evil.test:{wp}/"),
+            "wild",
+        ),
+    ] {
+        let ran = w.inside(
+            &format!("curl -sS --max-time 10 -D - -o /dev/null {url}; echo curl=$?"),
+            None,
+        );
+        let leaked = match upstream {
+            "denied" => w.denied.seen(),
+            _ => w.wild.seen(),
+        };
+        let ok = ran.stdout.contains("403")
+            && ran
+                .stdout
+                .contains("X-Palisade-Refusal: domain-not-allowed")
+            && leaked.is_empty();
+        w.record(
+            &format!("refused: {name}"),
+            ok,
+            format!("{}; upstream saw {leaked:?}", ran.summary()),
+        );
+    }
+
+    let ran = w.inside(
+        &format!("curl -sS --max-time 10 -p https://denied.test:{dp}/; echo curl=$?"),
+        None,
+    );
+    let leaked = w.denied.seen();
+    w.record(
+        "refused: denied name through CONNECT",
+        !ran.stdout.contains("curl=0") && leaked.is_empty(),
+        format!("{}; upstream saw {leaked:?}", ran.summary()),
+    );
+
+    let ran = w.inside(
+        &format!("curl -sS --max-time 10 -D - -o /dev/null http://loop.test:{lp}/; echo curl=$?"),
+        None,
+    );
+    let leaked = w.loopback.seen();
+    w.record(
+        "refused: allowed name resolving to 127.0.0.1 (not an allowed address)",
+        ran.stdout
+            .contains("X-Palisade-Refusal: address-not-allowed")
+            && leaked.is_empty(),
+        format!("{}; upstream saw {leaked:?}", ran.summary()),
+    );
+
+    // Absolute form for a denied host with an allowed Host header (domain fronting).
+    let script = format!(
+        "/usr/bin/python3 -c 'import socket\n\
+         s = socket.create_connection((\"127.0.0.1\", 3128), timeout=10)\n\
+         s.sendall(b\"GET http://denied.test:{dp}/ HTTP/1.1\\r\\nHost: allowed.test:{ap}\\r\\n\\r\\n\")\n\
+         print(s.recv(4096).decode(errors=\"replace\").splitlines()[0])'"
+    );
+    let ran = w.inside(&script, None);
+    let leaked = w.denied.seen();
+    let allowed_saw = w.allowed.seen();
+    w.record(
+        "refused: absolute-form to a denied host with an allowed Host header",
+        ran.stdout.contains("403") && leaked.is_empty() && allowed_saw.is_empty(),
+        format!(
+            "{}; denied saw {leaked:?}; allowed saw {allowed_saw:?}",
+            ran.summary()
+        ),
+    );
+
+    // A second, pipelined request to a denied host after an allowed one.
+    let script = format!(
+        "/usr/bin/python3 -c 'import socket\n\
+         s = socket.create_connection((\"127.0.0.1\", 3128), timeout=10)\n\
+         s.sendall(b\"GET http://allowed.test:{ap}/one HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\nGET http://denied.test:{dp}/two HTTP/1.1\\r\\nHost: denied.test\\r\\n\\r\\n\")\n\
+         data = b\"\"\n\
+         while True:\n  chunk = s.recv(4096)\n  if not chunk: break\n  data += chunk\n\
+         print(data.decode(errors=\"replace\"))'"
+    );
+    let ran = w.inside(&script, None);
+    let leaked = w.denied.seen();
+    w.allowed.clear();
+    w.record(
+        "refused: pipelined request to a denied host never reaches it",
+        ran.stdout.contains("upstream allowed ok") && leaked.is_empty(),
+        format!("{}; denied saw {leaked:?}", ran.summary()),
+    );
+
+    // CONNECT to an allowed host, then a CONNECT to a denied host inside the tunnel.
+    let script = format!(
+        "/usr/bin/python3 -c 'import socket\n\
+         s = socket.create_connection((\"127.0.0.1\", 3128), timeout=10)\n\
+         s.sendall(b\"CONNECT raw.test:{rp} HTTP/1.1\\r\\nHost: raw.test:{rp}\\r\\n\\r\\n\")\n\
+         print(s.recv(4096).decode().splitlines()[0])\n\
+         s.sendall(b\"CONNECT denied.test:{dp} HTTP/1.1\\r\\nHost: denied.test:{dp}\\r\\n\\r\\nGET / HTTP/1.1\\r\\n\\r\\n\")\n\
+         s.shutdown(socket.SHUT_WR)\n\
+         print(\"sent\")'"
+    );
+    let ran = w.inside(&script, None);
+    let leaked = w.denied.seen();
+    let raw_saw = w.raw.seen();
+    w.record(
+        "contained: CONNECT smuggled inside an allowed tunnel goes only to that host",
+        ran.stdout.contains("200")
+            && leaked.is_empty()
+            && raw_saw.iter().any(|r| r.contains("CONNECT denied.test")),
+        format!(
+            "{}; denied saw {leaked:?}; raw saw {raw_saw:?}",
+            ran.summary()
+        ),
+    );
+    w.raw.clear();
+
+    // --- Direct connections that ignore the proxy. ------------------------------------------
+    let bypasses = [
+        (
+            "env -i curl straight to the upstream address",
+            format!(
+                "env -i /usr/bin/curl -sS --max-time 5 --noproxy '*' http://127.0.0.2:{ap}/direct; echo rc=$?"
+            ),
+        ),
+        (
+            "bash /dev/tcp to the upstream address",
+            format!(
+                "/bin/bash -c 'exec 3<>/dev/tcp/127.0.0.2/{ap} && printf \"GET /devtcp HTTP/1.0\\r\\n\\r\\n\" >&3 && cat <&3'; echo rc=$?"
+            ),
+        ),
+        (
+            "raw socket connect from Python",
+            format!(
+                "/usr/bin/python3 -c 'import socket; s = socket.create_connection((\"127.0.0.2\", {ap}), timeout=5); s.sendall(b\"GET /py HTTP/1.0\\r\\n\\r\\n\"); print(s.recv(100))'; echo rc=$?"
+            ),
+        ),
+    ];
+    for (name, script) in bypasses {
+        let outside = w.outside(&script);
+        let reached_outside = !w.allowed.seen().is_empty();
+        w.allowed.clear();
+        let ran = w.inside(&script, None);
+        let leaked = w.allowed.seen();
+        w.allowed.clear();
+        w.record(
+            &format!("bypass blocked: {name}"),
+            reached_outside && leaked.is_empty() && !ran.stdout.contains("upstream allowed ok"),
+            format!(
+                "outside reached upstream: {reached_outside} ({}); inside: {}; upstream saw {leaked:?}",
+                tail(&outside.stdout),
+                ran.summary()
+            ),
+        );
+    }
+
+    // DNS: a query to a resolver the test listens as fails inside, and names do not resolve.
+    let dns_port = w.dns.port();
+    let script = format!(
+        "/usr/bin/python3 -c 'import socket\n\
+         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+         u.sendto(b\"\\x12\\x34query\", (\"127.0.0.4\", {dns_port}))\n\
+         try:\n  print(\"resolved\", socket.gethostbyname(\"allowed.test\"))\n\
+         except OSError as e:\n  print(\"no-dns\", e)'"
+    );
+    let outside = w.outside(&script);
+    let outside_got = w.dns.received();
+    let ran = w.inside(&script, None);
+    let inside_got = w.dns.received();
+    w.record(
+        "bypass blocked: DNS query over UDP, and name resolution",
+        outside_got > 0 && inside_got == 0 && ran.stdout.contains("no-dns"),
+        format!(
+            "outside datagrams {outside_got} ({}); inside datagrams {inside_got}; {}",
+            tail(&outside.stdout),
+            ran.summary()
+        ),
+    );
+
+    // --- Only the sandbox may use the proxy. --------------------------------------------------
+    let runtime_dir = w.runtime_dir.clone();
+    let mut answer = String::new();
+    let ran = {
+        let mut probe = || {
+            answer = probe_proxy_socket(&runtime_dir, ap);
+        };
+        w.inside("echo ready; sleep 3", Some(("ready", &mut probe)))
+    };
+    let leaked = w.allowed.seen();
+    w.record(
+        "refused: a host process other than the sandbox connecting to the proxy socket",
+        answer.contains("client-not-allowed") && leaked.is_empty(),
+        format!("host client got {answer:?}; {}", ran.summary()),
+    );
+
+    // --- The audit outcome accounts for every connection. -------------------------------------
+    let audit = std::fs::read_to_string(&w.audit).unwrap_or_default();
+    let outcomes: Vec<serde_json::Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| {
+            v.get("schemaVersion").and_then(|s| s.as_str()) == Some("palisade.run-outcome/v1")
+        })
+        .collect();
+    let connections: Vec<&serde_json::Value> = outcomes
+        .iter()
+        .filter_map(|o| o.pointer("/outcome/egress/connections"))
+        .filter_map(|c| c.as_array())
+        .flatten()
+        .collect();
+    let allowed_ok = connections.iter().any(|c| {
+        c["host"] == "allowed.test"
+            && c["verdict"] == "allowed"
+            && c["bytesDown"].as_u64() > Some(0)
+    });
+    let refused_ok = connections
+        .iter()
+        .any(|c| c["host"] == "denied.test" && c["verdict"] == "refused");
+    w.record(
+        "audit: allowed and refused connections recorded with bytes",
+        allowed_ok && refused_ok,
+        format!(
+            "{} outcomes, {} connections",
+            outcomes.len(),
+            connections.len()
+        ),
+    );
+
+    // --- Report. -----------------------------------------------------------------------------
+    println!("\negress battery, {}:", user.label());
+    let mut failures = Vec::new();
+    for (name, ok, detail) in &w.results {
+        println!("  {} {name}", if *ok { "ok  " } else { "FAIL" });
+        if !ok {
+            println!("       {detail}");
+            failures.push(name.clone());
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} egress checks failed as {}: {failures:?}",
+        failures.len(),
+        w.results.len(),
+        user.label()
+    );
+}
+
+/// Connects to the run's proxy socket from the host (not a descendant of the supervisor) and
+/// asks for an allowed name; returns the first line of the answer.
+fn probe_proxy_socket(runtime_dir: &Path, port: u16) -> String {
+    let Ok(users) = std::fs::read_dir(runtime_dir) else {
+        return "no runtime dir".into();
+    };
+    for user_dir in users.flatten() {
+        let Ok(runs) = std::fs::read_dir(user_dir.path()) else {
+            continue;
+        };
+        for run in runs.flatten() {
+            let socket = run.path().join("proxy.sock");
+            if !socket.exists() {
+                continue;
+            }
+            // Through the directory's fd: the full path is longer than `sun_path`.
+            let dir = std::fs::File::open(run.path()).unwrap();
+            let short = format!(
+                "/proc/self/fd/{}/proxy.sock",
+                std::os::fd::AsRawFd::as_raw_fd(&dir)
+            );
+            let Ok(mut stream) = UnixStream::connect(&short) else {
+                return format!("cannot connect to {}", socket.display());
+            };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let _ = write!(
+                stream,
+                "GET http://allowed.test:{port}/intruder HTTP/1.1\r\nHost: allowed.test\r\n\r\n"
+            );
+            let mut answer = String::new();
+            let _ = stream.read_to_string(&mut answer);
+            return answer;
+        }
+    }
+    "no proxy socket found".into()
+}
+
+#[test]
+fn egress_battery_as_root() {
+    match escape_kit::root_user() {
+        Some(user) => battery(user),
+        None => println!("egress battery as root: SKIPPED — the test does not run as root"),
+    }
+}
+
+#[test]
+fn egress_battery_unprivileged() {
+    battery(escape_kit::unprivileged_user());
+}
