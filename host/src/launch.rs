@@ -275,6 +275,27 @@ pub struct Launched {
 /// The fd number bwrap reads its seccomp program from.
 const SECCOMP_FD: i32 = 3;
 
+/// The fd on which the sandbox says it is about to exec the command (see [`exec_signal`]).
+const EXEC_SIGNAL_FD: i32 = 4;
+
+/// The command wrapped so that it writes one byte to [`EXEC_SIGNAL_FD`], closes it, and execs
+/// the command in its own place. bwrap reports its own setup failures (a mountpoint it cannot
+/// create, say) with status 1, exactly like a command's; the byte is how the launcher tells "the
+/// sandbox was set up and the command started" from "nothing ran". The command never sees the
+/// descriptor.
+fn exec_signal(command: &[OsString]) -> Vec<OsString> {
+    let mut wrapped: Vec<OsString> = [
+        "/bin/sh",
+        "-c",
+        "printf x >&4 && exec 4>&- && exec \"$@\"",
+        "sh",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    wrapped.extend(command.iter().cloned());
+    wrapped
+}
+
 /// Launches the plan under its mechanism, supervises it, reaps the tree and reports.
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
@@ -294,9 +315,14 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
                 }
                 Err(status) => return Ok(not_executed(status, &plan)),
             }
+            let (mut started, signal) = std::io::pipe().map_err(|e| prepare(&e))?;
+            plan.command = exec_signal(&plan.command);
             let plan = &plan;
             let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
-            let mut fds = Vec::new();
+            let mut fds = vec![supervise::PassFd {
+                fd: signal.into(),
+                target: EXEC_SIGNAL_FD,
+            }];
             let seccomp_rules = if plan.syscall_filter {
                 let profile = seccomp::Profile::for_plan(plan);
                 let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
@@ -324,6 +350,14 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
             // Mountpoints bwrap had to create in writable roots go, whatever happened.
             let left = fsfacts::cleanup_created(&args.created_mountpoints);
             let outcome = supervised(outcome, plan)?;
+            // Every writer is gone with the tree: one byte, or end of file when nothing ran.
+            let mut byte = [0u8; 1];
+            if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
+                return Err(LaunchError::Setup(format!(
+                    "bwrap could not set up the sandbox (status {}; its message is above)",
+                    outcome.exit_code()
+                )));
+            }
             let mut record = outcome_record(&outcome, plan)?;
             set(
                 &mut record,

@@ -311,3 +311,38 @@ fn secrets_in_the_environment_do_not_reach_the_command() {
         assert!(stdout.contains("TMPDIR=/"), "{backend}: {stdout}");
     }
 }
+
+/// bwrap reports its own setup failures with status 1, like a command's. As root on a workspace
+/// owned by another user, bwrap (uid 0 mapped to 0 only) cannot create the mountpoint of the
+/// missing protected `.github`: nothing runs, and `palisade run` must say so with 125 — not
+/// pass 1 through as if the command had failed.
+#[test]
+fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    if std::fs::metadata("/proc/self").unwrap().uid() != 0 {
+        eprintln!("skipped: needs root (a workspace owned by another user)");
+        return;
+    }
+    let env = Env::new();
+    let ws = env.path("foreign");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).unwrap();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--",
+        "/bin/echo",
+        "the-command-ran",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("could not set up the sandbox"), "{stderr}");
+    assert!(
+        !text(&out.stdout).contains("the-command-ran"),
+        "the command must not have run"
+    );
+}
