@@ -482,3 +482,45 @@ mod tests {
         assert_eq!(code(&many), RefusalCode::MalformedRequest);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        // Client bytes never panic the parser, and a parsed head always names a host and port.
+        #[test]
+        fn arbitrary_heads_parse_or_refuse(
+            method in "(CONNECT|GET|POST|[A-Z(]{1,6})",
+            target in prop_oneof![
+                "http://[a-zA-Z0-9.\\[\\]:@-]{0,16}(:[0-9]{0,6})?[/?][ -~]{0,20}",
+                "[a-zA-Z0-9.\\[\\]:-]{0,16}:[0-9]{0,6}",
+                "[ -~]{0,40}",
+            ],
+            headers in proptest::collection::vec("[ -~\t]{0,30}", 0..6),
+            junk in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut head = format!("{method} {target} HTTP/1.1\r\n").into_bytes();
+            for h in &headers {
+                head.extend_from_slice(h.as_bytes());
+                head.extend_from_slice(b"\r\n");
+            }
+            head.extend_from_slice(&junk);
+            head.extend_from_slice(b"\r\n\r\n");
+            if let Ok(request) = parse(&head, &mut Partial::default()) {
+                let (_, port) = request.host_port();
+                prop_assert!(port != 0);
+                let rewritten = rewrite_for_upstream(&request);
+                prop_assert!(rewritten.ends_with(b"Connection: close\r\n\r\n"));
+            }
+        }
+
+        #[test]
+        fn arbitrary_allowlist_entries_parse_or_refuse(entry in "[ -~]{0,40}") {
+            let _ = crate::Allowlist::parse(std::slice::from_ref(&entry));
+            let _ = Host::parse(&entry);
+        }
+    }
+}
