@@ -226,7 +226,13 @@ fn check_name(name: &str) -> Result<(), String> {
             return Err(format!("`{name}` has a label starting or ending with `-`"));
         }
     }
-    if name.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    // Resolvers and URL parsers read a numeric last label (`1.2.3`, `a.0x7f`… `a.123`) as part of
+    // an IPv4 address; the proxy refuses such names, so the policy does too.
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let hex = last
+        .strip_prefix("0x")
+        .is_some_and(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()));
+    if hex || last.bytes().all(|b| b.is_ascii_digit()) {
         return Err(format!(
             "`{name}` is neither a host name nor a complete IPv4 address"
         ));
@@ -284,6 +290,8 @@ mod tests {
             ("-a.com", "starting or ending"),
             ("a..com", "empty label"),
             ("1.2.3", "neither"),
+            ("a.123", "neither"),
+            ("a.0x7f", "neither"),
             ("a!.com", "letters"),
         ] {
             let error = DomainEntry::parse(raw).unwrap_err();
