@@ -170,7 +170,14 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor(&args),
         Command::Decide(args) => commands::decide(&args),
         Command::Run(args) => commands::run(&args),
+        #[cfg(target_os = "linux")]
         Command::SandboxInit => palisade_shims::init::main(),
+        // The PID-namespace init exists on Linux only; nothing launches it elsewhere.
+        #[cfg(not(target_os = "linux"))]
+        Command::SandboxInit => {
+            let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
+            return Exit::NotLaunched.into();
+        }
         Command::Replay(args) => commands::replay(&args),
         Command::Component(args) => commands::component(&args),
         Command::Wit => commands::wit(),

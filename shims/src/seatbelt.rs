@@ -122,6 +122,53 @@ pub fn argv(profile: &str, plan: &LaunchPlan) -> Result<Vec<OsString>, SeatbeltE
     Ok(args)
 }
 
+/// Profiles for the host's probe to try with `sandbox-exec -p PROFILE /usr/bin/true`: one per
+/// network mode, each with a writable root, a protected path, a pin and a denied path, so every
+/// operation and filter [`profile`] emits is compiled by this macOS's Seatbelt. A release that
+/// does not know one makes the probe report the backend unavailable (with Seatbelt's message)
+/// instead of every launch failing. The paths exist on every Mac and nothing is written.
+pub fn trial_profiles() -> Result<Vec<String>, SeatbeltError> {
+    let root = PathBuf::from("/private/var/empty");
+    let fact = |path: &Path, kind: PathKind| PathFact {
+        kind,
+        real: path.to_path_buf(),
+        symlinks: Vec::new(),
+    };
+    let protected = root.join("palisade-trial/protected");
+    let denied = root.join("palisade-trial/denied");
+    let absent = |path: &Path| PathKind::Missing {
+        first_missing: root.join("palisade-trial"),
+        parent_is_dir: path.parent().is_some(),
+    };
+    let facts = SeatbeltFacts {
+        paths: BTreeMap::from([
+            (root.clone(), fact(&root, PathKind::Dir)),
+            (protected.clone(), fact(&protected, absent(&protected))),
+            (denied.clone(), fact(&denied, absent(&denied))),
+        ]),
+    };
+    [Network::None, Network::LoopbackOnly, Network::AllowOutbound]
+        .into_iter()
+        .map(|network| {
+            let plan = LaunchPlan {
+                mechanism: crate::plan::Mechanism::Seatbelt,
+                network,
+                workspace: root.clone(),
+                writable_roots: vec![root.clone()],
+                read_only_root: true,
+                denied_read_paths: vec![denied.clone()],
+                protected_paths: vec![protected.clone()],
+                syscall_filter: false,
+                command: vec![OsString::from("/usr/bin/true")],
+                env: Vec::new(),
+                run_temp_dir: root.clone(),
+                budgets: crate::plan::Budgets::default(),
+            };
+            profile(&plan, &facts)
+        })
+        .collect()
+}
+
 /// Builds the SBPL profile for `plan`, given the `facts` measured for it. See the module docs.
 pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, SeatbeltError> {
     for path in named_paths(plan) {
@@ -1091,6 +1138,31 @@ mod tests {
                 .find("(deny network-outbound (remote unix-socket (subpath \"/Users/dev/.ssh\")))")
                 .unwrap();
             assert!(deny > t.rfind("(allow network").unwrap());
+        }
+    }
+
+    #[test]
+    fn trial_profiles_cover_every_mode_and_rule_kind() {
+        let trials = trial_profiles().unwrap();
+        assert_eq!(trials.len(), 3);
+        for needle in [
+            "(local ip \"localhost:*\")",
+            "(allow network*)",
+            "(deny network*)",
+        ] {
+            assert!(trials.iter().any(|t| t.contains(needle)), "{needle}");
+        }
+        for trial in &trials {
+            parse(trial).unwrap();
+            for needle in [
+                "(deny file-write* (subpath",
+                "(deny file-write* (literal",
+                "(deny file-read* file-write* process-exec* (subpath",
+                "(allow file-write* (subpath",
+                "(local unix-socket (subpath",
+            ] {
+                assert!(trial.contains(needle), "{needle}\n{trial}");
+            }
         }
     }
 
