@@ -553,7 +553,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         },
     );
     if let Some(session) = egress {
-        let account = serde_json::to_value(session.finish()).unwrap_or_default();
+        let account = session.finish();
         let record = match &mut result {
             Ok(launched) => Some(&mut launched.record),
             Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),

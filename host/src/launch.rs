@@ -110,6 +110,7 @@ pub fn plan_from_decision(
         "linux-bwrap" => Mechanism::Bwrap,
         "linux-landlock" => Mechanism::Landlock,
         "direct-dedicated" => Mechanism::Direct,
+        "macos-seatbelt" => Mechanism::Seatbelt,
         other => return Err(LaunchError::Unsupported(other.to_owned())),
     };
     let mut network = match view.plan.network_mode.as_str() {
@@ -273,9 +274,11 @@ pub struct Launched {
 }
 
 /// The fd number bwrap reads its seccomp program from.
+#[cfg(target_os = "linux")]
 const SECCOMP_FD: i32 = 3;
 
 /// The fd on which the sandbox says it is about to exec the command (see [`exec_signal`]).
+#[cfg(target_os = "linux")]
 const EXEC_SIGNAL_FD: i32 = 4;
 
 /// The command wrapped so that it writes one byte to [`EXEC_SIGNAL_FD`], closes it, and execs
@@ -283,6 +286,7 @@ const EXEC_SIGNAL_FD: i32 = 4;
 /// create, say) with status 1, exactly like a command's; the byte is how the launcher tells "the
 /// sandbox was set up and the command started" from "nothing ran". The command never sees the
 /// descriptor.
+#[cfg(target_os = "linux")]
 fn exec_signal(command: &[OsString]) -> Vec<OsString> {
     let mut wrapped: Vec<OsString> = [
         "/bin/sh",
@@ -297,7 +301,87 @@ fn exec_signal(command: &[OsString]) -> Vec<OsString> {
 }
 
 /// Launches the plan under its mechanism, supervises it, reaps the tree and reports.
+///
+/// A mechanism this OS does not have (Linux namespaces on macOS, Seatbelt on Linux) is
+/// [`LaunchError::Unsupported`] before anything runs; the probes should never have offered it.
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
+    match plan.mechanism {
+        #[cfg(target_os = "linux")]
+        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct => execute_linux(plan, options),
+        #[cfg(target_os = "macos")]
+        Mechanism::Seatbelt => {
+            let _ = options;
+            execute_seatbelt(plan)
+        }
+        #[allow(
+            unreachable_patterns,
+            reason = "every mechanism is reachable on some OS"
+        )]
+        other => Err(LaunchError::Unsupported(backend_name(other).to_owned())),
+    }
+}
+
+/// The backend name a mechanism launches, as the engine spells it.
+fn backend_name(mechanism: Mechanism) -> &'static str {
+    match mechanism {
+        Mechanism::Bwrap => "linux-bwrap",
+        Mechanism::Landlock => "linux-landlock",
+        Mechanism::Direct => "direct-dedicated",
+        Mechanism::Seatbelt => "macos-seatbelt",
+    }
+}
+
+/// `macos-seatbelt`: resolve the command, measure the plan's paths, build the SBPL profile and
+/// run `sandbox-exec -p PROFILE -- CMD…` as a supervised process group.
+#[cfg(target_os = "macos")]
+fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
+    use palisade_shims::{pgroup, seatbelt, supervise};
+    use sha2::Digest;
+    let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
+    // sandbox-exec reports a failed exec with its own status; resolve the command here (the
+    // sandbox reads the same filesystem) to answer 127/126 as `env` does.
+    let mut plan = plan.clone();
+    match resolve_command(&plan) {
+        Ok(path) => {
+            if let Some(first) = plan.command.first_mut() {
+                *first = path.into_os_string();
+            }
+        }
+        Err(status) => return Ok(not_executed(status, &plan)),
+    }
+    let plan = &plan;
+    let facts = seatbelt::measure(plan).map_err(|e| prepare(&e))?;
+    let profile = seatbelt::profile(plan, &facts).map_err(|e| prepare(&e))?;
+    let args = seatbelt::argv(&profile, plan).map_err(|e| prepare(&e))?;
+    let launch = supervise::Launch {
+        program: PathBuf::from(seatbelt::SANDBOX_EXEC),
+        args,
+        env: plan.env.clone(),
+        cwd: Some(plan.workspace.clone()),
+        fds: Vec::new(),
+        kind: supervise::LaunchKind::Plain,
+    };
+    let outcome = supervised(
+        pgroup::run(
+            launch,
+            &plan.budgets,
+            &supervise::SuperviseOptions::default(),
+        ),
+        plan,
+    )?;
+    let mut record = outcome_record(&outcome, plan)?;
+    let digest = sha2::Sha256::digest(profile.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    set(&mut record, "seatbeltProfileSha256", serde_json::json!(hex));
+    Ok(Launched {
+        exit_code: exit_byte(outcome.exit_code()),
+        record,
+    })
+}
+
+/// The Linux mechanisms: bwrap, or `palisade __sandbox-init` (Landlock, direct).
+#[cfg(target_os = "linux")]
+fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
@@ -372,6 +456,9 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
                 record,
             })
         }
+        Mechanism::Seatbelt => Err(LaunchError::Unsupported(
+            backend_name(plan.mechanism).to_owned(),
+        )),
         Mechanism::Landlock | Mechanism::Direct if plan.egress_proxy.is_some() => Err(
             LaunchError::Plan("filtered egress is only launched under linux-bwrap".into()),
         ),

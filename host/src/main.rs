@@ -198,7 +198,14 @@ fn main() -> ExitCode {
         Command::Doctor(args) => commands::doctor(&args),
         Command::Decide(args) => commands::decide(&args),
         Command::Run(args) => commands::run(&args),
+        #[cfg(target_os = "linux")]
         Command::SandboxInit => palisade_shims::init::main(),
+        // The PID-namespace init exists on Linux only; nothing launches it elsewhere.
+        #[cfg(not(target_os = "linux"))]
+        Command::SandboxInit => {
+            let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
+            return Exit::NotLaunched.into();
+        }
         Command::ProxyBridge(args) => {
             let message = palisade::egress::bridge_main(args.port, &args.socket, &args.command);
             let _ = writeln!(std::io::stderr(), "palisade: egress bridge: {message}");

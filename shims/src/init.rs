@@ -224,7 +224,9 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
                 seccomp: Some(plan.network.into()),
             }
         }
-        Mechanism::Bwrap => return Err(InitError::Mechanism(plan.mechanism)),
+        Mechanism::Bwrap | Mechanism::Seatbelt => {
+            return Err(InitError::Mechanism(plan.mechanism));
+        }
     };
     Ok(InitSpec {
         command: plan.command.clone(),

@@ -7,11 +7,24 @@
 //! measured (which paths exist, which host sockets are listening), so every mechanism can be
 //! snapshot-tested on any machine, and only the exec step touches the kernel.
 
+//!
+//! Portability: the pure modules (`plan`, `bwrap`, `fsfacts`, `seccomp`'s program builder,
+//! `seatbelt`) and the supervision types compile on every Unix, so the macOS path type-checks
+//! in CI (`cargo check --target aarch64-apple-darwin`). What needs the Linux kernel — cgroups,
+//! the PID-namespace init, Landlock, installing seccomp, the subreaper supervisor — is
+//! `#[cfg(target_os = "linux")]`; `pgroup` is the process-group supervisor macOS uses, and it is
+//! compiled (and tested) on Linux too.
+
 pub mod bwrap;
+#[cfg(target_os = "linux")]
 pub mod cgroup;
 pub mod fsfacts;
+#[cfg(target_os = "linux")]
 pub mod init;
+#[cfg(target_os = "linux")]
 pub mod landlock;
+pub mod pgroup;
 pub mod plan;
+pub mod seatbelt;
 pub mod seccomp;
 pub mod supervise;

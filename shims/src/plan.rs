@@ -2,7 +2,7 @@
 //!
 //! These types are the shims' own, deliberately independent of the engine's JSON: the host
 //! translates a decision into a `LaunchPlan`, and each shim turns a plan into its mechanism
-//! (bwrap argv, Landlock ruleset plus seccomp filter, plain supervised exec). Every path is
+//! (bwrap argv, Landlock ruleset plus seccomp filter, SBPL profile, plain supervised exec). Every path is
 //! absolute and already resolved by the host.
 
 use std::ffi::OsString;
@@ -18,6 +18,9 @@ pub enum Mechanism {
     Landlock,
     /// No filesystem or network masks; supervision, budgets and cleanup only.
     Direct,
+    /// macOS Seatbelt: `sandbox-exec` with a generated SBPL profile ([`crate::seatbelt`]),
+    /// supervised as a process group ([`crate::pgroup`]).
+    Seatbelt,
 }
 
 /// The network policy the mechanism must enforce.

@@ -351,6 +351,7 @@ pub fn rules_for(arch: Arch, profile: &Profile) -> Result<Vec<RuleDescription>, 
 /// # Errors
 /// [`SeccompError::ArchMismatch`] if the program is for another architecture, otherwise the
 /// kernel's error from `prctl` or `seccomp`.
+#[cfg(target_os = "linux")]
 pub fn install(program: &Program) -> Result<(), SeccompError> {
     let native = Arch::native()?;
     if program.arch != native {
@@ -367,6 +368,7 @@ pub fn install(program: &Program) -> Result<(), SeccompError> {
     set_mode_filter(&program.instructions).map_err(|source| SeccompError::Install { source })
 }
 
+#[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn set_no_new_privs() -> io::Result<()> {
     let one: libc::c_ulong = 1;
@@ -380,6 +382,7 @@ fn set_no_new_privs() -> io::Result<()> {
     }
 }
 
+#[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn set_mode_filter(instructions: &[Instruction]) -> io::Result<()> {
     let len = u16::try_from(instructions.len())
@@ -1165,6 +1168,8 @@ mod tests {
         rules.iter().map(|rule| rule.syscall).collect()
     }
 
+    // The host's libc names Linux syscall numbers only when built for Linux.
+    #[cfg(target_os = "linux")]
     #[test]
     fn syscall_numbers_match_libc() {
         // The native column of the table against libc's constants.
@@ -1405,6 +1410,7 @@ mod tests {
         assert_eq!(Action::from_ret(0x0003_0000), None);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn install_refuses_a_foreign_program() {
         let native = Arch::native().unwrap();

@@ -20,21 +20,38 @@
 //!   `wait4(-1)` and the subreaper flag are process-wide. A process that calls [`run`] must not
 //!   rely on reaping other children of its own while a run is in progress.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::{CString, OsStr, OsString};
-use std::fs;
+use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::{OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+// The Linux supervisor's own imports (the types above are shared with `crate::pgroup`).
+#[cfg(target_os = "linux")]
+use std::collections::{BTreeMap, BTreeSet};
+#[cfg(target_os = "linux")]
+use std::ffi::{CString, OsStr};
+#[cfg(target_os = "linux")]
+use std::fs;
+#[cfg(target_os = "linux")]
+use std::os::fd::AsRawFd;
+#[cfg(target_os = "linux")]
+use std::os::unix::ffi::OsStrExt;
+#[cfg(target_os = "linux")]
+use std::path::Path;
+#[cfg(target_os = "linux")]
+use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(target_os = "linux")]
+use std::thread;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
+
+#[cfg(target_os = "linux")]
 use crate::cgroup::{self, Controller, RunCgroup};
+#[cfg(target_os = "linux")]
 use crate::plan::Budgets;
 
 /// What to start: a program, its arguments, environment, working directory and the file
@@ -90,10 +107,12 @@ impl LaunchKind {
         }
     }
 
+    #[cfg(target_os = "linux")]
     fn pid_namespace(self) -> bool {
         !matches!(self, LaunchKind::Plain)
     }
 
+    #[cfg(target_os = "linux")]
     fn signal_launched(self) -> bool {
         !matches!(self, LaunchKind::Bwrap)
     }
@@ -144,7 +163,7 @@ impl ExitStatus {
         }
     }
 
-    fn from_raw(status: i32) -> Self {
+    pub(crate) fn from_raw(status: i32) -> Self {
         if libc::WIFSIGNALED(status) {
             ExitStatus::Signal(libc::WTERMSIG(status))
         } else {
@@ -216,6 +235,9 @@ pub enum Cleanup {
     /// The supervisor is a child subreaper and SIGKILLs its descendants until `wait4` reports
     /// no children.
     SubreaperKillLoop,
+    /// SIGKILL to the command's process group until no member is left ([`crate::pgroup`]:
+    /// macOS, where there is no subreaper, PID namespace or cgroup).
+    ProcessGroupKillLoop,
 }
 
 /// Resource use measured by the supervisor (`None` when the mechanism cannot tell).
@@ -298,6 +320,7 @@ pub enum SuperviseError {
 
 /// Launches `launch`, supervises it under `budgets`, and returns once every process of the
 /// tree has been reaped. See the module documentation.
+#[cfg(target_os = "linux")]
 pub fn run(
     launch: Launch,
     budgets: &Budgets,
@@ -391,6 +414,7 @@ pub fn run(
 
 /// A close-on-exec memory file holding `bytes`, positioned at the start: for a
 /// [`PassFd`] that the launched program reads (bwrap's `--seccomp FD`, init's spec).
+#[cfg(target_os = "linux")]
 pub fn data_fd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
     use std::io::{Seek, Write};
     let name = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -402,10 +426,12 @@ pub fn data_fd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
 
 /// One run at a time per process: `wait4(-1)`, the subreaper flag and the signal handlers are
 /// process-wide.
-static RUN_LOCK: Mutex<()> = Mutex::new(());
+pub(crate) static RUN_LOCK: Mutex<()> = Mutex::new(());
 /// Distinguishes the cgroups of successive runs of one supervisor process.
+#[cfg(target_os = "linux")]
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(target_os = "linux")]
 fn create_cgroup(budgets: &Budgets, kind: LaunchKind) -> Result<RunCgroup, cgroup::CgroupError> {
     let hierarchy = cgroup::detect()?;
     let name = format!(
@@ -433,6 +459,7 @@ fn create_cgroup(budgets: &Budgets, kind: LaunchKind) -> Result<RunCgroup, cgrou
 
 /// Which mechanism enforces each budget, and the rlimits the child sets.
 #[derive(Clone, Debug, Default)]
+#[cfg(target_os = "linux")]
 struct Enforcing {
     list: Vec<Enforcement>,
     rlimits: Vec<(RlimitResource, u64, u64)>,
@@ -441,6 +468,7 @@ struct Enforcing {
     poll_cpu: bool,
 }
 
+#[cfg(target_os = "linux")]
 impl Enforcing {
     fn new(budgets: &Budgets, cgroup: Option<&RunCgroup>) -> Self {
         let mut e = Enforcing::default();
@@ -493,6 +521,7 @@ impl Enforcing {
     }
 }
 
+#[cfg(target_os = "linux")]
 struct Supervisor {
     pid: libc::pid_t,
     /// The terminal handed to the command's process group, to take back at the end.
@@ -522,6 +551,7 @@ struct Supervisor {
     notes: Vec<String>,
 }
 
+#[cfg(target_os = "linux")]
 impl Supervisor {
     /// Runs until the launched process has exited.
     fn supervise(&mut self) {
@@ -876,6 +906,7 @@ impl Supervisor {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn ticks_to_duration(ticks: u64) -> Duration {
     let hz = sys::clock_ticks_per_second().max(1);
     Duration::from_micros(ticks.saturating_mul(1_000_000) / hz)
@@ -883,6 +914,7 @@ fn ticks_to_duration(ticks: u64) -> Duration {
 
 /// Finds `program` like `execvp`, in the `PATH` of the launch environment (else the
 /// supervisor's, else the default).
+#[cfg(target_os = "linux")]
 fn resolve_program(
     program: &Path,
     env: &[(OsString, OsString)],
@@ -904,10 +936,12 @@ fn resolve_program(
 }
 
 /// `PATH` when none is set (the value `env`, `sudo` and systemd use).
+#[cfg(target_os = "linux")]
 pub(crate) const DEFAULT_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The first executable regular file named `name` in `path`.
+#[cfg(target_os = "linux")]
 pub(crate) fn find_in_path(name: &OsStr, path: &OsStr) -> Option<PathBuf> {
     path.as_bytes()
         .split(|b| *b == b':')
@@ -923,6 +957,7 @@ pub(crate) fn find_in_path(name: &OsStr, path: &OsStr) -> Option<PathBuf> {
 }
 
 /// The launched child's setup, prepared before `fork` so the child only makes system calls.
+#[cfg(target_os = "linux")]
 struct ChildPlan {
     kind: LaunchKind,
     program: CString,
@@ -947,10 +982,11 @@ struct ChildPlan {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub(crate) type RlimitResource = libc::__rlimit_resource_t;
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+#[cfg(all(target_os = "linux", not(target_env = "gnu")))]
 pub(crate) type RlimitResource = libc::c_int;
 
 /// The steps the child reports when it fails before `execve`.
+#[cfg(target_os = "linux")]
 const CHILD_STEPS: [&str; 8] = [
     "setpgid",
     "parent-death signal",
@@ -962,6 +998,7 @@ const CHILD_STEPS: [&str; 8] = [
     "execve",
 ];
 
+#[cfg(target_os = "linux")]
 impl ChildPlan {
     fn new(
         program: &Path,
@@ -1198,6 +1235,7 @@ impl ChildPlan {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings
         .iter()
@@ -1207,6 +1245,7 @@ fn null_terminated(strings: &[CString]) -> Vec<*const libc::c_char> {
 }
 
 /// Writes `n` in decimal into `buf` (no allocation; async-signal-safe) and returns the length.
+#[cfg(target_os = "linux")]
 pub(crate) fn format_decimal(mut n: u32, buf: &mut [u8; 16]) -> usize {
     let mut digits = [0_u8; 10];
     let mut len = 0;
@@ -1230,6 +1269,7 @@ pub(crate) fn format_decimal(mut n: u32, buf: &mut [u8; 16]) -> usize {
 
 /// One process of the supervised tree, from `/proc/<pid>/stat`.
 #[derive(Clone, Copy, Debug)]
+#[cfg(target_os = "linux")]
 struct ProcStat {
     pid: i32,
     ppid: i32,
@@ -1240,6 +1280,7 @@ struct ProcStat {
     threads: u64,
 }
 
+#[cfg(target_os = "linux")]
 impl ProcStat {
     /// Sends `signal` if `pid` is still the process that was scanned (pidfd + start time, so a
     /// recycled pid is never signalled). Returns whether it was sent.
@@ -1283,6 +1324,7 @@ impl ProcStat {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn read_stat(pid: i32) -> Option<ProcStat> {
     let bytes = fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&bytes)
@@ -1290,6 +1332,7 @@ fn read_stat(pid: i32) -> Option<ProcStat> {
 
 /// Parses `/proc/<pid>/stat`. The command name may contain spaces and parentheses, so fields
 /// are counted from the last `)`.
+#[cfg(target_os = "linux")]
 fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
     let open = bytes.iter().position(|b| *b == b'(')?;
     let close = bytes.iter().rposition(|b| *b == b')')?;
@@ -1318,6 +1361,7 @@ fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
 
 /// Every descendant of the supervisor, found by walking parent links of all of `/proc`
 /// (kernels without `CONFIG_PROC_CHILDREN` have no `children` files).
+#[cfg(target_os = "linux")]
 fn proc_tree() -> Vec<ProcStat> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
@@ -1349,10 +1393,12 @@ fn proc_tree() -> Vec<ProcStat> {
 }
 
 /// The supervisor as child subreaper for the duration of a run.
+#[cfg(target_os = "linux")]
 struct Subreaper {
     was: bool,
 }
 
+#[cfg(target_os = "linux")]
 impl Subreaper {
     fn enable() -> io::Result<Self> {
         let was = sys::child_subreaper()?;
@@ -1361,6 +1407,7 @@ impl Subreaper {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl Drop for Subreaper {
     fn drop(&mut self) {
         if !self.was {
@@ -1370,14 +1417,17 @@ impl Drop for Subreaper {
 }
 
 /// SIGINT, SIGTERM, SIGHUP and SIGCHLD written to a non-blocking self-pipe by the handler.
+#[cfg(target_os = "linux")]
 struct SignalPipe {
     read: OwnedFd,
     _write: OwnedFd,
     previous: Vec<(i32, sys::SigAction)>,
 }
 
+#[cfg(target_os = "linux")]
 const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
 
+#[cfg(target_os = "linux")]
 impl SignalPipe {
     fn install() -> io::Result<Self> {
         let (read, write) = sys::pipe_nonblocking()?;
@@ -1418,6 +1468,7 @@ impl SignalPipe {
     }
 }
 
+#[cfg(target_os = "linux")]
 impl Drop for SignalPipe {
     fn drop(&mut self) {
         sys::set_signal_pipe(-1);
@@ -1442,6 +1493,7 @@ mod millis {
 }
 
 /// Thin system-call wrappers, each with the reason it is sound. Shared with [`crate::init`].
+#[cfg(target_os = "linux")]
 pub(crate) mod sys {
     use std::ffi::CString;
     use std::io;
@@ -2059,6 +2111,7 @@ pub(crate) mod sys {
 }
 
 #[cfg(test)]
+#[cfg(target_os = "linux")]
 mod tests {
     #![allow(
         clippy::unwrap_used,

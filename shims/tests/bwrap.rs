@@ -8,6 +8,9 @@
 //! not under `/tmp`, which the sandbox replaces with a private tmpfs (one test uses `/tmp` on
 //! purpose). Probes that need more than `sh` (Unix and TCP connects) re-run this test binary
 //! inside the sandbox as a helper (`helper_entry`).
+
+// Linux kernel mechanisms; the macOS type-check (`--target aarch64-apple-darwin`) skips them.
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

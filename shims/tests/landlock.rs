@@ -7,6 +7,9 @@
 //! the tree, printing one `VERDICT name ok|err errno` line per attempt. Every attack first runs
 //! in a `bare` child, where it must succeed (so a failure inside the sandbox means something),
 //! then in restricted children, where it must fail with the expected errno.
+
+// Linux kernel mechanisms; the macOS type-check (`--target aarch64-apple-darwin`) skips them.
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -10,6 +10,9 @@
 //! every test kills its marked processes when it ends, even on failure. Tests run one at a time
 //! (the supervisor reaps with `wait4(-1)` and is a subreaper: process-wide state), and timing
 //! assertions are lower bounds or generous upper bounds (the machine is shared).
+
+// Linux kernel mechanisms; the macOS type-check (`--target aarch64-apple-darwin`) skips them.
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

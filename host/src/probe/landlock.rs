@@ -13,6 +13,10 @@ use super::{Inputs, unavailable};
 /// The outcome of `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the ABI is only queried on Linux")
+)]
 pub(crate) enum AbiQuery {
     /// The kernel's ABI version (0 would mean no Landlock).
     Abi(i64),

@@ -472,7 +472,9 @@ impl FileIdentity {
     /// Like [`FileIdentity::of`], but only for a regular file with an execute bit.
     fn of_executable(path: &Path) -> Option<FileIdentity> {
         let identity = FileIdentity::of(path)?;
-        let regular = identity.mode & libc::S_IFMT == libc::S_IFREG;
+        // `mode_t` is u32 on Linux and u16 on macOS.
+        #[allow(clippy::useless_conversion, reason = "u16 on macOS")]
+        let regular = identity.mode & u32::from(libc::S_IFMT) == u32::from(libc::S_IFREG);
         (regular && identity.mode & 0o111 != 0).then_some(identity)
     }
 }

@@ -1,4 +1,4 @@
-//! `macos-seatbelt`: `/usr/bin/sandbox-exec` and a trial profile, on macOS only.
+//! `macos-seatbelt`: `/usr/bin/sandbox-exec` and trial profiles, on macOS only.
 
 use std::path::Path;
 use std::time::Instant;
@@ -9,11 +9,14 @@ use super::command::{self, RunError};
 use super::{Inputs, first_line, timed_out, unavailable};
 
 /// Where macOS ships the Seatbelt front end; it is never searched for elsewhere.
-pub(crate) const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+pub(crate) const SANDBOX_EXEC: &str = palisade_shims::seatbelt::SANDBOX_EXEC;
 
-/// The trial: the most permissive profile, so a failure means Seatbelt itself is unusable.
-const TRIAL_PROFILE: &str = "(version 1)(allow default)";
+/// The program each trial runs: on every Mac, and allowed by every generated profile.
+const TRIAL_PROGRAM: &str = "/usr/bin/true";
 
+/// Runs `sandbox-exec -p TRIAL /usr/bin/true` for each of the shim's trial profiles (one per
+/// network mode, `(deny default)` plus every kind of rule a launch uses), so a macOS whose
+/// Seatbelt rejects an operation or filter the shim emits is reported here, not at launch.
 pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     if !cfg!(target_os = "macos") {
         return unavailable(Backend::MacosSeatbelt, "seatbelt needs macos".to_owned());
@@ -24,35 +27,52 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
             format!("sandbox-exec not found at `{SANDBOX_EXEC}`"),
         );
     };
-    let args = [
-        "-p".to_owned(),
-        TRIAL_PROFILE.to_owned(),
-        "/usr/bin/true".to_owned(),
-    ];
-    match command::run(path, &args, deadline) {
-        Ok(done) if done.status.success() => available(path),
-        Ok(done) => {
-            let line = first_line(&done.stderr);
-            let line = if line.is_empty() {
-                format!("sandbox-exec exited with {}", done.status)
-            } else {
-                line
-            };
-            unavailable(Backend::MacosSeatbelt, format!("trial failed: {line}"))
+    let trials = match palisade_shims::seatbelt::trial_profiles() {
+        Ok(trials) => trials,
+        Err(e) => {
+            return unavailable(
+                Backend::MacosSeatbelt,
+                format!("cannot build the trial profile: {e}"),
+            );
         }
-        Err(RunError::TimedOut) => unavailable(Backend::MacosSeatbelt, timed_out(inputs.timeout())),
-        Err(RunError::Spawn(err) | RunError::Wait(err)) => unavailable(
-            Backend::MacosSeatbelt,
-            format!("trial failed: cannot run `{}`: {err}", path.display()),
-        ),
+    };
+    for trial in trials {
+        let args = [
+            "-p".to_owned(),
+            trial,
+            "--".to_owned(),
+            TRIAL_PROGRAM.to_owned(),
+        ];
+        match command::run(path, &args, deadline) {
+            Ok(done) if done.status.success() => {}
+            Ok(done) => {
+                let line = first_line(&done.stderr);
+                let line = if line.is_empty() {
+                    format!("sandbox-exec exited with {}", done.status)
+                } else {
+                    line
+                };
+                return unavailable(Backend::MacosSeatbelt, format!("trial failed: {line}"));
+            }
+            Err(RunError::TimedOut) => {
+                return unavailable(Backend::MacosSeatbelt, timed_out(inputs.timeout()));
+            }
+            Err(RunError::Spawn(err) | RunError::Wait(err)) => {
+                return unavailable(
+                    Backend::MacosSeatbelt,
+                    format!("trial failed: cannot run `{}`: {err}", path.display()),
+                );
+            }
+        }
     }
+    available(path)
 }
 
 fn available(path: &Path) -> BackendProbe {
     BackendProbe {
         backend: Backend::MacosSeatbelt,
         available: true,
-        reason: format!("trial profile ran under `{}`", path.display()),
+        reason: format!("deny-default trial profiles ran under `{}`", path.display()),
         capabilities: Capability::ALL
             .into_iter()
             .filter(|c| *c != Capability::SyscallFiltering)
@@ -62,6 +82,8 @@ fn available(path: &Path) -> BackendProbe {
         version: "sandbox-exec".to_owned(),
         limitations: vec![
             "no syscall filtering: seatbelt filters operations, not syscalls".to_owned(),
+            "loopback-only is the host's loopback: macOS has no network namespaces".to_owned(),
+            "process-tree cleanup kills the command's process group: a process that leaves it (setsid) is not tracked".to_owned(),
         ],
     }
 }

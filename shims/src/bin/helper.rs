@@ -10,14 +10,21 @@
 //!   (the `direct-dedicated` path); `--bwrap` launches through `/usr/bin/bwrap` with user and
 //!   PID namespaces, `--new-session` and `--die-with-parent` (the `linux-bwrap` process shape).
 
+#[cfg(target_os = "linux")]
 use std::ffi::OsString;
+#[cfg(target_os = "linux")]
 use std::process::ExitCode;
+#[cfg(target_os = "linux")]
 use std::time::Duration;
 
+#[cfg(target_os = "linux")]
 use palisade_shims::init::{self, Confinement, InitSpec};
+#[cfg(target_os = "linux")]
 use palisade_shims::plan::Budgets;
+#[cfg(target_os = "linux")]
 use palisade_shims::supervise::{self, Launch, LaunchKind, SuperviseError, SuperviseOptions};
 
+#[cfg(target_os = "linux")]
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     match args.first().and_then(|a| a.to_str()) {
@@ -38,6 +45,7 @@ fn main() -> ExitCode {
     }
 }
 
+#[cfg(target_os = "linux")]
 fn supervise_main(args: &[OsString]) -> Result<i32, String> {
     let mut budgets = Budgets::default();
     let mut options = SuperviseOptions::default();
@@ -142,4 +150,11 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
         serde_json::to_string(&outcome).map_err(|e| e.to_string())?
     );
     Ok(outcome.exit_code())
+}
+
+/// The helper drives Linux mechanisms (PID-namespace init, cgroups, bwrap) only.
+#[cfg(not(target_os = "linux"))]
+fn main() -> std::process::ExitCode {
+    eprintln!("palisade-shims-helper: linux only");
+    std::process::ExitCode::from(2)
 }

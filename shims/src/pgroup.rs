@@ -1,0 +1,895 @@
+//! Process-group supervision: the supervisor for backends without a PID namespace, cgroups or
+//! a child subreaper — `macos-seatbelt` (`sandbox-exec` execs the command in place).
+//!
+//! [`run`] honours the same contract as [`crate::supervise::run`] (same [`Launch`],
+//! [`Budgets`], [`SuperviseOptions`], [`Outcome`] and errors) with the mechanisms every Unix
+//! has:
+//! - the command starts as the leader of its own process group (and gets the terminal's
+//!   foreground when the supervisor has it, as under a shell);
+//! - SIGINT, SIGTERM and SIGHUP the supervisor receives are forwarded to the group; a budget
+//!   expiry sends SIGTERM to the group, and SIGKILL after the grace period;
+//! - budgets: wall clock by the supervisor's timer, CPU time by `RLIMIT_CPU` in each process,
+//!   memory (resident, summed over the group) and process count by polling the group's members
+//!   every `poll_interval`;
+//! - cleanup: once the command has exited, SIGKILL to the group until no process is left in it
+//!   (the *process-group kill loop*), then the group is verified empty.
+//!
+//! It is portable Unix code (`/proc` on Linux, libproc on macOS list a group's members), so the
+//! tests exercise it on Linux although only macOS launches use it.
+//!
+//! Known limits, recorded in every outcome's notes: a process that leaves the group (`setsid`,
+//! `setpgid`) is not tracked, so a double-forked daemon can outlive the run; and nothing kills
+//! the group if the supervisor itself is SIGKILLed (no parent-death signal outside Linux).
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::plan::Budgets;
+use crate::supervise::{
+    Budget, Cleanup, EndReason, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind, Outcome,
+    SuperviseError, SuperviseOptions, Usage,
+};
+
+/// The notes every outcome of this supervisor carries: what it cannot do.
+pub const LIMITATION_NOTES: [&str; 2] = [
+    "cleanup covers the command's process group: a process that left it (setsid, setpgid) is not tracked",
+    "no parent-death signal: if the supervisor is killed, the command's process group is not",
+];
+
+/// Launches `launch` as a new process group, supervises it under `budgets`, and returns once
+/// the group is empty. See the module documentation.
+pub fn run(
+    launch: Launch,
+    budgets: &Budgets,
+    options: &SuperviseOptions,
+) -> Result<Outcome, SuperviseError> {
+    let _guard = crate::supervise::RUN_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if launch.kind != LaunchKind::Plain {
+        return Err(SuperviseError::InvalidLaunch(format!(
+            "the process-group supervisor launches plain commands, not {:?}",
+            launch.kind
+        )));
+    }
+    if !launch.fds.is_empty() {
+        return Err(SuperviseError::InvalidLaunch(
+            "the process-group supervisor passes no descriptors besides stdio".into(),
+        ));
+    }
+    if launch.program.as_os_str().is_empty() {
+        return Err(SuperviseError::InvalidLaunch("empty program".into()));
+    }
+
+    let mut enforcement = Vec::new();
+    let mut add = |budget, by| enforcement.push(Enforcement { budget, by });
+    if budgets.wall_clock.is_some() {
+        add(Budget::WallClock, Enforcer::Timer);
+    }
+    if budgets.memory_bytes.is_some() {
+        add(Budget::Memory, Enforcer::Poll);
+    }
+    if budgets.max_processes.is_some() {
+        add(Budget::Processes, Enforcer::Poll);
+    }
+    let cpu_limit = budgets.cpu_seconds.map(|s| s.max(1));
+    if cpu_limit.is_some() {
+        add(Budget::Cpu, Enforcer::Rlimit);
+    }
+
+    let signals = SignalPipe::install().map_err(|source| SuperviseError::Setup {
+        what: "signal handlers",
+        source,
+    })?;
+    let tty = if options.foreground_tty {
+        sys::foreground_tty()
+    } else {
+        None
+    };
+
+    let mut command = Command::new(&launch.program);
+    command
+        .args(&launch.args)
+        .env_clear()
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .process_group(0);
+    if let Some(dir) = &launch.cwd {
+        command.current_dir(dir);
+    }
+    let fd_limit = sys::fd_limit();
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (setrlimit, fcntl, sigprocmask, tcsetpgrp, getpid) on
+    // values captured by copy; it allocates nothing and takes no locks.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(seconds) = cpu_limit {
+                // Soft limit: SIGXCPU; hard limit one second later: SIGKILL.
+                sys::set_rlimit_cpu(seconds, seconds.saturating_add(1))?;
+            }
+            // Descriptors the host inherited without close-on-exec stay out of the sandbox.
+            sys::cloexec_above_stdio(fd_limit);
+            if let Some(fd) = tty {
+                sys::give_tty(fd, sys::getpid());
+            }
+            Ok(())
+        });
+    }
+
+    let start = Instant::now();
+    let child = command.spawn().map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            SuperviseError::ProgramNotFound(launch.program.clone())
+        } else {
+            SuperviseError::Spawn {
+                program: launch.program.clone(),
+                step: "execve",
+                source,
+            }
+        }
+    })?;
+    let pid = libc::pid_t::try_from(child.id())
+        .map_err(|_| SuperviseError::InvalidLaunch(format!("pid {} out of range", child.id())))?;
+    // Shells give the terminal from both sides, so neither order of parent and child loses it.
+    if let Some(fd) = tty {
+        sys::give_tty(fd, pid);
+    }
+    // `child` is dropped without waiting: the loop below reaps the pid itself (with its rusage).
+    drop(child);
+
+    let mut sup = Supervisor {
+        pid,
+        budgets: budgets.clone(),
+        options: options.clone(),
+        signals,
+        start,
+        status: None,
+        ended_by: None,
+        kill_at: None,
+        killed: std::collections::BTreeSet::new(),
+        cpu: None,
+        peak_memory: None,
+        peak_processes: None,
+        notes: LIMITATION_NOTES.iter().map(|n| (*n).to_owned()).collect(),
+    };
+    sup.supervise();
+    let exited = Instant::now();
+    let remaining = sup.kill_loop();
+    if let Some(fd) = tty {
+        sys::give_tty(fd, sys::getpgrp());
+    }
+    let end = Instant::now();
+    let raw = sup.status.unwrap_or(0);
+    let status = ExitStatus::from_raw(raw);
+    let ended_by = match (sup.ended_by, status) {
+        (Some(reason), _) => reason,
+        (None, ExitStatus::Signal(libc::SIGXCPU)) if cpu_limit.is_some() => EndReason::Cpu,
+        (None, _) => EndReason::CommandExited,
+    };
+    let outcome = Outcome {
+        status,
+        ended_by,
+        duration: end.saturating_duration_since(sup.start),
+        processes_reaped: 1,
+        processes_killed: u64::try_from(sup.killed.len()).unwrap_or(u64::MAX),
+        tree_empty: remaining == 0,
+        enforcement,
+        cleanup_mechanisms: vec![Cleanup::ProcessGroupKillLoop],
+        cleanup: end.saturating_duration_since(exited),
+        usage: Usage {
+            cpu_ms: sup
+                .cpu
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            peak_memory_bytes: sup.peak_memory,
+            peak_processes: sup.peak_processes,
+        },
+        notes: sup.notes,
+    };
+    if remaining > 0 {
+        return Err(SuperviseError::TreeNotEmpty {
+            remaining,
+            outcome: Box::new(outcome),
+        });
+    }
+    Ok(outcome)
+}
+
+struct Supervisor {
+    /// The command: leader of the group, whose id is the same number.
+    pid: libc::pid_t,
+    budgets: Budgets,
+    options: SuperviseOptions,
+    signals: SignalPipe,
+    start: Instant,
+    status: Option<i32>,
+    ended_by: Option<EndReason>,
+    kill_at: Option<Instant>,
+    killed: std::collections::BTreeSet<libc::pid_t>,
+    cpu: Option<Duration>,
+    peak_memory: Option<u64>,
+    peak_processes: Option<u64>,
+    notes: Vec<String>,
+}
+
+impl Supervisor {
+    fn polls(&self) -> bool {
+        self.budgets.memory_bytes.is_some() || self.budgets.max_processes.is_some()
+    }
+
+    /// Runs until the command (the group leader) has exited and been reaped.
+    fn supervise(&mut self) {
+        loop {
+            self.reap();
+            if self.status.is_some() {
+                return;
+            }
+            let now = Instant::now();
+            for signal in self.signals.drain() {
+                self.on_signal(signal, now);
+            }
+            if self.ended_by.is_none()
+                && let Some(reason) = self.check_budgets(now)
+            {
+                self.end(reason, now);
+            }
+            if let Some(at) = self.kill_at
+                && now >= at
+            {
+                self.kill_group();
+            }
+            self.reap();
+            if self.status.is_some() {
+                return;
+            }
+            let mut timeout = self.options.poll_interval;
+            let wall = match self.ended_by {
+                None => self.budgets.wall_clock.map(|d| self.start + d),
+                Some(_) => None,
+            };
+            for deadline in [self.kill_at, wall].into_iter().flatten() {
+                timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
+            }
+            self.signals.wait(timeout);
+        }
+    }
+
+    fn reap(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        if let Some((status, cpu)) = sys::wait_nohang(self.pid) {
+            self.status = Some(status);
+            self.cpu = Some(cpu);
+        }
+    }
+
+    fn on_signal(&mut self, signal: i32, now: Instant) {
+        if !matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
+            return;
+        }
+        let _ = sys::killpg(self.pid, signal);
+        match self.ended_by {
+            None => {
+                self.ended_by = Some(EndReason::Signal(signal));
+                self.kill_at = Some(now + self.options.grace);
+            }
+            // A second interrupt while ending: no more grace.
+            Some(EndReason::Signal(_)) => self.kill_at = Some(now),
+            Some(_) => {}
+        }
+    }
+
+    fn end(&mut self, reason: EndReason, now: Instant) {
+        self.ended_by = Some(reason);
+        let _ = sys::killpg(self.pid, libc::SIGTERM);
+        self.kill_at = Some(now + self.options.grace);
+    }
+
+    fn check_budgets(&mut self, now: Instant) -> Option<EndReason> {
+        if let Some(limit) = self.budgets.wall_clock
+            && now.saturating_duration_since(self.start) >= limit
+        {
+            return Some(EndReason::WallClock);
+        }
+        if !self.polls() {
+            return None;
+        }
+        let members = sys::group_members(self.pid);
+        let count = u64::try_from(members.len()).unwrap_or(u64::MAX);
+        let memory = members
+            .iter()
+            .map(|m| m.resident_bytes)
+            .fold(0_u64, u64::saturating_add);
+        self.peak_processes = Some(self.peak_processes.unwrap_or(0).max(count));
+        self.peak_memory = Some(self.peak_memory.unwrap_or(0).max(memory));
+        if self.budgets.max_processes.is_some_and(|max| count > max) {
+            return Some(EndReason::Processes);
+        }
+        if self.budgets.memory_bytes.is_some_and(|max| memory > max) {
+            return Some(EndReason::Memory);
+        }
+        None
+    }
+
+    /// SIGKILL to every member of the group (recorded), then to the group as a whole.
+    fn kill_group(&mut self) {
+        for member in sys::group_members(self.pid) {
+            if sys::kill(member.pid, libc::SIGKILL).is_ok() {
+                self.killed.insert(member.pid);
+            }
+        }
+        let _ = sys::killpg(self.pid, libc::SIGKILL);
+    }
+
+    /// After the command exited: SIGKILL the group until nothing is left in it, or until
+    /// `cleanup_timeout`. Returns how many processes remain (0 = the group is empty).
+    fn kill_loop(&mut self) -> usize {
+        let deadline = Instant::now() + self.options.cleanup_timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            self.kill_group();
+            self.reap();
+            // ESRCH: no process (not even a zombie awaiting its new parent) is in the group.
+            if sys::group_is_empty(self.pid) {
+                return 0;
+            }
+            if Instant::now() >= deadline {
+                let left = sys::group_members(self.pid).len();
+                self.notes.push(format!(
+                    "{left} processes of the group survived SIGKILL for {:?}",
+                    self.options.cleanup_timeout
+                ));
+                return left.max(1);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+/// SIGINT, SIGTERM, SIGHUP and SIGCHLD written to a non-blocking self-pipe by the handler.
+struct SignalPipe {
+    read: OwnedFd,
+    _write: OwnedFd,
+    previous: Vec<(i32, libc::sigaction)>,
+}
+
+const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
+
+/// The write end of the current run's signal pipe, for the handler; -1 between runs.
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+impl SignalPipe {
+    fn install() -> io::Result<Self> {
+        let (read, write) = sys::pipe_nonblocking()?;
+        SIGNAL_PIPE.store(write.as_raw_fd(), Ordering::SeqCst);
+        let mut previous = Vec::new();
+        for signal in HANDLED {
+            match sys::install_handler(signal) {
+                Ok(old) => previous.push((signal, old)),
+                Err(e) => {
+                    SIGNAL_PIPE.store(-1, Ordering::SeqCst);
+                    for (signal, old) in &previous {
+                        sys::restore_handler(*signal, old);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(SignalPipe {
+            read,
+            _write: write,
+            previous,
+        })
+    }
+
+    fn drain(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        let mut buf = [0_u8; 64];
+        while let Some(n) = sys::read_nonblocking(self.read.as_raw_fd(), &mut buf) {
+            out.extend(buf.iter().take(n).map(|b| i32::from(*b)));
+        }
+        out
+    }
+
+    fn wait(&self, timeout: Duration) {
+        sys::poll_readable(self.read.as_raw_fd(), timeout);
+    }
+}
+
+impl Drop for SignalPipe {
+    fn drop(&mut self) {
+        SIGNAL_PIPE.store(-1, Ordering::SeqCst);
+        for (signal, old) in &self.previous {
+            sys::restore_handler(*signal, old);
+        }
+    }
+}
+
+/// One member of a process group, as listed by the OS.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    pid: libc::pid_t,
+    resident_bytes: u64,
+}
+
+/// Portable system-call wrappers, each with the reason it is sound; the group listing is the
+/// only OS-specific part.
+mod sys {
+    use super::*;
+
+    fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(r)
+        }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn getpid() -> libc::pid_t {
+        // SAFETY: no preconditions.
+        unsafe { libc::getpid() }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn getpgrp() -> libc::pid_t {
+        // SAFETY: no preconditions.
+        unsafe { libc::getpgrp() }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn kill(pid: libc::pid_t, signal: i32) -> io::Result<()> {
+        if pid <= 0 {
+            // Never a broadcast or a signal to our own group.
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: kill takes integers only; pid > 0 names one process.
+        check(unsafe { libc::kill(pid, signal) }).map(drop)
+    }
+
+    #[allow(unsafe_code)]
+    pub fn killpg(pgid: libc::pid_t, signal: i32) -> io::Result<()> {
+        if pgid <= 1 {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: killpg takes integers only; pgid > 1 names one process group.
+        check(unsafe { libc::killpg(pgid, signal) }).map(drop)
+    }
+
+    /// Whether no process (zombies included) is left in group `pgid`.
+    pub fn group_is_empty(pgid: libc::pid_t) -> bool {
+        killpg(pgid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
+    }
+
+    /// Reaps `pid` if it has exited: its raw wait status and the CPU time it (and the children
+    /// it reaped) used.
+    #[allow(unsafe_code)]
+    pub fn wait_nohang(pid: libc::pid_t) -> Option<(i32, Duration)> {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value; wait4 writes into both locals.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid pointers to locals; WNOHANG never blocks; pid > 0 names our child.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r != pid {
+            return None;
+        }
+        let tv = |t: libc::timeval| {
+            Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+                + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+        };
+        Some((status, tv(usage.ru_utime) + tv(usage.ru_stime)))
+    }
+
+    #[allow(unsafe_code)]
+    pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
+        let mut fds = [-1; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        check(unsafe { libc::pipe(fds.as_mut_ptr()) })?;
+        // SAFETY: both descriptors were just created by pipe and are owned by nobody else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        for fd in [read.as_raw_fd(), write.as_raw_fd()] {
+            // SAFETY: fcntl on descriptors we own, with integer arguments.
+            unsafe {
+                let flags = check(libc::fcntl(fd, libc::F_GETFL))?;
+                check(libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK))?;
+                check(libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC))?;
+            }
+        }
+        Ok((read, write))
+    }
+
+    #[allow(unsafe_code)]
+    pub fn read_nonblocking(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: the buffer is valid for buf.len() bytes.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        usize::try_from(n).ok().filter(|n| *n > 0)
+    }
+
+    #[allow(unsafe_code)]
+    pub fn poll_readable(fd: RawFd, timeout: Duration) {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd; a signal interrupting poll (EINTR) is simply a wake-up.
+        unsafe { libc::poll(&mut pfd, 1, ms) };
+    }
+
+    /// Writes the signal number to the run's pipe. Async-signal-safe: an atomic load and
+    /// write(2); errno is saved and restored around it.
+    extern "C" fn on_signal(signal: libc::c_int) {
+        let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
+        if fd >= 0 {
+            let byte = u8::try_from(signal).unwrap_or(0);
+            let saved = errno();
+            #[allow(unsafe_code)]
+            // SAFETY: write(2) of one byte from the stack to a non-blocking pipe.
+            unsafe {
+                libc::write(fd, std::ptr::from_ref(&byte).cast(), 1);
+            }
+            set_errno(saved);
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn errno_location() -> *mut libc::c_int {
+        // SAFETY: returns the calling thread's errno slot; no preconditions.
+        #[cfg(target_vendor = "apple")]
+        unsafe {
+            libc::__error()
+        }
+        // SAFETY: as above.
+        #[cfg(not(target_vendor = "apple"))]
+        unsafe {
+            libc::__errno_location()
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn errno() -> libc::c_int {
+        // SAFETY: the thread's errno slot is always valid.
+        unsafe { *errno_location() }
+    }
+
+    #[allow(unsafe_code)]
+    fn set_errno(value: libc::c_int) {
+        // SAFETY: the thread's errno slot is always valid.
+        unsafe { *errno_location() = value }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn install_handler(signal: i32) -> io::Result<libc::sigaction> {
+        // SAFETY: a zeroed sigaction with an empty mask and a handler that only makes
+        // async-signal-safe calls; the old action is written into a local.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            check(libc::sigaction(signal, &action, &mut old))?;
+            Ok(old)
+        }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn restore_handler(signal: i32, old: &libc::sigaction) {
+        // SAFETY: restores an action sigaction returned earlier.
+        unsafe {
+            libc::sigaction(signal, old, std::ptr::null_mut());
+        }
+    }
+
+    /// The first of stdin/stdout/stderr that is a terminal whose foreground is our group.
+    #[allow(unsafe_code)]
+    pub fn foreground_tty() -> Option<RawFd> {
+        (0..=2).find(|fd| {
+            // SAFETY: isatty/tcgetpgrp/getpgrp only read state.
+            unsafe { libc::isatty(*fd) == 1 && libc::tcgetpgrp(*fd) == libc::getpgrp() }
+        })
+    }
+
+    /// Makes `pgid` the terminal's foreground group, SIGTTOU blocked around it as shells do.
+    /// Async-signal-safe (used between fork and exec).
+    #[allow(unsafe_code)]
+    pub fn give_tty(fd: RawFd, pgid: libc::pid_t) {
+        // SAFETY: sigset manipulation on locals and tcsetpgrp with integers.
+        unsafe {
+            let mut ttou: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut ttou);
+            libc::sigaddset(&mut ttou, libc::SIGTTOU);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut old);
+            libc::tcsetpgrp(fd, pgid);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        }
+    }
+
+    /// The highest descriptor number worth walking (capped: the limit may be huge).
+    #[allow(unsafe_code)]
+    pub fn fd_limit() -> libc::c_int {
+        // SAFETY: sysconf has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) };
+        libc::c_int::try_from(n.clamp(256, 65_536)).unwrap_or(65_536)
+    }
+
+    /// Marks every descriptor above 2 close-on-exec. Async-signal-safe.
+    #[allow(unsafe_code)]
+    pub fn cloexec_above_stdio(limit: libc::c_int) {
+        for fd in 3..limit {
+            // SAFETY: fcntl on a descriptor number; EBADF for unused numbers is ignored.
+            unsafe {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+            }
+        }
+    }
+
+    #[allow(unsafe_code)]
+    pub fn set_rlimit_cpu(soft: u64, hard: u64) -> io::Result<()> {
+        let limit = libc::rlimit {
+            rlim_cur: soft as libc::rlim_t,
+            rlim_max: hard as libc::rlim_t,
+        };
+        // SAFETY: a valid rlimit on the stack.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) }).map(drop)
+    }
+
+    /// The members of process group `pgid`, from `/proc` (field 5 of `stat` is the group).
+    #[cfg(target_os = "linux")]
+    pub fn group_members(pgid: libc::pid_t) -> Vec<Member> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        // SAFETY: sysconf has no preconditions.
+        #[allow(unsafe_code)]
+        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<libc::pid_t>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // The name may contain spaces and parentheses: count fields from the last `)`.
+            let Some(close) = stat.iter().rposition(|b| *b == b')') else {
+                continue;
+            };
+            let rest =
+                String::from_utf8_lossy(stat.get(close.saturating_add(1)..).unwrap_or_default());
+            // After the name: state (field 3), ppid (4), pgrp (5).
+            let group = rest.split_whitespace().nth(2).and_then(|f| f.parse().ok());
+            if group != Some(pgid) {
+                continue;
+            }
+            let resident = std::fs::read_to_string(format!("/proc/{pid}/statm"))
+                .ok()
+                .and_then(|t| {
+                    t.split_whitespace()
+                        .nth(1)
+                        .and_then(|f| f.parse::<u64>().ok())
+                })
+                .unwrap_or(0);
+            out.push(Member {
+                pid,
+                resident_bytes: resident.saturating_mul(page),
+            });
+        }
+        out
+    }
+
+    /// The members of process group `pgid`, from libproc.
+    #[cfg(target_vendor = "apple")]
+    #[allow(unsafe_code)]
+    pub fn group_members(pgid: libc::pid_t) -> Vec<Member> {
+        let mut pids: Vec<libc::pid_t> = vec![0; 4096];
+        let bytes = libc::c_int::try_from(pids.len() * std::mem::size_of::<libc::pid_t>())
+            .unwrap_or(libc::c_int::MAX);
+        // SAFETY: the buffer holds `bytes` bytes; libproc writes at most that many and returns
+        // how many it wrote.
+        let written = unsafe { libc::proc_listpgrppids(pgid, pids.as_mut_ptr().cast(), bytes) };
+        let count = usize::try_from(written).unwrap_or(0) / std::mem::size_of::<libc::pid_t>();
+        pids.truncate(count);
+        pids.into_iter()
+            .filter(|pid| *pid > 0)
+            .map(|pid| {
+                // SAFETY: an all-zero proc_taskinfo is a valid value to be overwritten.
+                let mut info: libc::proc_taskinfo = unsafe { std::mem::zeroed() };
+                let size =
+                    libc::c_int::try_from(std::mem::size_of::<libc::proc_taskinfo>()).unwrap_or(0);
+                // SAFETY: `info` is `size` bytes; libproc fills it or returns <= 0.
+                let r = unsafe {
+                    libc::proc_pidinfo(
+                        pid,
+                        libc::PROC_PIDTASKINFO,
+                        0,
+                        std::ptr::from_mut(&mut info).cast(),
+                        size,
+                    )
+                };
+                Member {
+                    pid,
+                    resident_bytes: if r == size { info.pti_resident_size } else { 0 },
+                }
+            })
+            .collect()
+    }
+
+    /// Other Unixes: no listing; budgets that poll see an empty group and the kill loop relies
+    /// on `killpg` alone.
+    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+    pub fn group_members(_pgid: libc::pid_t) -> Vec<Member> {
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        reason = "tests"
+    )]
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn sh(script: &str) -> Launch {
+        Launch {
+            program: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), script.into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: Some(PathBuf::from("/")),
+            fds: Vec::new(),
+            kind: LaunchKind::Plain,
+        }
+    }
+
+    fn options() -> SuperviseOptions {
+        SuperviseOptions {
+            use_cgroups: false,
+            grace: Duration::from_millis(300),
+            poll_interval: Duration::from_millis(20),
+            foreground_tty: false,
+            cleanup_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Whether a process whose command line contains `marker` is still alive (a zombie counts
+    /// as gone).
+    fn alive(marker: &str) -> bool {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let dir = entry.path();
+            let cmdline = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+            !zombie && String::from_utf8_lossy(&cmdline).contains(marker)
+        })
+    }
+
+    #[test]
+    fn exit_status_passes_through_and_the_group_is_emptied() {
+        // A background child that would outlive the command: the kill loop removes it.
+        let marker = "9871";
+        let outcome = run(
+            sh(&format!("sleep {marker} & exit 3")),
+            &Budgets::default(),
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exit(3));
+        assert_eq!(outcome.ended_by, EndReason::CommandExited);
+        assert!(outcome.tree_empty);
+        assert_eq!(
+            outcome.cleanup_mechanisms,
+            vec![Cleanup::ProcessGroupKillLoop]
+        );
+        assert!(outcome.processes_killed >= 1, "{outcome:?}");
+        assert!(outcome.notes.iter().any(|n| n.contains("setsid")));
+        assert!(!alive(&format!("sleep {marker}")));
+    }
+
+    #[test]
+    fn wall_clock_ends_the_whole_group() {
+        let outcome = run(
+            sh("sleep 9872 & sleep 9873"),
+            &Budgets {
+                wall_clock: Some(Duration::from_millis(200)),
+                ..Budgets::default()
+            },
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(outcome.ended_by, EndReason::WallClock);
+        assert_eq!(outcome.status, ExitStatus::Signal(libc::SIGTERM));
+        assert!(outcome.tree_empty);
+        assert!(!alive("sleep 9872"));
+        assert!(outcome.enforcement.contains(&Enforcement {
+            budget: Budget::WallClock,
+            by: Enforcer::Timer
+        }));
+    }
+
+    #[test]
+    fn process_budget_is_polled() {
+        let outcome = run(
+            sh("for i in 1 2 3 4 5 6; do sleep 9874 & done; wait"),
+            &Budgets {
+                max_processes: Some(3),
+                wall_clock: Some(Duration::from_secs(60)),
+                ..Budgets::default()
+            },
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(outcome.ended_by, EndReason::Processes);
+        assert!(outcome.usage.peak_processes.unwrap() > 3);
+        assert!(outcome.tree_empty);
+        assert!(!alive("sleep 9874"));
+    }
+
+    #[test]
+    fn cpu_budget_is_an_rlimit() {
+        let outcome = run(
+            sh("while :; do :; done"),
+            &Budgets {
+                cpu_seconds: Some(1),
+                wall_clock: Some(Duration::from_secs(60)),
+                ..Budgets::default()
+            },
+            &options(),
+        )
+        .unwrap();
+        assert_eq!(outcome.ended_by, EndReason::Cpu);
+        assert!(outcome.usage.cpu_ms.unwrap() >= 900, "{outcome:?}");
+    }
+
+    #[test]
+    fn environment_and_directory_are_exactly_the_launch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let mut launch = sh(&format!(
+            "env > '{}'; pwd >> '{}'",
+            out.display(),
+            out.display()
+        ));
+        launch.env.push(("ONLY".into(), "this".into()));
+        launch.cwd = Some(tmp.path().to_path_buf());
+        run(launch, &Budgets::default(), &options()).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("ONLY=this"));
+        assert!(!text.contains("CARGO"), "{text}");
+        assert!(text.contains(&tmp.path().display().to_string()));
+    }
+
+    #[test]
+    fn refusals() {
+        let mut bwrap = sh("true");
+        bwrap.kind = LaunchKind::Bwrap;
+        assert!(matches!(
+            run(bwrap, &Budgets::default(), &options()),
+            Err(SuperviseError::InvalidLaunch(_))
+        ));
+        let mut missing = sh("true");
+        missing.program = PathBuf::from("/nonexistent/palisade-program");
+        assert!(matches!(
+            run(missing, &Budgets::default(), &options()),
+            Err(SuperviseError::ProgramNotFound(_))
+        ));
+    }
+}
