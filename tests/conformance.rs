@@ -230,6 +230,154 @@ fn corpus_embedded_component() {
     );
 }
 
+/// The corpus as the other runtimes (Python, Node: `tests/xruntime/`) consume it, and the
+/// digests the two Rust paths give for exactly those bytes.
+///
+/// Every runtime must feed the engine the same bytes, so the inputs are exported once, here,
+/// rather than re-derived from the YAML by each runner (whose YAML parsers and JSON serializers
+/// differ). `corpus.tsv` holds one `name<TAB>input-json` line per case, in corpus order; the
+/// JSON is the `decide-json` argument verbatim (serde_json escapes tabs and newlines inside
+/// strings, and the read-back below proves the split is unambiguous). `native.txt` (the engine
+/// crate's `decide_json`) and `rust-host.txt` (the embedded component's `decide-json` under the
+/// host's wasmtime) hold one `name digest outcome` line per case, where outcome is
+/// `decision:<backend>` or `refusal:<CODE>`: the format every runner prints.
+///
+/// `PALISADE_XRUNTIME_DIR=<dir>` keeps the files (the driver `tests/xruntime/run.sh` sets it);
+/// otherwise they go to a temporary directory and the checks alone run.
+#[test]
+fn corpus_export_for_other_runtimes() {
+    let cases = load();
+    let temp = tempfile::tempdir().unwrap();
+    let dir = std::env::var_os("PALISADE_XRUNTIME_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| temp.path().to_path_buf());
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let mut tsv = String::new();
+    for case in &cases {
+        tsv.push_str(&case.name);
+        tsv.push('\t');
+        tsv.push_str(&case.input_json());
+        tsv.push('\n');
+    }
+    std::fs::write(dir.join("corpus.tsv"), &tsv).unwrap();
+
+    // Read the file back the way the runners do: split lines, then split at the first tab.
+    let text = std::fs::read_to_string(dir.join("corpus.tsv")).unwrap();
+    let lines: Vec<(&str, &str)> = text
+        .lines()
+        .map(|line| line.split_once('\t').expect("a line without a tab"))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        cases.len(),
+        "corpus.tsv has the wrong line count"
+    );
+    for ((name, json), case) in lines.iter().zip(&cases) {
+        assert_eq!(*name, case.name);
+        let value: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            value, case.input_value,
+            "case `{name}`: exported input differs"
+        );
+    }
+
+    let started = std::time::Instant::now();
+    let native: Vec<palisade_engine::Outcome> = lines
+        .iter()
+        .map(|(_, json)| palisade_engine::decide_json(json))
+        .collect();
+    let native_time = started.elapsed();
+
+    let started = std::time::Instant::now();
+    let runtime =
+        palisade::runtime::EngineRuntime::load(&palisade::runtime::LoadOptions::default()).unwrap();
+    let mut instance = runtime.instantiate().unwrap();
+    let loaded = started.elapsed();
+    let started = std::time::Instant::now();
+    let host: Vec<palisade_engine::Outcome> = lines
+        .iter()
+        .map(|(name, json)| {
+            instance
+                .decide_json(json)
+                .unwrap_or_else(|e| panic!("case `{name}`: component decide-json failed: {e}"))
+        })
+        .collect();
+    let host_time = started.elapsed();
+
+    let mut failures = Failures::default();
+    for (((native, host), case), (_, json)) in native.iter().zip(&host).zip(&cases).zip(&lines) {
+        let mut problems = corpus::check_outcome(&case.expect, native);
+        // The exported bytes decide exactly as the typed input does.
+        let typed = palisade_engine::decide(&case.input);
+        problems.extend(corpus::compare_outcomes(
+            "typed decide",
+            &typed,
+            "decide_json",
+            native,
+        ));
+        problems.extend(corpus::compare_outcomes(
+            "native",
+            native,
+            "rust host",
+            host,
+        ));
+        if json.contains('\t') || json.contains('\n') {
+            problems.push(String::from("exported json holds a raw tab or newline"));
+        }
+        failures.add(case, problems);
+    }
+    assert!(
+        failures.is_empty(),
+        "{}",
+        failures.render("cross-runtime export", cases.len())
+    );
+
+    let digest_lines = |outcomes: &[palisade_engine::Outcome]| -> String {
+        outcomes
+            .iter()
+            .zip(&cases)
+            .map(|(outcome, case)| {
+                format!(
+                    "{} {} {}\n",
+                    case.name,
+                    outcome.digest,
+                    outcome_label(outcome)
+                )
+            })
+            .collect()
+    };
+    std::fs::write(dir.join("native.txt"), digest_lines(&native)).unwrap();
+    std::fs::write(dir.join("rust-host.txt"), digest_lines(&host)).unwrap();
+    std::fs::write(
+        dir.join("component.sha256"),
+        format!("{}\n", runtime.component_sha256()),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("times.txt"),
+        format!(
+            "native {} cases {} ms\nrust-host {} cases {} ms (+ load and compile {} ms)\n",
+            cases.len(),
+            native_time.as_millis(),
+            cases.len(),
+            host_time.as_millis(),
+            loaded.as_millis()
+        ),
+    )
+    .unwrap();
+}
+
+/// `decision:<backend>` or `refusal:<CODE>`, as every cross-runtime runner prints it.
+fn outcome_label(outcome: &palisade_engine::Outcome) -> String {
+    match &outcome.verdict {
+        palisade_engine::Verdict::Decision { backend, .. } => {
+            format!("decision:{}", backend.as_str())
+        }
+        palisade_engine::Verdict::Refusal { code, .. } => format!("refusal:{}", code.as_str()),
+    }
+}
+
 /// The checks must be able to fail: a wrong backend, code, field, absent pointer or error path
 /// each produce a problem, so a passing corpus run means something.
 #[test]

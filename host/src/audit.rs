@@ -164,23 +164,33 @@ pub enum AuditLine {
 /// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
 /// calls it INVALID) rather than aborting the whole file.
 pub fn read_all(path: &Path) -> Result<Vec<(usize, AuditLine)>, AuditError> {
+    Ok(read_lines(path)?
+        .into_iter()
+        .map(|(number, text)| (number, parse_line(&text)))
+        .collect())
+}
+
+/// Every non-empty line of a JSON Lines file with its 1-based number, as written (the text is
+/// what in-toto export embeds verbatim).
+pub fn read_lines(path: &Path) -> Result<Vec<(usize, String)>, AuditError> {
     let read_error = |reason: String| AuditError::Read {
         path: path.display().to_string(),
         reason,
     };
     let file = std::fs::File::open(path).map_err(|e| read_error(e.to_string()))?;
-    let mut records = Vec::new();
+    let mut lines = Vec::new();
     for (index, line) in BufReader::new(file).lines().enumerate() {
         let line = line.map_err(|e| read_error(e.to_string()))?;
         if line.trim().is_empty() {
             continue;
         }
-        records.push((index + 1, parse_line(&line)));
+        lines.push((index + 1, line));
     }
-    Ok(records)
+    Ok(lines)
 }
 
-fn parse_line(line: &str) -> AuditLine {
+/// Parses one audit file line: a run outcome, or a decision record (or why it is not one).
+pub fn parse_line(line: &str) -> AuditLine {
     let is_outcome = serde_json::from_str::<serde_json::Value>(line)
         .ok()
         .and_then(|v| {
@@ -195,10 +205,13 @@ fn parse_line(line: &str) -> AuditLine {
             Err(e) => AuditLine::Decision(Box::new(Err(format!("malformed run outcome: {e}")))),
         }
     } else {
-        AuditLine::Decision(Box::new(
-            serde_json::from_str::<AuditRecord>(line).map_err(|e| e.to_string()),
-        ))
+        AuditLine::Decision(Box::new(parse_record(line)))
     }
+}
+
+/// Parses one decision record.
+pub fn parse_record(text: &str) -> RecordLine {
+    serde_json::from_str::<AuditRecord>(text).map_err(|e| e.to_string())
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.

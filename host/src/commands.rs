@@ -10,9 +10,10 @@ use palisade::exit::Exit;
 use palisade::facts::{self, FactOptions};
 use palisade::launch;
 use palisade::probe::{self, ProbeOptions};
-use palisade::replay::{self, ReplayStatus};
+use palisade::replay::{self, EngineChoice, Engines, ReplayStatus};
 use palisade::report::{ErrorCode, Failure};
 use palisade::runtime::{self, EngineRuntime, LoadOptions};
+use palisade::store::ComponentStore;
 use palisade_engine::{DecisionInput, Outcome, RecordedFacts, SessionKind, Verdict};
 use serde_json::Value;
 
@@ -637,50 +638,91 @@ fn run_flags(args: &RunArgs) -> Result<launch::FlagBudgets, Failure> {
 // replay
 
 pub fn replay(args: &ReplayArgs) -> CommandResult {
-    let component = match &args.component {
-        Some(path) => Some(read_file_limited(path, "component")?),
-        None => None,
+    let choice = if let Some(path) = &args.component {
+        EngineChoice::Component(read_file_limited(path, "component")?)
+    } else if let Some(dir) = &args.component_store {
+        if !dir.is_dir() {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                format!("component store `{}` is not a directory", dir.display()),
+            )
+            .hint("fill one with `palisade component --archive DIR`"));
+        }
+        EngineChoice::Store(ComponentStore::new(dir))
+    } else {
+        EngineChoice::Embedded
     };
-    let engine = load_runtime(component)?;
-    let records = audit::read_all(&args.file)
+    let mut engines = Engines::new(choice, cache_dir());
+    engines
+        .preload()
+        .map_err(|reason| Failure::new(ErrorCode::Internal, reason))?;
+    let lines = audit::read_lines(&args.file)
         .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
-    if records.is_empty() {
+    if lines.is_empty() {
         return Err(Failure::new(
             ErrorCode::InputInvalid,
-            format!("audit file `{}` holds no records", args.file.display()),
+            format!(
+                "{} `{}` holds no {}",
+                if args.in_toto {
+                    "statement file"
+                } else {
+                    "audit file"
+                },
+                args.file.display(),
+                if args.in_toto {
+                    "statements"
+                } else {
+                    "records"
+                }
+            ),
         ));
     }
-    let mut instance = engine
-        .instantiate()
-        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot start the engine: {e}")))?;
     let mut out = String::new();
     let mut failed = 0usize;
     let mut replayed = 0usize;
     let mut digests_seen = Vec::new();
-    for (line, entry) in &records {
-        let record = match entry {
-            audit::AuditLine::Decision(record) => record.as_ref(),
-            audit::AuditLine::Outcome(outcome) => {
-                // Outcomes are not decisions: nothing to replay, but each must follow the
-                // decision it claims to have been launched under.
-                if !digests_seen.contains(&outcome.decision_digest) {
-                    failed += 1;
-                    out.push_str(&format!(
-                        "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
-                        ReplayStatus::Invalid.as_str(),
-                        outcome.decision_digest
-                    ));
+    let mut statements = String::new();
+    let mut exported = 0usize;
+    for (line, text) in &lines {
+        let result = if args.in_toto {
+            replay::verify_statement(&mut engines, *line, text)
+        } else {
+            let record = match audit::parse_line(text) {
+                audit::AuditLine::Decision(record) => record,
+                audit::AuditLine::Outcome(outcome) => {
+                    // Outcomes are not decisions: nothing to replay, but each must follow the
+                    // decision it claims to have been launched under.
+                    if !digests_seen.contains(&outcome.decision_digest) {
+                        failed += 1;
+                        out.push_str(&format!(
+                            "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
+                            ReplayStatus::Invalid.as_str(),
+                            outcome.decision_digest
+                        ));
+                    }
+                    continue;
                 }
-                continue;
+            };
+            let result = replay::replay_line(&mut engines, *line, &record);
+            if let Ok(record) = record.as_ref() {
+                digests_seen.push(record.output_digest.clone());
+                if args.export_in_toto.is_some() && result.status == ReplayStatus::Reproduced {
+                    let statement = replay::statement_for(text, record).map_err(|reason| {
+                        Failure::new(
+                            ErrorCode::Internal,
+                            format!("cannot export line {line}: {reason}"),
+                        )
+                    })?;
+                    statements.push_str(&statement);
+                    statements.push('\n');
+                    exported += 1;
+                }
             }
+            result
         };
         replayed += 1;
-        let result = replay::replay_line(&mut instance, engine.component_sha256(), *line, record);
         if result.status != ReplayStatus::Reproduced {
             failed += 1;
-        }
-        if let Ok(record) = record {
-            digests_seen.push(record.output_digest.clone());
         }
         if args.json {
             out.push_str(&serde_json::to_string(&result).unwrap_or_default());
@@ -700,17 +742,37 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
             }
         }
     }
+    if let Some(path) = &args.export_in_toto {
+        std::fs::write(path, statements.as_bytes()).map_err(|e| {
+            Failure::new(
+                ErrorCode::Internal,
+                format!("cannot write `{}`: {e}", path.display()),
+            )
+        })?;
+    }
     write_stdout(out.as_bytes())?;
+    let what = if args.in_toto {
+        "statements"
+    } else {
+        "decisions"
+    };
     if failed == 0 {
         Ok(Exit::Success)
     } else {
-        Err(Failure::new(
+        let mut failure = Failure::new(
             ErrorCode::ReplayDiverged,
             format!(
-                "{failed} of {} lines did not reproduce ({replayed} decisions replayed)",
-                records.len()
+                "{failed} of {} lines did not reproduce ({replayed} {what} replayed)",
+                lines.len()
             ),
-        ))
+        );
+        if let Some(path) = &args.export_in_toto {
+            failure = failure.detail(format!(
+                "{exported} statements for the reproduced records were written to `{}`",
+                path.display()
+            ));
+        }
+        Err(failure)
     }
 }
 
@@ -719,6 +781,13 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
 
 pub fn component(args: &ComponentArgs) -> CommandResult {
     let bytes = runtime::embedded_component();
+    if let Some(dir) = &args.archive {
+        let stored = ComponentStore::new(dir)
+            .put(bytes)
+            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+        // The store's entry is what replay will run: say where it is and what it is.
+        write_stdout(format!("sha256:{} {}\n", stored.digest, stored.path.display()).as_bytes())?;
+    }
     match &args.out {
         Some(path) => std::fs::write(path, bytes).map_err(|e| {
             Failure::new(
@@ -726,6 +795,7 @@ pub fn component(args: &ComponentArgs) -> CommandResult {
                 format!("cannot write `{}`: {e}", path.display()),
             )
         })?,
+        None if args.archive.is_some() => {}
         None => write_stdout(bytes)?,
     }
     Ok(Exit::Success)

@@ -14,6 +14,7 @@ pub mod probe;
 pub mod replay;
 pub mod report;
 pub mod runtime;
+pub mod store;
 
 /// The engine's WIT contract, as `palisade wit` prints it.
 pub const WIT_TEXT: &str = include_str!("../../wit/palisade.wit");

@@ -27,6 +27,15 @@ const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed; 2 usage; \
 5 replay diverged. `palisade run` exits with the command's status (128+N for signal N), \
 or 125 when palisade failed or refused and nothing was launched.";
 
+const REPLAY_HELP: &str = "Each record is REPRODUCED (the engine it names, re-run on the \
+recorded input, emitted exactly the recorded output bytes), DIVERGED (other bytes, or an engine \
+other than the one it names) or INVALID (malformed, inconsistent with itself, or its engine \
+cannot be had); exit 5 unless every record is REPRODUCED.\n\n\
+Auditing across versions: run `palisade component --archive DIR` wherever palisade records \
+decisions; later `palisade replay FILE --component-store DIR --export-in-toto OUT` replays each \
+record with its own engine and writes an in-toto statement per reproduced record, and \
+`palisade replay --in-toto OUT --component-store DIR` verifies such statements.";
+
 #[derive(Subcommand)]
 enum Command {
     /// Probe every backend afresh and show what this host can enforce.
@@ -35,9 +44,11 @@ enum Command {
     Decide(DecideArgs),
     /// Decide, then run a command under the chosen backend, supervise it and reap its tree.
     Run(RunArgs),
-    /// Re-run recorded decisions through the engine and compare the exact bytes.
+    /// Re-run recorded decisions through the engine and compare the exact bytes; export or
+    /// verify them as in-toto statements.
+    #[command(after_help = REPLAY_HELP)]
     Replay(ReplayArgs),
-    /// Write the engine component (WebAssembly) for other runtimes.
+    /// Write the engine component (WebAssembly) for other runtimes, or archive it by digest.
     Component(ComponentArgs),
     /// Print the engine's WIT contract.
     Wit,
@@ -162,12 +173,22 @@ pub struct RunArgs {
 
 #[derive(Args)]
 pub struct ReplayArgs {
-    /// The audit file (JSON Lines) to replay.
+    /// The audit file (JSON Lines) to replay, or with `--in-toto` the statements to verify.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// Replay with this engine component instead of the embedded one.
-    #[arg(long, value_name = "FILE")]
+    /// Replay every record with this engine component instead of the embedded one.
+    #[arg(long, value_name = "FILE", conflicts_with = "component_store")]
     component: Option<PathBuf>,
+    /// Replay each record with the engine it names, from this content-addressed store
+    /// (`DIR/sha256/<hex>.wasm`, filled by `palisade component --archive DIR`).
+    #[arg(long, value_name = "DIR")]
+    component_store: Option<PathBuf>,
+    /// FILE holds in-toto statements (as `--export-in-toto` writes them): verify each one.
+    #[arg(long, conflicts_with = "export_in_toto")]
+    in_toto: bool,
+    /// Write an in-toto Statement v1 (JSON Lines) for every record that reproduced to OUT.
+    #[arg(long, value_name = "OUT")]
+    export_in_toto: Option<PathBuf>,
     /// Print one JSON object per record instead of text.
     #[arg(long)]
     json: bool,
@@ -175,9 +196,13 @@ pub struct ReplayArgs {
 
 #[derive(Args)]
 pub struct ComponentArgs {
-    /// Where to write the component (default: stdout).
+    /// Where to write the component (default: stdout, unless `--archive` is given).
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Store the component in this content-addressed store as `DIR/sha256/<hex>.wasm`, for
+    /// `palisade replay --component-store DIR`.
+    #[arg(long, value_name = "DIR")]
+    archive: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {

@@ -1,15 +1,29 @@
-//! Replays audit records through the engine component and compares the exact output bytes.
+//! Replays audit records through the engine component and compares the exact output bytes;
+//! exports and verifies in-toto statements made from them.
 //!
-//! A record is REPRODUCED only when the engine, given the recorded input, emits byte-for-byte
-//! the recorded output and that output hashes to the recorded digest. Anything else is DIVERGED
-//! (the engine now says something else; a diff shows what) or INVALID (the record is malformed or
-//! inconsistent with itself, e.g. its digest does not match its output).
+//! A record is REPRODUCED only when the engine it names (by component digest), given the
+//! recorded input, emits byte-for-byte the recorded output and that output hashes to the
+//! recorded digest. Anything else is DIVERGED (the engine now says something else, a diff shows
+//! what; or the replaying engine is not the one the record names) or INVALID (the record is
+//! malformed or inconsistent with itself, e.g. its digest does not match its output, or the
+//! engine it names cannot be had).
+//!
+//! Key design decision: an in-toto statement's predicate is the audit record line itself, byte
+//! for byte, so verifying a statement is replaying its record plus one check (the subject digest
+//! is the SHA-256 of the recorded output bytes); there is one verification path, not two.
 
-use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
-use crate::audit::{AUDIT_SCHEMA_VERSION, RecordLine};
-use crate::runtime::EngineInstance;
+use crate::audit::{AUDIT_SCHEMA_VERSION, AuditRecord, RecordLine};
+use crate::runtime::{
+    EMBEDDED_COMPONENT_SHA256, EngineInfo, EngineInstance, EngineRuntime, LoadOptions,
+};
+use crate::store::{ComponentStore, is_sha256_hex};
 
 /// The result of replaying one record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -22,6 +36,8 @@ pub struct ReplayReport {
     pub recorded_digest: Option<String>,
     /// The digest the engine produced now, when it ran.
     pub replayed_digest: Option<String>,
+    /// The component digest of the engine that replayed the record, when one ran.
+    pub replayed_with: Option<String>,
     /// Why the status is not REPRODUCED: a diff or the reason the record is invalid.
     pub details: Vec<String>,
     /// Set when the record was made by a different engine component than the one replaying it.
@@ -48,10 +64,135 @@ impl ReplayStatus {
     }
 }
 
-/// Replays one record line with an instance of the component whose digest is `component_sha256`.
+/// An engine ready to replay a record: a fresh-per-call instance, its component digest and what
+/// it reports about itself.
+#[derive(Debug)]
+pub struct ReplayEngine<'a> {
+    pub instance: &'a mut EngineInstance,
+    pub component_sha256: &'a str,
+    pub info: &'a EngineInfo,
+}
+
+/// Chooses the engine each record is replayed with.
+pub trait EngineSource {
+    /// The engine to replay a record made by the component `recorded_sha256`, or why there is
+    /// none (one line).
+    fn engine_for(&mut self, recorded_sha256: &str) -> Result<ReplayEngine<'_>, String>;
+}
+
+/// Which engine replays the records.
+#[derive(Clone, Debug)]
+pub enum EngineChoice {
+    /// The component embedded in this binary, for every record.
+    Embedded,
+    /// This component, for every record (`--component FILE`).
+    Component(Vec<u8>),
+    /// For each record, the component it names, from this store (`--component-store DIR`); the
+    /// embedded component serves records that name it even when the store lacks it.
+    Store(ComponentStore),
+}
+
+/// The engines a replay has loaded, by component digest (each compiled once).
+pub struct Engines {
+    choice: EngineChoice,
+    cache_dir: Option<PathBuf>,
+    loaded: BTreeMap<String, Result<LoadedEngine, String>>,
+}
+
+struct LoadedEngine {
+    runtime: EngineRuntime,
+    instance: EngineInstance,
+    info: EngineInfo,
+}
+
+impl std::fmt::Debug for Engines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engines")
+            .field("choice", &self.choice)
+            .field("loaded", &self.loaded.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The key under which a fixed (embedded or `--component`) engine is kept.
+const FIXED: &str = "";
+
+impl Engines {
+    /// Engines chosen by `choice`, compiled with the compiled-component cache in `cache_dir`.
+    pub fn new(choice: EngineChoice, cache_dir: Option<PathBuf>) -> Self {
+        Engines {
+            choice,
+            cache_dir,
+            loaded: BTreeMap::new(),
+        }
+    }
+
+    /// Loads the fixed engine now, so that an unusable `--component` fails the command once
+    /// rather than every record. A store's engines load as records name them.
+    pub fn preload(&mut self) -> Result<(), String> {
+        if matches!(self.choice, EngineChoice::Store(_)) {
+            return Ok(());
+        }
+        self.engine_for(FIXED).map(|_| ())
+    }
+
+    fn load(&self, key: &str) -> Result<LoadedEngine, String> {
+        let component = match &self.choice {
+            EngineChoice::Embedded => None,
+            EngineChoice::Component(bytes) => Some(bytes.clone()),
+            EngineChoice::Store(_) if key == EMBEDDED_COMPONENT_SHA256 => None,
+            EngineChoice::Store(store) => Some(store.get(key).map_err(|e| e.to_string())?),
+        };
+        let runtime = EngineRuntime::load(&LoadOptions {
+            component,
+            cache_dir: self.cache_dir.clone(),
+            ..LoadOptions::default()
+        })
+        .map_err(|e| format!("cannot load the engine: {e}"))?;
+        let mut instance = runtime
+            .instantiate()
+            .map_err(|e| format!("cannot start the engine: {e}"))?;
+        let info = instance
+            .info()
+            .map_err(|e| format!("the engine failed to report its identity: {e}"))?;
+        Ok(LoadedEngine {
+            runtime,
+            instance,
+            info,
+        })
+    }
+}
+
+impl EngineSource for Engines {
+    fn engine_for(&mut self, recorded_sha256: &str) -> Result<ReplayEngine<'_>, String> {
+        let key = match self.choice {
+            EngineChoice::Store(_) => recorded_sha256,
+            EngineChoice::Embedded | EngineChoice::Component(_) => FIXED,
+        }
+        .to_owned();
+        if !self.loaded.contains_key(&key) {
+            let loaded = self.load(&key);
+            self.loaded.insert(key.clone(), loaded);
+        }
+        match self.loaded.get_mut(&key) {
+            Some(Ok(LoadedEngine {
+                runtime,
+                instance,
+                info,
+            })) => Ok(ReplayEngine {
+                instance,
+                component_sha256: runtime.component_sha256(),
+                info,
+            }),
+            Some(Err(reason)) => Err(reason.clone()),
+            None => Err(String::from("the engine was not loaded")),
+        }
+    }
+}
+
+/// Replays one record line with the engine `engines` picks for it.
 pub fn replay_line(
-    instance: &mut EngineInstance,
-    component_sha256: &str,
+    engines: &mut dyn EngineSource,
     line: usize,
     record: &RecordLine,
 ) -> ReplayReport {
@@ -60,6 +201,7 @@ pub fn replay_line(
         status: ReplayStatus::Invalid,
         recorded_digest: None,
         replayed_digest: None,
+        replayed_with: None,
         details: Vec::new(),
         engine_note: None,
     };
@@ -73,12 +215,6 @@ pub fn replay_line(
         }
     };
     report.recorded_digest = Some(record.output_digest.clone());
-    if record.engine.component_sha256 != component_sha256 {
-        report.engine_note = Some(format!(
-            "recorded with engine component `{}`, replayed with `{}`",
-            record.engine.component_sha256, component_sha256
-        ));
-    }
     if record.schema_version != AUDIT_SCHEMA_VERSION {
         report.details.push(format!(
             "unknown audit schema `{}`; this palisade reads `{AUDIT_SCHEMA_VERSION}`",
@@ -94,7 +230,60 @@ pub fn replay_line(
         ));
         return report;
     }
-    let outcome = match instance.decide(&record.input) {
+    let recorded_engine = &record.engine.component_sha256;
+    if !is_sha256_hex(recorded_engine) {
+        report.details.push(format!(
+            "recorded engine component `{recorded_engine}` is not a sha-256 digest"
+        ));
+        return report;
+    }
+    let engine = match engines.engine_for(recorded_engine) {
+        Ok(engine) => engine,
+        Err(reason) => {
+            report.details.push(format!(
+                "cannot replay with the engine the record names: {reason}"
+            ));
+            return report;
+        }
+    };
+    report.replayed_with = Some(engine.component_sha256.to_owned());
+    let same_engine = engine.component_sha256 == recorded_engine.as_str();
+    if same_engine {
+        // The component's own account of itself must match what the record says about it.
+        let claimed = [
+            (
+                "engineVersion",
+                &record.engine.engine_version,
+                &engine.info.engine_version,
+            ),
+            (
+                "witVersion",
+                &record.engine.wit_version,
+                &engine.info.wit_version,
+            ),
+            (
+                "schemaVersion",
+                &record.engine.schema_version,
+                &engine.info.schema_version,
+            ),
+        ];
+        for (field, recorded, actual) in claimed {
+            if recorded != actual {
+                report.details.push(format!(
+                    "the record says engine {field} `{recorded}`, but component `{recorded_engine}` reports `{actual}`"
+                ));
+            }
+        }
+        if !report.details.is_empty() {
+            return report;
+        }
+    } else {
+        report.engine_note = Some(format!(
+            "recorded with engine component `{recorded_engine}`, replayed with `{}`",
+            engine.component_sha256
+        ));
+    }
+    let outcome = match engine.instance.decide(&record.input) {
         Ok(outcome) => outcome,
         Err(error) => {
             report.status = ReplayStatus::Diverged;
@@ -105,13 +294,174 @@ pub fn replay_line(
         }
     };
     report.replayed_digest = Some(outcome.digest.clone());
-    if outcome.canonical_json == record.output && outcome.digest == record.output_digest {
+    let identical =
+        outcome.canonical_json == record.output && outcome.digest == record.output_digest;
+    if identical && same_engine {
         report.status = ReplayStatus::Reproduced;
+    } else if identical {
+        // Same bytes from another engine prove nothing about the engine the record names.
+        report.status = ReplayStatus::Diverged;
+        report.details.push(format!(
+            "the output is byte-identical, but from engine `{}`, not the engine the record names; \
+             replay with `--component-store DIR` or `--component FILE` holding `{recorded_engine}`",
+            engine.component_sha256
+        ));
     } else {
         report.status = ReplayStatus::Diverged;
         report.details = json_diff_text(&record.output, &outcome.canonical_json);
     }
     report
+}
+
+// ---------------------------------------------------------------------------------------------
+// in-toto statements
+
+/// The in-toto Statement type this palisade writes and reads.
+pub const IN_TOTO_STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+
+/// The predicate type: the predicate is one `palisade.audit/v1` record, verbatim.
+pub const PREDICATE_TYPE: &str = "https://loopwright.dev/palisade/decision-record/v1";
+
+/// The subject's name: the artefact attested is the engine's canonical output.
+pub const SUBJECT_NAME: &str = "palisade-decision.json";
+
+/// An in-toto Statement v1 (serialized in this field order).
+#[derive(Debug, Serialize)]
+struct StatementOut<'a> {
+    #[serde(rename = "_type")]
+    statement_type: &'static str,
+    subject: [SubjectOut<'a>; 1],
+    #[serde(rename = "predicateType")]
+    predicate_type: &'static str,
+    predicate: &'a RawValue,
+}
+
+#[derive(Debug, Serialize)]
+struct SubjectOut<'a> {
+    name: &'static str,
+    digest: DigestSet<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct DigestSet<'a> {
+    sha256: &'a str,
+}
+
+/// The statement for one audit record: subject = the output digest, predicate = `record_text`
+/// (the record's line) verbatim, so the input, the engine identity and the output bytes are
+/// exactly those recorded. One line of JSON, no trailing newline.
+pub fn statement_for(record_text: &str, record: &AuditRecord) -> Result<String, String> {
+    let predicate = RawValue::from_string(record_text.trim().to_owned())
+        .map_err(|e| format!("the record is not json: {e}"))?;
+    serde_json::to_string(&StatementOut {
+        statement_type: IN_TOTO_STATEMENT_TYPE,
+        subject: [SubjectOut {
+            name: SUBJECT_NAME,
+            digest: DigestSet {
+                sha256: &record.output_digest,
+            },
+        }],
+        predicate_type: PREDICATE_TYPE,
+        predicate: &predicate,
+    })
+    .map_err(|e| format!("cannot serialize the statement: {e}"))
+}
+
+/// An in-toto statement as read back.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatementIn {
+    #[serde(rename = "_type")]
+    statement_type: String,
+    subject: Vec<SubjectIn>,
+    #[serde(rename = "predicateType")]
+    predicate_type: String,
+    predicate: Box<RawValue>,
+}
+
+/// A subject (an in-toto ResourceDescriptor; fields other than these are allowed and ignored).
+#[derive(Debug, Deserialize)]
+struct SubjectIn {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    digest: BTreeMap<String, String>,
+}
+
+/// Verifies one statement line: it is a statement of [`PREDICATE_TYPE`] with exactly one
+/// subject whose only digest is the SHA-256 of the recorded output bytes, and its predicate (an
+/// audit record) replays as [`replay_line`] requires. Never re-serializes anything: the subject
+/// digest is compared with the hash of the output string's bytes as recorded.
+pub fn verify_statement(engines: &mut dyn EngineSource, line: usize, text: &str) -> ReplayReport {
+    let invalid = |detail: String, recorded_digest: Option<String>| ReplayReport {
+        line,
+        status: ReplayStatus::Invalid,
+        recorded_digest,
+        replayed_digest: None,
+        replayed_with: None,
+        details: vec![detail],
+        engine_note: None,
+    };
+    let statement: StatementIn = match serde_json::from_str(text) {
+        Ok(statement) => statement,
+        Err(e) => return invalid(format!("not an in-toto statement: {e}"), None),
+    };
+    if statement.statement_type != IN_TOTO_STATEMENT_TYPE {
+        return invalid(
+            format!(
+                "statement `_type` is `{}`, expected `{IN_TOTO_STATEMENT_TYPE}`",
+                statement.statement_type
+            ),
+            None,
+        );
+    }
+    if statement.predicate_type != PREDICATE_TYPE {
+        return invalid(
+            format!(
+                "`predicateType` is `{}`, expected `{PREDICATE_TYPE}`",
+                statement.predicate_type
+            ),
+            None,
+        );
+    }
+    let subject_digest = match statement.subject.as_slice() {
+        [only] if only.name.as_deref() == Some(SUBJECT_NAME) => {
+            match (only.digest.len(), only.digest.get("sha256")) {
+                (1, Some(digest)) => digest.clone(),
+                _ => {
+                    return invalid(
+                        String::from("the subject must carry exactly one digest, `sha256`"),
+                        None,
+                    );
+                }
+            }
+        }
+        [_] => {
+            return invalid(format!("the subject must be named `{SUBJECT_NAME}`"), None);
+        }
+        subjects => {
+            return invalid(
+                format!(
+                    "a palisade statement has exactly one subject, this one has {}",
+                    subjects.len()
+                ),
+                None,
+            );
+        }
+    };
+    let record = crate::audit::parse_record(statement.predicate.get());
+    if let Ok(record) = &record {
+        let output_sha256 = palisade_engine::output::sha256_hex(record.output.as_bytes());
+        if subject_digest != output_sha256 {
+            return invalid(
+                format!(
+                    "subject digest `{subject_digest}` is not the sha-256 of the recorded output (`{output_sha256}`)"
+                ),
+                Some(subject_digest),
+            );
+        }
+    }
+    replay_line(engines, line, &record)
 }
 
 /// A readable diff between two JSON texts: one line per differing JSON pointer.

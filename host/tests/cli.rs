@@ -421,6 +421,28 @@ fn record_then_replay_reproduces_and_tampering_is_caught() {
             }),
             "INVALID",
         ),
+        (
+            // The embedded engine replays it, but it is not the engine the record names.
+            "engine digest",
+            Box::new(|r: &mut Value| {
+                r["engine"]["componentSha256"] = json!("ab".repeat(32));
+            }),
+            "DIVERGED",
+        ),
+        (
+            "engine digest (not a digest)",
+            Box::new(|r: &mut Value| {
+                r["engine"]["componentSha256"] = json!("../../engine");
+            }),
+            "INVALID",
+        ),
+        (
+            "engine version",
+            Box::new(|r: &mut Value| {
+                r["engine"]["engineVersion"] = json!("9.9.9");
+            }),
+            "INVALID",
+        ),
     ];
     for (what, tamper, expected) in cases {
         let mut record = first.clone();
@@ -602,4 +624,466 @@ fn real_probing_then_cache_gives_the_same_decision() {
     );
     let out = env.run(&["replay", audit.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replay as an audit tool: the component store and in-toto statements.
+
+/// Records three decisions (two decisions, one refusal) and returns the audit file.
+fn record_three(env: &Env) -> PathBuf {
+    let facts = env.facts(linux_probes());
+    let taskpack = env.write("taskpack.yaml", TASKPACK);
+    let bad = env.write("bad.yaml", "kind: Taskpack\n");
+    let audit = env.path("decisions.jsonl");
+    let facts_arg = facts.to_str().unwrap();
+    let audit_arg = audit.to_str().unwrap();
+    for (extra, status) in [
+        (vec!["--taskpack", taskpack.to_str().unwrap()], 0),
+        (vec![], 0),
+        (vec!["--taskpack", bad.to_str().unwrap()], 3),
+    ] {
+        let mut args = vec!["decide", "--facts", facts_arg, "--record", audit_arg];
+        args.extend(extra);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(status), "{}", stderr(&out));
+    }
+    audit
+}
+
+/// Another engine component that decides exactly as the embedded one: the embedded bytes plus a
+/// custom section, so its digest differs. Stands in for "the engine an older palisade shipped".
+fn other_engine(embedded: &[u8]) -> Vec<u8> {
+    let name = b"palisade-test-version";
+    let payload = b"an older release";
+    let mut section = vec![u8::try_from(name.len()).unwrap()];
+    section.extend_from_slice(name);
+    section.extend_from_slice(payload);
+    let mut bytes = embedded.to_vec();
+    bytes.push(0); // custom section id
+    bytes.push(u8::try_from(section.len()).unwrap()); // < 128: one LEB128 byte
+    bytes.extend_from_slice(&section);
+    bytes
+}
+
+fn replay_json(env: &Env, args: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let mut all = vec!["replay", "--json"];
+    all.extend_from_slice(args);
+    let out = env.run(&all);
+    let results = stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (out.status.code(), results)
+}
+
+#[test]
+fn component_archive_is_content_addressed_and_idempotent() {
+    let env = Env::new();
+    let embedded = env.run(&["component"]).stdout;
+    let store = env.path("store");
+    let store_arg = store.to_str().unwrap();
+    let out = env.run(&["component", "--archive", store_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let digest = sha256_bytes(&embedded);
+    let path = store.join("sha256").join(format!("{digest}.wasm"));
+    assert_eq!(
+        stdout(&out),
+        format!("sha256:{digest} {}\n", path.display())
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), embedded);
+    // Again: the same entry, nothing else in the store.
+    let again = env.run(&["component", "--archive", store_arg]);
+    assert_eq!(stdout(&again), stdout(&out));
+    assert_eq!(std::fs::read_dir(store.join("sha256")).unwrap().count(), 1);
+    // --archive and --out together write both.
+    let wasm = env.path("engine.wasm");
+    let out = env.run(&[
+        "component",
+        "--archive",
+        store_arg,
+        "--out",
+        wasm.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read(&wasm).unwrap(), embedded);
+}
+
+fn sha256_bytes(bytes: &[u8]) -> String {
+    palisade_engine::output::sha256_hex(bytes)
+}
+
+#[test]
+fn component_store_replays_each_record_with_the_engine_it_names() {
+    let env = Env::new();
+    let audit = record_three(&env);
+    let embedded = env.run(&["component"]).stdout;
+    let a = sha256_bytes(&embedded);
+    let store = env.path("store");
+    let store_arg = store.to_str().unwrap();
+    assert!(
+        env.run(&["component", "--archive", store_arg])
+            .status
+            .success()
+    );
+    let other = other_engine(&embedded);
+    let b = sha256_bytes(&other);
+    let b_path = store.join("sha256").join(format!("{b}.wasm"));
+    std::fs::write(&b_path, &other).unwrap();
+    let b_file = env.write("other.wasm", &other);
+
+    // Line 1 as recorded (engine A); line 2 the same decision as engine B recorded it.
+    let first = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut by_b: Value = serde_json::from_str(&first).unwrap();
+    by_b["engine"]["componentSha256"] = json!(b);
+    let mixed = env.write("mixed.jsonl", format!("{first}\n{by_b}\n"));
+    let mixed_arg = mixed.to_str().unwrap();
+
+    // With the store, each record runs on its own engine and reproduces.
+    let (code, results) = replay_json(&env, &[mixed_arg, "--component-store", store_arg]);
+    assert_eq!(code, Some(0), "{results:?}");
+    assert_eq!(results.len(), 2);
+    for (result, engine) in results.iter().zip([&a, &b]) {
+        assert_eq!(result["status"], "REPRODUCED", "{result}");
+        assert_eq!(result["replayedWith"], engine.as_str());
+        assert_eq!(result["engineNote"], Value::Null);
+    }
+
+    // With one fixed engine, the record naming the other is DIVERGED and the note says so.
+    for (fixed, reproduced, diverged, used) in [
+        (vec![], 0, 1, &a),
+        (vec!["--component", b_file.to_str().unwrap()], 1, 0, &b),
+    ] {
+        let mut args = vec![mixed_arg];
+        args.extend(fixed);
+        let (code, results) = replay_json(&env, &args);
+        assert_eq!(code, Some(5));
+        assert_eq!(results[reproduced]["status"], "REPRODUCED");
+        assert_eq!(results[reproduced]["engineNote"], Value::Null);
+        let result = &results[diverged];
+        assert_eq!(result["status"], "DIVERGED", "{result}");
+        assert_eq!(result["replayedWith"], used.as_str());
+        let note = result["engineNote"].as_str().unwrap();
+        assert!(
+            note.contains(&a) && note.contains(&b),
+            "the note names both engines: {note}"
+        );
+        assert!(
+            result["details"][0]
+                .as_str()
+                .unwrap()
+                .contains("byte-identical"),
+            "{result}"
+        );
+    }
+    // The text output carries the note too.
+    let out = env.run(&["replay", mixed_arg]);
+    assert!(
+        stdout(&out).contains(&format!(
+            "note: recorded with engine component `{b}`, replayed with `{a}`"
+        )),
+        "{}",
+        stdout(&out)
+    );
+
+    // A corrupt store entry is never run; a missing one cannot be replayed.
+    std::fs::write(&b_path, &embedded).unwrap();
+    let (code, results) = replay_json(&env, &[mixed_arg, "--component-store", store_arg]);
+    assert_eq!(code, Some(5));
+    assert_eq!(results[0]["status"], "REPRODUCED");
+    assert_eq!(results[1]["status"], "INVALID");
+    assert!(
+        results[1]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("is corrupt"),
+        "{}",
+        results[1]
+    );
+    std::fs::remove_file(&b_path).unwrap();
+    let (code, results) = replay_json(&env, &[mixed_arg, "--component-store", store_arg]);
+    assert_eq!(code, Some(5));
+    assert_eq!(results[1]["status"], "INVALID");
+    assert!(
+        results[1]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("is not in the component store"),
+        "{}",
+        results[1]
+    );
+
+    // The embedded engine serves records that name it even from an empty store.
+    let empty = env.path("empty-store");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (code, results) = replay_json(
+        &env,
+        &[
+            audit.to_str().unwrap(),
+            "--component-store",
+            empty.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{results:?}");
+    assert_eq!(results.len(), 3);
+
+    let out = env.run(&[
+        "replay",
+        mixed_arg,
+        "--component-store",
+        env.path("no-such-store").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("error[PALISADE_INPUT_INVALID]"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn in_toto_statements_are_exported_and_verified_byte_for_byte() {
+    let env = Env::new();
+    let audit = record_three(&env);
+    let statements = env.path("statements.jsonl");
+    let out = env.run(&[
+        "replay",
+        audit.to_str().unwrap(),
+        "--export-in-toto",
+        statements.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let records = std::fs::read_to_string(&audit).unwrap();
+    let exported = std::fs::read_to_string(&statements).unwrap();
+    assert_eq!(exported.lines().count(), 3);
+    for (record_line, statement_line) in records.lines().zip(exported.lines()) {
+        let record: Value = serde_json::from_str(record_line).unwrap();
+        let statement: Value = serde_json::from_str(statement_line).unwrap();
+        assert_eq!(statement["_type"], "https://in-toto.io/Statement/v1");
+        assert_eq!(
+            statement["predicateType"],
+            "https://loopwright.dev/palisade/decision-record/v1"
+        );
+        let subjects = statement["subject"].as_array().unwrap();
+        assert_eq!(subjects.len(), 1);
+        assert_eq!(subjects[0]["name"], "palisade-decision.json");
+        assert_eq!(
+            subjects[0]["digest"],
+            json!({"sha256": record["outputDigest"]})
+        );
+        assert_eq!(
+            subjects[0]["digest"]["sha256"].as_str().unwrap(),
+            sha256(record["output"].as_str().unwrap())
+        );
+        // The predicate is the record line itself, byte for byte.
+        assert!(
+            statement_line.ends_with(&format!(",\"predicate\":{record_line}}}")),
+            "{statement_line}"
+        );
+    }
+
+    // Verification, with the embedded engine and with a store.
+    let store = env.path("store");
+    assert!(
+        env.run(&["component", "--archive", store.to_str().unwrap()])
+            .status
+            .success()
+    );
+    for extra in [vec![], vec!["--component-store", store.to_str().unwrap()]] {
+        let mut args = vec!["--in-toto", statements.to_str().unwrap()];
+        args.extend(extra);
+        let (code, results) = replay_json(&env, &args);
+        assert_eq!(code, Some(0), "{results:?}");
+        assert_eq!(results.len(), 3);
+        assert!(results.iter().all(|r| r["status"] == "REPRODUCED"));
+    }
+
+    // A record is not a statement, and a statement is not a record.
+    let (code, results) = replay_json(&env, &["--in-toto", audit.to_str().unwrap()]);
+    assert_eq!(code, Some(5));
+    assert!(results.iter().all(|r| r["status"] == "INVALID"));
+    let (code, results) = replay_json(&env, &[statements.to_str().unwrap()]);
+    assert_eq!(code, Some(5));
+    assert!(results.iter().all(|r| r["status"] == "INVALID"));
+
+    // Only reproduced records are exported; the rest are reported as usual.
+    let mut tampered: Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    tampered["input"]["host"]["homeDir"] = json!("/elsewhere");
+    let partly = env.write(
+        "partly.jsonl",
+        format!("{tampered}\n{}\n", records.lines().nth(1).unwrap()),
+    );
+    let out = env.run(&[
+        "replay",
+        partly.to_str().unwrap(),
+        "--export-in-toto",
+        statements.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(5));
+    let exported_now = std::fs::read_to_string(&statements).unwrap();
+    assert_eq!(exported_now.lines().count(), 1);
+    assert_eq!(
+        exported_now.lines().next(),
+        exported.lines().nth(1),
+        "the reproduced record's statement is the same bytes as before"
+    );
+}
+
+/// Every field of a statement that matters, altered alone (and one consistent forgery), is
+/// DIVERGED or INVALID, never REPRODUCED.
+#[test]
+fn tampered_statements_are_never_reproduced() {
+    let env = Env::new();
+    let audit = record_three(&env);
+    let statements = env.path("statements.jsonl");
+    let out = env.run(&[
+        "replay",
+        audit.to_str().unwrap(),
+        "--export-in-toto",
+        statements.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(&statements)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let store = env.path("store");
+    assert!(
+        env.run(&["component", "--archive", store.to_str().unwrap()])
+            .status
+            .success()
+    );
+
+    type Tamper = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Tamper, &str, &str)> = vec![
+        (
+            "output",
+            Box::new(|s: &mut Value| {
+                let text = s["predicate"]["output"]
+                    .as_str()
+                    .unwrap()
+                    .replace("linux-bwrap", "linux-landlock");
+                s["predicate"]["output"] = json!(text);
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "output with both digests recomputed",
+            Box::new(|s: &mut Value| {
+                let text = s["predicate"]["output"]
+                    .as_str()
+                    .unwrap()
+                    .replace("\"selected\"", "\"blocked\"");
+                let digest = sha256(&text);
+                s["predicate"]["output"] = json!(text);
+                s["predicate"]["outputDigest"] = json!(digest);
+                s["subject"][0]["digest"]["sha256"] = json!(digest);
+            }),
+            "DIVERGED",
+            "DIVERGED",
+        ),
+        (
+            "input",
+            Box::new(|s: &mut Value| {
+                s["predicate"]["input"]["probes"][1]["available"] = json!(false);
+            }),
+            "DIVERGED",
+            "DIVERGED",
+        ),
+        (
+            "output digest",
+            Box::new(|s: &mut Value| {
+                s["predicate"]["outputDigest"] = json!("0".repeat(64));
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "engine digest",
+            Box::new(|s: &mut Value| {
+                s["predicate"]["engine"]["componentSha256"] = json!("ab".repeat(32));
+            }),
+            // The embedded engine is not the one named; the store does not have the one named.
+            "DIVERGED",
+            "INVALID",
+        ),
+        (
+            "subject digest",
+            Box::new(|s: &mut Value| {
+                s["subject"][0]["digest"]["sha256"] = json!("0".repeat(64));
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "subject digest algorithm",
+            Box::new(|s: &mut Value| {
+                let digest = s["subject"][0]["digest"]["sha256"].clone();
+                s["subject"][0]["digest"] = json!({"sha512": digest});
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "a second subject",
+            Box::new(|s: &mut Value| {
+                let subject = s["subject"][0].clone();
+                s["subject"].as_array_mut().unwrap().push(subject);
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "statement type",
+            Box::new(|s: &mut Value| {
+                s["_type"] = json!("https://in-toto.io/Statement/v0.1");
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+        (
+            "predicate type",
+            Box::new(|s: &mut Value| {
+                s["predicateType"] = json!("https://slsa.dev/provenance/v1");
+            }),
+            "INVALID",
+            "INVALID",
+        ),
+    ];
+    for (what, tamper, embedded_status, store_status) in cases {
+        let mut statement = first.clone();
+        tamper(&mut statement);
+        let path = env.write("tampered.jsonl", format!("{statement}\n"));
+        for (extra, expected) in [
+            (vec![], embedded_status),
+            (
+                vec!["--component-store", store.to_str().unwrap()],
+                store_status,
+            ),
+        ] {
+            let mut args = vec!["replay", "--in-toto", path.to_str().unwrap()];
+            args.extend(extra.iter().copied());
+            let out = env.run(&args);
+            assert_eq!(
+                out.status.code(),
+                Some(5),
+                "tampered {what} {extra:?}: {}",
+                stdout(&out)
+            );
+            assert!(
+                stdout(&out).starts_with(expected),
+                "tampered {what} {extra:?}: expected {expected}, got {}",
+                stdout(&out)
+            );
+        }
+    }
 }
