@@ -391,7 +391,9 @@ fn network(out: &mut Sbpl, mode: Network, roots: &BTreeSet<PathBuf>) -> Result<(
     // language servers, ssh-agent style helpers it starts itself) work. Sockets elsewhere — the
     // host's daemons — stay unreachable unless the mode allows all network traffic.
     out.comment("Every mode: named Unix sockets inside the writable roots (servers the command");
-    out.comment("starts itself); host daemons' sockets elsewhere stay unreachable.");
+    out.comment(
+        "starts itself). Host daemons' sockets elsewhere are reachable in allow-outbound only.",
+    );
     for root in roots {
         let q = quote(root)?;
         out.line(&format!(
