@@ -122,6 +122,10 @@ pub fn run(
 
     let start = Instant::now();
     let child = command.spawn().map_err(|source| {
+        // The child may have taken the terminal before its exec failed.
+        if let Some(fd) = tty {
+            sys::give_tty(fd, sys::getpgrp());
+        }
         if source.kind() == io::ErrorKind::NotFound {
             SuperviseError::ProgramNotFound(launch.program.clone())
         } else {

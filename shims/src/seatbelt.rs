@@ -11,8 +11,8 @@
 //! operation the **last matching rule wins** (a later rule overrides an earlier one), and
 //! `(deny default)` makes every operation that no rule matches a refusal. Seatbelt matches file
 //! rules against the path the kernel resolved (symlinks followed: `/tmp/x` is seen as
-//! `/private/tmp/x`), so every path rule is emitted for the path as the plan spells it *and* as
-//! it really is. The profile is therefore laid out as:
+//! `/private/tmp/x`), so allowances name the resolved path only, and denials name the path as
+//! the plan spells it *and* as it really is. The profile is laid out as:
 //!
 //! 1. `(version 1)` then `(deny default)`: closed unless allowed below.
 //! 2. Allowances, each preceded by a `;` comment saying why: process execution and forking,
@@ -195,15 +195,21 @@ pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, Seatb
         }
     }
 
-    // Writable roots: the workspace, further roots and the run's temp dir, each as spelled and
-    // as resolved (deduplicated, in a stable order).
+    // Writable roots: the workspace, further roots and the run's temp dir. Writes are allowed
+    // at their resolved paths only — the ones Seatbelt matches. An allowance at a spelling that
+    // goes through a symlink would at best never match, and at worst (were some operation
+    // matched unresolved) follow a link the command can re-point. Masks and pins are decided
+    // against both spellings: there, more is safer.
+    let mut writable: BTreeSet<PathBuf> = BTreeSet::new();
     let mut roots: BTreeSet<PathBuf> = BTreeSet::new();
     for root in [&plan.workspace, &plan.run_temp_dir]
         .into_iter()
         .chain(&plan.writable_roots)
     {
+        let real = normal(&fact(root)?.real);
         roots.insert(normal(root));
-        roots.insert(normal(&fact(root)?.real));
+        roots.insert(real.clone());
+        writable.insert(real);
     }
 
     let (protected, protected_links) = masks(facts, &plan.protected_paths, "protected", &roots)?;
@@ -304,14 +310,14 @@ pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, Seatb
 
     out.section("Writable roots");
     out.comment("The workspace, the run's private temp dir and the further writable roots: the");
-    out.comment("only places the command may create, change or remove files (as spelled and as");
-    out.comment("resolved; Seatbelt matches the resolved path).");
-    for root in &roots {
+    out.comment("only places the command may create, change or remove files (at their resolved");
+    out.comment("paths, which are what Seatbelt matches).");
+    for root in &writable {
         out.line(&format!("(allow file-write* (subpath {}))", quote(root)?));
     }
 
     out.section("Network");
-    network(&mut out, plan.network, &roots)?;
+    network(&mut out, plan.network, &writable)?;
 
     out.section("Denials (after every allowance, so they win)");
     out.comment("No setuid or setgid bits, even in writable roots: a run as root must not leave a");
@@ -393,7 +399,9 @@ fn network(out: &mut Sbpl, mode: Network, roots: &BTreeSet<PathBuf>) -> Result<(
     // language servers, ssh-agent style helpers it starts itself) work. Sockets elsewhere — the
     // host's daemons — stay unreachable unless the mode allows all network traffic.
     out.comment("Every mode: named Unix sockets inside the writable roots (servers the command");
-    out.comment("starts itself); host daemons' sockets elsewhere stay unreachable.");
+    out.comment(
+        "starts itself). Host daemons' sockets elsewhere are reachable in allow-outbound only.",
+    );
     for root in roots {
         let q = quote(root)?;
         out.line(&format!(
@@ -982,16 +990,15 @@ mod tests {
                 deny_after("file-write*", "subpath", spelling, last_write_allow);
             }
         }
-        // Every writable root is writable, as spelled and as resolved.
+        // Every writable root is writable at its resolved path.
         for root in [&plan.workspace, &plan.run_temp_dir]
             .into_iter()
             .chain(&plan.writable_roots)
         {
-            for spelling in [root, &facts.paths[root].real] {
-                assert!(forms.iter().any(|f| f.head() == Some("allow")
-                    && f.has_atom("file-write*")
-                    && f.has_filter("subpath", spelling.to_str().unwrap())));
-            }
+            let real = normal(&facts.paths[root].real);
+            assert!(forms.iter().any(|f| f.head() == Some("allow")
+                && f.has_atom("file-write*")
+                && f.has_filter("subpath", real.to_str().unwrap())));
         }
         // The only file-write* allowances are the writable roots' subpaths.
         for form in &forms {
@@ -1116,11 +1123,11 @@ mod tests {
     }
 
     #[test]
-    fn temp_dir_is_writable_at_its_real_path() {
+    fn temp_dir_is_writable_at_its_real_path_only() {
         let (plan, facts) = realistic(Network::None);
         let text = profile(&plan, &facts).unwrap();
         assert!(text.contains("(allow file-write* (subpath \"/private/tmp/palisade-501/run-1\"))"));
-        assert!(text.contains("(allow file-write* (subpath \"/tmp/palisade-501/run-1\"))"));
+        assert!(!text.contains("(subpath \"/tmp/palisade-501/run-1\")"));
     }
 
     #[test]
