@@ -306,7 +306,7 @@ impl World {
         let env = Env::new(
             user,
             PathBuf::from(env!("CARGO_BIN_EXE_palisade-attack")),
-            palisade_binary(),
+            escape_kit::palisade_binary(),
         );
         let ws = env.base.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
@@ -429,23 +429,6 @@ impl World {
 
     fn check(&mut self, name: &str, ok: bool, ran: &Ran) {
         self.record(name, ok, ran.summary());
-    }
-}
-
-fn palisade_binary() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe().unwrap();
-    let binary = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("palisade");
-    if binary.exists() {
-        Ok(binary)
-    } else {
-        Err(format!(
-            "`{}` is missing: run `cargo test --workspace` or `cargo build -p palisade` first",
-            binary.display()
-        ))
     }
 }
 

@@ -794,28 +794,6 @@ fn cleanup_cases() -> Vec<Case> {
 // Running a case
 // ---------------------------------------------------------------------------------------------
 
-/// The `palisade` binary next to this test's deps directory (built by `cargo test
-/// --workspace` or `cargo build -p palisade`); `PALISADE_ESCAPE_PALISADE` overrides.
-fn palisade_binary() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("PALISADE_ESCAPE_PALISADE") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().unwrap();
-    let binary = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("palisade");
-    if binary.exists() {
-        Ok(binary)
-    } else {
-        Err(format!(
-            "`{}` is missing: run `cargo test --workspace` or `cargo build -p palisade` first",
-            binary.display()
-        ))
-    }
-}
-
 fn outside_only() -> bool {
     std::env::var_os("PALISADE_ESCAPE_OUTSIDE_ONLY").is_some_and(|v| v == "1")
 }
@@ -1079,7 +1057,7 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
     let env = Env::new(
         user,
         PathBuf::from(env!("CARGO_BIN_EXE_palisade-attack")),
-        palisade_binary(),
+        escape_kit::palisade_binary(),
     );
     let places = [
         Place::Outside,

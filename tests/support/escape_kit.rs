@@ -1397,3 +1397,25 @@ fn cell_text(cell: &Cell) -> String {
         cell.verdict.word().to_string()
     }
 }
+
+/// The `palisade` binary next to this test's deps directory (built by `cargo test
+/// --workspace` or `cargo build -p palisade`); `PALISADE_ESCAPE_PALISADE` overrides.
+pub fn palisade_binary() -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("PALISADE_ESCAPE_PALISADE") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("palisade");
+    if binary.exists() {
+        Ok(binary)
+    } else {
+        Err(format!(
+            "`{}` is missing: run `cargo test --workspace` or `cargo build -p palisade` first",
+            binary.display()
+        ))
+    }
+}
