@@ -239,6 +239,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
                 host: recorded.host,
                 probes: recorded.probes,
                 narrow_allowed_domains: narrowing(&args.allow_domains),
+                execution_mode: None,
             },
             probe_source: "facts-file",
         });
@@ -256,6 +257,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
             host,
             probes: probes.probes,
             narrow_allowed_domains: narrowing(&args.allow_domains),
+            execution_mode: None,
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
     })
@@ -507,6 +509,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         host,
         probes: probes.probes,
         narrow_allowed_domains: narrowing(&args.allow_domains),
+        execution_mode: None,
     };
     let probe_source = if probes.from_cache { "cache" } else { "fresh" };
 

@@ -72,6 +72,8 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         workspace_dir,
         writable_roots,
         default_backend_order: default_backend_order(),
+        environment_allowlist: None,
+        allow_workspace_mode: None,
     })
 }
 
