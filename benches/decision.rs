@@ -28,6 +28,7 @@ fn input() -> DecisionInput {
         host: facts.host,
         probes: facts.probes,
         narrow_allowed_domains: None,
+        execution_mode: None,
     }
 }
 

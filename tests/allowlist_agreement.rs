@@ -35,6 +35,8 @@ fn input(entries: &[String]) -> DecisionInput {
             workspace_dir: "/home/u/w".into(),
             writable_roots: vec![],
             default_backend_order: vec![Backend::LinuxBwrap],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -47,6 +49,7 @@ fn input(entries: &[String]) -> DecisionInput {
             limitations: vec![],
         }],
         narrow_allowed_domains: None,
+        execution_mode: None,
     }
 }
 

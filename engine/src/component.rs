@@ -68,6 +68,10 @@ fn from_wit_input(input: wit::DecisionInput) -> model::DecisionInput {
         host: from_wit_host(input.host),
         probes: input.probes.into_iter().map(from_wit_probe).collect(),
         narrow_allowed_domains: input.narrow_allowed_domains,
+        execution_mode: input.execution_mode.map(|mode| match mode {
+            wit::ExecutionMode::Sandbox => model::ExecutionMode::Sandbox,
+            wit::ExecutionMode::Workspace => model::ExecutionMode::Workspace,
+        }),
     }
 }
 
@@ -90,6 +94,8 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
             .into_iter()
             .map(from_wit_backend)
             .collect(),
+        environment_allowlist: host.environment_allowlist,
+        allow_workspace_mode: host.allow_workspace_mode,
     }
 }
 
@@ -171,6 +177,7 @@ fn to_wit_refusal_code(code: RefusalCode) -> wit::RefusalCode {
             wit::RefusalCode::SandboxCapabilityInsufficient
         }
         RefusalCode::HostFactsInvalid => wit::RefusalCode::HostFactsInvalid,
+        RefusalCode::ExecutionModeForbidden => wit::RefusalCode::ExecutionModeForbidden,
     }
 }
 

@@ -9,9 +9,14 @@
 //! hold a `SandboxPolicyInput` document; routing it through the typed path guarantees the same
 //! input gives the same bytes either way.
 
-use crate::model::DecisionInput;
+use std::collections::BTreeSet;
+
+use crate::environment::{self, Entry};
+use crate::model::{Backend, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode};
 use crate::output::{
-    FieldError, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json, sha256_hex,
+    CandidateTrace, CandidateVerdict, ConfinementPlan, EffectivePolicy, EnvironmentPolicy,
+    ExecutionModeReport, FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict,
+    canonical_json, sha256_hex,
 };
 use crate::{host, negotiate, plan, policy, resolve};
 
@@ -56,6 +61,24 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         return report;
     }
 
+    // (1b) The execution mode. A mode the host forbids is refused before the document is read:
+    // whatever the policy says, the host said no.
+    let workspace = input.execution_mode == Some(ExecutionMode::Workspace);
+    if workspace && input.host.allow_workspace_mode == Some(false) {
+        let mut report = refusal(
+            input_digest,
+            RefusalCode::ExecutionModeForbidden,
+            String::from(
+                "execution mode `workspace` (no sandbox) is forbidden by the host configuration",
+            ),
+        );
+        report.errors = vec![FieldError {
+            path: String::from("executionMode"),
+            message: String::from("`workspace` is forbidden: host.allowWorkspaceMode is false"),
+        }];
+        return report;
+    }
+
     // (2) The document.
     let taskpack = match &input.document {
         None => None,
@@ -72,6 +95,18 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
 
     // (3) Resolution, with the launcher's narrowing of the allowlist.
     let mut effective = resolve::resolve(input, taskpack.as_ref());
+    if workspace && input.narrow_allowed_domains.is_some() {
+        // `--allow-domain` asks for filtered egress, which only a sandbox can enforce.
+        let mut errors = crate::text::Errors::default();
+        errors.push(
+            "narrowAllowedDomains",
+            "filtered egress cannot be enforced in execution mode `workspace` (no sandbox)",
+        );
+        let message = format!("policy is invalid: {}", errors.summary());
+        let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+        report.errors = errors.into_listed();
+        return report;
+    }
     if let Err(errors) =
         resolve::narrow_and_imply(&mut effective, input.narrow_allowed_domains.as_deref())
     {
@@ -79,6 +114,9 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
         report.errors = errors.into_listed();
         return report;
+    }
+    if workspace {
+        return workspace_decision(input, effective, input_digest);
     }
 
     // (4) Negotiation.
@@ -119,7 +157,101 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         plan: Some(confinement),
         trace: negotiation.trace,
         policy: Some(effective),
+        environment: environment_policy(&input.host),
+        execution_mode: None,
     }
+}
+
+/// The decision for an explicit `workspace` request the host permits: no backend is negotiated
+/// and nothing is confined. The launcher runs it the way it runs `direct-dedicated` (no masks;
+/// supervision, budgets, tree cleanup and the environment allowlist), so the plan names that
+/// backend; `executionMode` says why, and the policy is still resolved and shown (its budgets
+/// apply; its isolation settings do not).
+fn workspace_decision(
+    input: &DecisionInput,
+    effective: EffectivePolicy,
+    input_digest: String,
+) -> Report {
+    let host = &input.host;
+    let mut seen = BTreeSet::new();
+    let writable_roots = std::iter::once(&host.workspace_dir)
+        .chain(&host.writable_roots)
+        .filter(|root| seen.insert(root.as_str()))
+        .cloned()
+        .collect();
+    let confinement = ConfinementPlan {
+        backend: Backend::DirectDedicated,
+        network_mode: NetworkMode::AllowOutbound,
+        workspace_dir: host.workspace_dir.clone(),
+        writable_roots,
+        read_only_root: false,
+        denied_read_paths: Vec::new(),
+        protected_paths: Vec::new(),
+        syscall_filter: false,
+        process_tree_cleanup: true,
+        budgets: effective.budgets.clone(),
+        domain_allowlist: None,
+    };
+    let trace = effective
+        .preferred_backends
+        .iter()
+        .map(|&backend| CandidateTrace {
+            backend,
+            verdict: CandidateVerdict::NotConsidered,
+            reason: String::from("execution mode `workspace`: no sandbox backend is used"),
+            missing_capabilities: Vec::new(),
+        })
+        .collect();
+    Report {
+        schema_version: SCHEMA_VERSION,
+        engine_version: crate::ENGINE_VERSION,
+        input_digest,
+        outcome: "decision",
+        code: None,
+        message: String::from(
+            "unsandboxed by request: execution mode `workspace` runs the command without isolation (supervised: budgets, tree cleanup, environment allowlist)",
+        ),
+        errors: Vec::new(),
+        backend: Some(Backend::DirectDedicated),
+        provided_capabilities: Some(vec![Capability::ProcessTreeCleanup]),
+        limitations: Some(vec![String::from(
+            "unsandboxed by request: no filesystem, network or syscall confinement",
+        )]),
+        plan: Some(confinement),
+        trace,
+        policy: Some(effective),
+        environment: environment_policy(host),
+        execution_mode: Some(ExecutionModeReport {
+            mode: ExecutionMode::Workspace,
+            sandboxed: false,
+            permitted_by: if host.allow_workspace_mode == Some(true) {
+                Origin::Host
+            } else {
+                Origin::Default
+            },
+            reason: String::from("unsandboxed by request"),
+        }),
+    }
+}
+
+/// The host's environment allowlist with its secret-looking exact entries, when it set one.
+fn environment_policy(host: &HostFacts) -> Option<EnvironmentPolicy> {
+    let allowlist = host.environment_allowlist.as_ref()?;
+    let mut explicit_secrets: Vec<String> =
+        environment::parse_all(allowlist.iter().map(String::as_str))
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Entry::Exact(name) if environment::is_secret_looking(&name) => Some(name),
+                _ => None,
+            })
+            .collect();
+    explicit_secrets.sort();
+    explicit_secrets.dedup();
+    Some(EnvironmentPolicy {
+        allowlist: allowlist.clone(),
+        explicit_secrets,
+        origin: Origin::Host,
+    })
 }
 
 /// A refusal report with nothing but its code and message filled in.
@@ -138,6 +270,8 @@ fn refusal(input_digest: String, code: RefusalCode, message: String) -> Report {
         limitations: None,
         plan: None,
         trace: Vec::new(),
+        environment: None,
+        execution_mode: None,
     }
 }
 

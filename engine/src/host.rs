@@ -8,6 +8,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::environment;
 use crate::model::{Backend, DecisionInput};
 use crate::paths;
 use crate::text::{self, Errors};
@@ -54,6 +55,9 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
             );
         }
     }
+    if let Some(allowlist) = &host.environment_allowlist {
+        validate_allowlist(allowlist, &mut errors);
+    }
     let mut probed = BTreeSet::new();
     for (index, probe) in input.probes.iter().enumerate() {
         if !probed.insert(probe.backend) {
@@ -64,6 +68,34 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
         }
     }
     errors
+}
+
+/// The environment allowlist: bounded, each entry an exact name or a pattern that can pass
+/// something ([`environment::parse_entry`]), no repeats.
+fn validate_allowlist(allowlist: &[String], errors: &mut Errors) {
+    const PATH: &str = "host.environmentAllowlist";
+    if allowlist.len() > environment::MAX_ENTRIES {
+        errors.push(
+            PATH,
+            format!(
+                "has {} entries; expected at most {}",
+                allowlist.len(),
+                environment::MAX_ENTRIES
+            ),
+        );
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (index, entry) in allowlist.iter().enumerate() {
+        if let Err(message) = environment::parse_entry(entry) {
+            errors.push(text::index_path(PATH, index), message);
+        } else if !seen.insert(entry.as_str()) {
+            errors.push(
+                text::index_path(PATH, index),
+                format!("duplicate entry {}", text::quote(entry)),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
@@ -86,9 +118,12 @@ mod tests {
                 workspace_dir: "/w".into(),
                 writable_roots: vec![],
                 default_backend_order: vec![Backend::LinuxBwrap],
+                environment_allowlist: None,
+                allow_workspace_mode: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
+            execution_mode: None,
         }
     }
 
@@ -142,6 +177,27 @@ mod tests {
                 "probes[2].backend",
             ]
         );
+    }
+
+    #[test]
+    fn environment_allowlist_entries_are_checked() {
+        let mut input = input();
+        input.host.environment_allowlist = Some(
+            ["LANG", "LC_*", "*", "AWS_*", "LANG", "NPM_TOKEN", "A-B"]
+                .map(String::from)
+                .to_vec(),
+        );
+        assert_eq!(
+            paths(&input),
+            [
+                "host.environmentAllowlist[2]",
+                "host.environmentAllowlist[3]",
+                "host.environmentAllowlist[4]",
+                "host.environmentAllowlist[6]",
+            ]
+        );
+        input.host.environment_allowlist = Some(vec!["A".into(); environment::MAX_ENTRIES + 1]);
+        assert_eq!(paths(&input), ["host.environmentAllowlist"]);
     }
 
     #[test]

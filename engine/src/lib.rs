@@ -8,8 +8,10 @@
 //! natively; it runs the component. The native build exists for tests, differential checks and
 //! the benchmark baseline.
 
+pub mod environment;
 pub mod model;
 pub mod output;
+pub mod yaml;
 
 mod budgets;
 mod decide;
@@ -22,15 +24,14 @@ mod policy;
 mod resolve;
 mod sandbox;
 mod text;
-mod yaml;
 
 #[cfg(target_arch = "wasm32")]
 mod component;
 
 pub use decide::{decide, decide_json};
 pub use model::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, RecordedFacts,
-    SessionKind,
+    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
+    RecordedFacts, SessionKind,
 };
 pub use output::{Outcome, RefusalCode, Verdict};
 

@@ -138,6 +138,27 @@ impl SessionKind {
     }
 }
 
+/// How the command is to be run. Absent from an input means `sandbox`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExecutionMode {
+    /// Under the negotiated sandbox backend.
+    Sandbox,
+    /// Without isolation, by explicit request (Skep's trusted `workspace` mode): supervised,
+    /// with budgets, tree cleanup and the environment allowlist, and nothing else.
+    Workspace,
+}
+
+impl ExecutionMode {
+    /// The name used in JSON and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExecutionMode::Sandbox => "sandbox",
+            ExecutionMode::Workspace => "workspace",
+        }
+    }
+}
+
 /// What the host measured about one backend.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -165,6 +186,16 @@ pub struct HostFacts {
     pub workspace_dir: String,
     pub writable_roots: Vec<String>,
     pub default_backend_order: Vec<Backend>,
+    /// The host configuration's environment allowlist (exact names and `PREFIX*` patterns).
+    /// Absent: the built-in [`crate::environment::DEFAULT_ALLOWLIST`]. Omitted from the JSON
+    /// when absent, like every field added after the first release, so older inputs keep their
+    /// canonical form and digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_allowlist: Option<Vec<String>>,
+    /// Whether the host permits the `workspace` execution mode. Absent: permitted (no host
+    /// configuration says otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_workspace_mode: Option<bool>,
 }
 
 /// Everything one decision depends on (the seed's `SandboxPolicyInput`).
@@ -180,6 +211,9 @@ pub struct DecisionInput {
     /// canonical form (and digest) they had before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub narrow_allowed_domains: Option<Vec<String>>,
+    /// The launcher's requested execution mode. Absent: `sandbox` (and omitted from the JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_mode: Option<ExecutionMode>,
 }
 
 /// Host facts and probes without a document: the `--facts` file format.

@@ -204,6 +204,8 @@ mod tests {
             workspace_dir: "/w".into(),
             writable_roots: vec![],
             default_backend_order: vec![Backend::LinuxBwrap],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
         }
     }
 

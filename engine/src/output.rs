@@ -8,7 +8,7 @@
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::model::{Backend, Capability, NetworkMode};
+use crate::model::{Backend, Capability, ExecutionMode, NetworkMode};
 
 /// The version of the decision JSON schema. Bump it when the shape of `Report` changes.
 pub const SCHEMA_VERSION: &str = "palisade.decision/v1";
@@ -21,6 +21,8 @@ pub enum RefusalCode {
     SandboxBackendUnavailable,
     SandboxCapabilityInsufficient,
     HostFactsInvalid,
+    /// The launcher asked for an execution mode the host forbids (`workspace`).
+    ExecutionModeForbidden,
 }
 
 impl RefusalCode {
@@ -31,6 +33,7 @@ impl RefusalCode {
             RefusalCode::SandboxBackendUnavailable => "SANDBOX_BACKEND_UNAVAILABLE",
             RefusalCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             RefusalCode::HostFactsInvalid => "HOST_FACTS_INVALID",
+            RefusalCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
         }
     }
 }
@@ -209,6 +212,32 @@ pub struct ConfinementPlan {
     pub domain_allowlist: Option<Vec<String>>,
 }
 
+/// The host's environment allowlist, as the launcher must apply it. Present only when the host
+/// configured one; absent means the built-in default list (no secret-looking entries).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentPolicy {
+    /// The entries in the host's order: exact names and `PREFIX*` patterns. A pattern never
+    /// passes a secret-looking name.
+    pub allowlist: Vec<String>,
+    /// Exact entries that look like secrets (sorted): each reaches the command only because the
+    /// host named it, which is why the decision says so.
+    pub explicit_secrets: Vec<String>,
+    pub origin: Origin,
+}
+
+/// A run without a sandbox, by explicit request. Present only for `workspace` decisions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionModeReport {
+    pub mode: ExecutionMode,
+    /// Always `false` here: nothing confines the command's files, network or syscalls.
+    pub sandboxed: bool,
+    /// `default` (no host configuration forbids the mode) or `host` (the host allows it).
+    pub permitted_by: Origin,
+    pub reason: String,
+}
+
 /// A field-level problem in the policy or host facts.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -250,6 +279,12 @@ pub struct Report {
     /// One entry per candidate, in preference order; empty when the policy never resolved.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<CandidateTrace>,
+    /// Decisions on a host that configured an environment allowlist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment: Option<EnvironmentPolicy>,
+    /// `workspace` decisions: unsandboxed by request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_mode: Option<ExecutionModeReport>,
 }
 
 /// Canonical JSON of any serializable value: sorted keys, no whitespace.

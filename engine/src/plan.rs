@@ -73,6 +73,8 @@ mod tests {
             workspace_dir: "/w".into(),
             writable_roots: vec!["/tmp/a".into(), "/w".into(), "/tmp/a".into(), "/out".into()],
             default_backend_order: vec![Backend::LinuxBwrap],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
         }
     }
 

@@ -253,9 +253,12 @@ mod tests {
                 workspace_dir: "/w".into(),
                 writable_roots: vec![],
                 default_backend_order: vec![Backend::LinuxLandlock, Backend::Docker],
+                environment_allowlist: None,
+                allow_workspace_mode: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
+            execution_mode: None,
         }
     }
 

@@ -367,6 +367,8 @@ mod tests {
             workspace_dir: "/home/u/proj".into(),
             writable_roots: vec!["/tmp/task".into()],
             default_backend_order: vec![Backend::LinuxBwrap],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
         }
     }
 

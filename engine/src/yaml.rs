@@ -7,6 +7,10 @@
 //! event), but one large anchored list referenced by many aliases still expands quadratically
 //! within those limits. Every node built (aliases expanded) is counted against a fixed budget far
 //! above what a Taskpack needs, and nesting is cut at half serde_yaml's depth to bound the stack.
+//!
+//! Public because the host validates its own configuration file (`kind: HostConfig`) with the
+//! same reader, so that file gets the same guarantees: every duplicate key reported, bounded
+//! time and memory.
 
 use std::cell::Cell;
 use std::fmt;
@@ -15,7 +19,7 @@ use serde::de::{self, DeserializeSeed, EnumAccess, MapAccess, SeqAccess, Variant
 
 /// A parsed YAML node. Mappings keep every entry, duplicates included, in document order.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Node {
+pub enum Node {
     /// The whole document had no content.
     Empty,
     Null,
@@ -31,7 +35,7 @@ pub(crate) enum Node {
 
 impl Node {
     /// What kind of node this is, for "expected …, found …" messages.
-    pub(crate) fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Node::Empty | Node::Null => "null",
             Node::Bool(_) => "a boolean",
@@ -49,17 +53,17 @@ impl Node {
 /// A real Taskpack has hundreds. The bound keeps the tree (and the time to build and walk it)
 /// small whatever the input: without it, one anchored list of 200 000 items referenced by
 /// 200 000 aliases fits in 1 MiB and would expand to 4·10¹⁰ nodes.
-pub(crate) const MAX_NODES: usize = 100_000;
+pub const MAX_NODES: usize = 100_000;
 
 /// The deepest nesting of lists, mappings and tags accepted.
 ///
 /// serde_yaml stops at 128, but 128 levels of its recursion need between 256 and 512 KiB of
 /// stack in a debug build; half that keeps well inside a 1 MiB WebAssembly stack and a 2 MiB
 /// test thread. A Taskpack needs a handful of levels.
-pub(crate) const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = 64;
 
 /// Parses one YAML document into a [`Node`], or says why it cannot (one line).
-pub(crate) fn parse(text: &str) -> Result<Node, String> {
+pub fn parse(text: &str) -> Result<Node, String> {
     let budget = Cell::new(MAX_NODES);
     let deserializer = serde_yaml::Deserializer::from_str(text);
     NodeSeed {

@@ -150,6 +150,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                 host,
                 probes,
                 narrow_allowed_domains: None,
+                execution_mode: None,
             };
             (document, input)
         })

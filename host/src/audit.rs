@@ -95,6 +95,13 @@ pub struct RecordContext {
     /// The run this decision launched (`palisade run`); absent for `decide`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// The host configuration in force: files read with their SHA-256, and every effective
+    /// value with its origin. Absent when the input came from `--facts` or `--input`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_config: Option<serde_json::Value>,
+    /// Who asked for an unsandboxed (`--execution-mode workspace`) decision or run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<serde_json::Value>,
 }
 
 impl RecordContext {
@@ -107,6 +114,8 @@ impl RecordContext {
             command: command.to_owned(),
             probe_source: probe_source.to_owned(),
             run_id: None,
+            host_config: None,
+            requested_by: None,
         }
     }
 }

@@ -6,18 +6,21 @@ use std::time::Duration;
 
 use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
 use palisade::egress;
+use palisade::envpolicy;
+use palisade::execmode;
 use palisade::exit::Exit;
 use palisade::facts::{self, FactOptions};
+use palisade::hostconfig::{self, HostConfig};
 use palisade::launch;
 use palisade::probe::{self, ProbeOptions};
 use palisade::replay::{self, EngineChoice, Engines, ReplayStatus};
 use palisade::report::{ErrorCode, Failure};
 use palisade::runtime::{self, EngineRuntime, LoadOptions};
 use palisade::store::ComponentStore;
-use palisade_engine::{DecisionInput, Outcome, RecordedFacts, SessionKind, Verdict};
+use palisade_engine::{DecisionInput, ExecutionMode, Outcome, RecordedFacts, SessionKind, Verdict};
 use serde_json::Value;
 
-use crate::{ComponentArgs, DecideArgs, DoctorArgs, HostArgs, ReplayArgs, RunArgs};
+use crate::{ComponentArgs, DecideArgs, DoctorArgs, ExecArgs, HostArgs, ReplayArgs, RunArgs};
 
 type CommandResult = Result<Exit, Failure>;
 
@@ -39,18 +42,48 @@ fn probe_options(host: &HostArgs, use_cache: bool) -> ProbeOptions {
     }
 }
 
-fn fact_options(host: &HostArgs) -> FactOptions {
-    let session_kind = match host.session_kind.as_str() {
-        "turnkey" => SessionKind::Turnkey,
-        "managed" => SessionKind::Managed,
-        _ => SessionKind::Cli,
-    };
-    FactOptions {
-        workspace: host.workspace.clone(),
-        writable_roots: host.writable_roots.clone(),
-        session_kind: Some(session_kind),
+/// The host configuration in force (system file, then the per-user file or `--host-config`)
+/// and the fact options it and the host flags give; the flags may only tighten it.
+fn host_setup(host: &HostArgs) -> Result<(HostConfig, FactOptions), Failure> {
+    let config = hostconfig::load(&hostconfig::Locations::standard(host.host_config.clone()))
+        .and_then(|config| config.check_directories().map(|()| config))
+        .map_err(host_config_failure)?;
+    let flags = hostconfig::HostFlags {
+        session_kind: host.session_kind.as_deref().map(|kind| match kind {
+            "turnkey" => SessionKind::Turnkey,
+            "managed" => SessionKind::Managed,
+            _ => SessionKind::Cli,
+        }),
         allow_direct_dedicated: host.allow_direct_dedicated,
+    };
+    let options = hostconfig::fact_options(
+        &config,
+        &flags,
+        host.workspace.clone(),
+        &host.writable_roots,
+    )
+    .map_err(|e| {
+        Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
+            .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
+    })?;
+    Ok((config, options))
+}
+
+fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {
+    let mut failure = Failure::new(ErrorCode::HostConfigInvalid, error.to_string());
+    for field in error.field_errors() {
+        failure = failure.detail(format!("{}: {}", field.path, field.message));
     }
+    failure.hint("fix the listed fields; README.md (\"Host configuration\") describes the file")
+}
+
+/// `--execution-mode`, and the audit's requester entry for a `workspace` request.
+fn execution(exec: &ExecArgs) -> (ExecutionMode, Option<Value>) {
+    let mode = execmode::parse(&exec.execution_mode).unwrap_or(ExecutionMode::Sandbox);
+    let requester = (mode == ExecutionMode::Workspace).then(|| {
+        serde_json::to_value(execmode::requester(exec.requested_by.as_deref())).unwrap_or_default()
+    });
+    (mode, requester)
 }
 
 fn facts_failure(error: facts::FactsError) -> Failure {
@@ -76,7 +109,8 @@ fn load_runtime(component: Option<Vec<u8>>) -> Result<EngineRuntime, Failure> {
 // doctor
 
 pub fn doctor(args: &DoctorArgs) -> CommandResult {
-    let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
+    let (config, options) = host_setup(&args.host)?;
+    let host = facts::gather(&options).map_err(facts_failure)?;
     // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
     let probes = probe::probe_all(&probe_options(&args.host, false));
     let engine = load_runtime(None).ok();
@@ -86,6 +120,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             "host": host,
             "probes": probes.probes,
             "probeMillis": u64::try_from(probes.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "hostConfig": config.record(),
             "engine": engine.as_ref().map(|e| serde_json::json!({
                 "componentSha256": e.component_sha256(),
                 "determinism": e.settings(),
@@ -102,6 +137,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             facts::current_uid(),
             host.workspace_dir
         ));
+        out.push_str(&config.render_text());
         if let Some(engine) = &engine {
             out.push_str(&format!(
                 "engine    component sha256:{} on wasmtime {}\n",
@@ -164,6 +200,8 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
 struct GatheredInput {
     input: DecisionInput,
     probe_source: &'static str,
+    /// The host configuration, when the facts were measured here (not `--facts`/`--input`).
+    host_config: Option<HostConfig>,
 }
 
 fn read_file_limited(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
@@ -216,9 +254,16 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
             Failure::new(ErrorCode::InputInvalid, format!("input `{source}` is not a decision input: {e}"))
                 .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see README")
         })?;
+        if args.exec.execution_mode != "sandbox" {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "`--execution-mode` does not apply to `--input`, which carries its own `executionMode`",
+            ));
+        }
         return Ok(GatheredInput {
             input,
             probe_source: "input-file",
+            host_config: None,
         });
     }
 
@@ -240,12 +285,15 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
                 host: recorded.host,
                 probes: recorded.probes,
                 narrow_allowed_domains: narrowing(&args.allow_domains),
+                execution_mode: execmode::input_field(execution(&args.exec).0),
             },
             probe_source: "facts-file",
+            host_config: None,
         });
     }
 
-    let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
+    let (config, options) = host_setup(&args.host)?;
+    let host = facts::gather(&options).map_err(facts_failure)?;
     let probes = probe::probe_all(&probe_options(&args.host, !args.no_cache));
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
@@ -257,8 +305,10 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
             host,
             probes: probes.probes,
             narrow_allowed_domains: narrowing(&args.allow_domains),
+            execution_mode: execmode::input_field(execution(&args.exec).0),
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
+        host_config: Some(config),
     })
 }
 
@@ -308,11 +358,10 @@ fn read_document(
 
 pub fn decide(args: &DecideArgs) -> CommandResult {
     let gathered = gather_input(args)?;
-    let outcome = decide_recorded(
-        &gathered.input,
-        args.record.as_deref(),
-        RecordContext::now("decide", gathered.probe_source),
-    )?;
+    let mut context = RecordContext::now("decide", gathered.probe_source);
+    context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
+    context.requested_by = execution(&args.exec).1;
+    let outcome = decide_recorded(&gathered.input, args.record.as_deref(), context)?;
 
     if args.json {
         let mut text = outcome.canonical_json.clone();
@@ -394,6 +443,9 @@ fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
         ErrorCode::SandboxCapabilityInsufficient => failure.hint(
             "drop a requirement or prefer a backend that provides it; `palisade doctor` lists capabilities",
         ),
+        ErrorCode::ExecutionModeForbidden => failure.hint(
+            "the host configuration sets `allowWorkspaceMode: false`; `palisade doctor` shows which file",
+        ),
         _ => failure,
     };
     Some(failure.detail(format!("digest sha256:{}", outcome.digest)))
@@ -433,6 +485,12 @@ fn summarize(outcome: &Outcome) -> String {
         }
     };
     let mut out = String::new();
+    if report.pointer("/executionMode").is_some() {
+        out.push_str(&format!(
+            "mode      {}: UNSANDBOXED by request (no isolation; supervised only)\n",
+            text("/executionMode/mode")
+        ));
+    }
     out.push_str(&format!("backend   {}\n", text("/backend")));
     out.push_str(&format!("network   {}\n", text("/plan/networkMode")));
     if report.pointer("/plan/domainAllowlist").is_some() {
@@ -462,6 +520,22 @@ fn summarize(outcome: &Outcome) -> String {
     out.push_str(&format!("writable  {}\n", list("/plan/writableRoots")));
     out.push_str(&format!("denied    {}\n", list("/plan/deniedReadPaths")));
     out.push_str(&format!("protected {}\n", list("/plan/protectedPaths")));
+    if report.pointer("/environment").is_some() {
+        out.push_str(&format!(
+            "env       host allowlist: {}\n",
+            list("/environment/allowlist")
+        ));
+        if report
+            .pointer("/environment/explicitSecrets")
+            .and_then(Value::as_array)
+            .is_some_and(|s| !s.is_empty())
+        {
+            out.push_str(&format!(
+                "          secret-looking, passed because named: {}\n",
+                list("/environment/explicitSecrets")
+            ));
+        }
+    }
     if let Some(trace) = report.get("trace").and_then(Value::as_array) {
         for (index, candidate) in trace.iter().enumerate() {
             out.push_str(&format!(
@@ -481,7 +555,13 @@ fn summarize(outcome: &Outcome) -> String {
 // run
 
 pub fn run(args: &RunArgs) -> CommandResult {
-    let flags = run_flags(args)?;
+    // First, while single-threaded: what the command is denied, Palisade itself still holds;
+    // keep it out of `/proc/<pid>/environ` (see envpolicy).
+    let scrubbed = envpolicy::scrub_own_environ();
+    let (config, mut fact_opts) = host_setup(&args.host)?;
+    let (mode, requester) = execution(&args.exec);
+    let ceilings = config.ceilings();
+    let flags = hostconfig::apply_ceilings(run_flags(args)?, &ceilings);
     let overrides = args
         .proxy_resolve
         .iter()
@@ -494,7 +574,6 @@ pub fn run(args: &RunArgs) -> CommandResult {
         .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
 
     let (document, document_name) = read_document(&args.taskpack, &args.host)?;
-    let mut fact_opts = fact_options(&args.host);
     fact_opts.writable_roots.push(temp.path().to_path_buf());
     let host = facts::gather(&fact_opts).map_err(facts_failure)?;
     let probe_opts = probe_options(&args.host, !args.no_cache);
@@ -508,12 +587,15 @@ pub fn run(args: &RunArgs) -> CommandResult {
         host,
         probes: probes.probes,
         narrow_allowed_domains: narrowing(&args.allow_domains),
+        execution_mode: execmode::input_field(mode),
     };
     let probe_source = if probes.from_cache { "cache" } else { "fresh" };
 
     // The decision is on disk before anything is launched.
     let mut context = RecordContext::now("run", probe_source);
     context.run_id = Some(run_id.clone());
+    context.host_config = Some(config.record());
+    context.requested_by = requester.clone();
     let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
     if let Some(failure) = refusal_failure(&outcome) {
         return Err(failure);
@@ -533,11 +615,18 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
         None => None,
     };
-    let env = launch::command_env(std::env::vars_os(), temp.path());
+    let (allowlist, allowlist_source) = envpolicy::decided_allowlist(&outcome.canonical_json);
+    let mut command_env = envpolicy::command_env(
+        std::env::vars_os(),
+        &allowlist,
+        allowlist_source,
+        &input.host.home_dir,
+        temp.path(),
+    );
     let plan = launch::plan_from_decision(
         &outcome.canonical_json,
         args.command.clone(),
-        env,
+        command_env.env.clone(),
         temp.path().to_path_buf(),
         &flags,
         egress
@@ -547,6 +636,14 @@ pub fn run(args: &RunArgs) -> CommandResult {
             .map_err(internal)?,
     )
     .map_err(internal)?;
+    command_env.account_final(&plan.env);
+    command_env.record.supervisor_environ =
+        envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
+    if mode == ExecutionMode::Workspace {
+        eprintln!(
+            "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
+        );
+    }
     let mut result = launch::execute(
         &plan,
         &launch::ExecuteOptions {
@@ -562,6 +659,34 @@ pub fn run(args: &RunArgs) -> CommandResult {
         };
         if let Some(Value::Object(map)) = record {
             map.insert("egress".to_owned(), account);
+        }
+    }
+    // Host-side facts of the run: the environment's names, the ceilings, who asked.
+    let record = match &mut result {
+        Ok(launched) => Some(&mut launched.record),
+        Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
+        Err(_) => None,
+    };
+    if let Some(Value::Object(map)) = record {
+        map.insert(
+            "environment".to_owned(),
+            serde_json::to_value(&command_env.record).unwrap_or_default(),
+        );
+        if ceilings != hostconfig::Ceilings::default() {
+            let clamped = hostconfig::CeilingRecord {
+                clamped: hostconfig::clamped_fields(&outcome.canonical_json, &ceilings),
+                ceilings: ceilings.clone(),
+            };
+            map.insert(
+                "budgetCeilings".to_owned(),
+                serde_json::to_value(clamped).unwrap_or_default(),
+            );
+        }
+        if let Some(requester) = &requester {
+            map.insert(
+                "executionMode".to_owned(),
+                serde_json::json!({"mode": "workspace", "sandboxed": false, "requestedBy": requester}),
+            );
         }
     }
     let record_outcome = |record: &Value| {

@@ -16,7 +16,8 @@ pub enum Exit {
     Usage,
     /// `SANDBOX_POLICY_INVALID`: the policy document is invalid.
     PolicyInvalid,
-    /// `SANDBOX_BACKEND_UNAVAILABLE` or `SANDBOX_CAPABILITY_INSUFFICIENT`: nothing fits.
+    /// `SANDBOX_BACKEND_UNAVAILABLE` or `SANDBOX_CAPABILITY_INSUFFICIENT` (nothing fits), or
+    /// `EXECUTION_MODE_FORBIDDEN` / `HOST_CONFIG_FORBIDDEN` (the host forbids what was asked).
     Refused,
     /// `palisade replay`: at least one record diverged or was invalid.
     Diverged,
@@ -46,7 +47,7 @@ impl Exit {
         (Exit::Success, "success"),
         (
             Exit::Internal,
-            "palisade itself failed (i/o, probe, engine, malformed facts or records)",
+            "palisade itself failed (i/o, probe, engine, malformed facts, records or host configuration)",
         ),
         (Exit::Usage, "usage error"),
         (
@@ -55,7 +56,7 @@ impl Exit {
         ),
         (
             Exit::Refused,
-            "SANDBOX_BACKEND_UNAVAILABLE or SANDBOX_CAPABILITY_INSUFFICIENT",
+            "SANDBOX_BACKEND_UNAVAILABLE, SANDBOX_CAPABILITY_INSUFFICIENT, EXECUTION_MODE_FORBIDDEN or HOST_CONFIG_FORBIDDEN",
         ),
         (
             Exit::Diverged,

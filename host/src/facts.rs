@@ -13,6 +13,13 @@ pub struct FactOptions {
     pub writable_roots: Vec<PathBuf>,
     pub session_kind: Option<SessionKind>,
     pub allow_direct_dedicated: bool,
+    /// From the host configuration; `None`: [`default_backend_order`].
+    pub default_backend_order: Option<Vec<Backend>>,
+    /// From the host configuration; `None`: the built-in default list (and absent from the
+    /// engine input).
+    pub environment_allowlist: Option<Vec<String>>,
+    /// From the host configuration; `None`: not configured (permitted).
+    pub allow_workspace_mode: Option<bool>,
 }
 
 /// Why host facts could not be measured.
@@ -71,7 +78,12 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         home_dir: home_dir()?,
         workspace_dir,
         writable_roots,
-        default_backend_order: default_backend_order(),
+        default_backend_order: options
+            .default_backend_order
+            .clone()
+            .unwrap_or_else(default_backend_order),
+        environment_allowlist: options.environment_allowlist.clone(),
+        allow_workspace_mode: options.allow_workspace_mode,
     })
 }
 

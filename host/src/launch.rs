@@ -219,44 +219,20 @@ fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets, bridge: bool) -> Bud
     }
 }
 
-/// Variables passed to the command by default (exact names, or a prefix ending in `_`*).
-/// Everything else in Palisade's environment is withheld: secrets travel in environment
-/// variables more often than in files.
-pub const DEFAULT_ENV_ALLOWLIST: [&str; 10] = [
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LANGUAGE",
-    "TERM",
-    "TZ",
-    "COLORTERM",
-    "LC_*",
-];
+/// Variables passed to the command when the host configures no allowlist (the engine's list,
+/// so the decision and the launcher agree). See [`crate::envpolicy`].
+pub use palisade_engine::environment::DEFAULT_ALLOWLIST as DEFAULT_ENV_ALLOWLIST;
 
-/// The command's environment: the allowlisted variables from `vars`, then `TMPDIR` pointing at
-/// the run's private temp directory. Sorted by name, so the audit is deterministic.
+/// The command's environment under the default allowlist (`palisade run` applies the decision's
+/// allowlist through [`crate::envpolicy::command_env`], which this delegates to): the
+/// allowlisted variables from `vars`, then `HOME`, `PATH` and `TMPDIR` pointing at the run's
+/// private temp directory. Sorted by name, so the audit is deterministic.
 pub fn command_env(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
     run_temp_dir: &std::path::Path,
 ) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = vars
-        .into_iter()
-        .filter(|(name, _)| {
-            let name = name.to_string_lossy();
-            DEFAULT_ENV_ALLOWLIST
-                .iter()
-                .any(|pattern| match pattern.strip_suffix('*') {
-                    Some(prefix) => name.starts_with(prefix),
-                    None => name == *pattern,
-                })
-        })
-        .collect();
-    env.retain(|(name, _)| name != "TMPDIR");
-    env.push(("TMPDIR".into(), run_temp_dir.as_os_str().to_owned()));
-    env.sort();
-    env
+    let (allowlist, source) = crate::envpolicy::decided_allowlist("{}");
+    crate::envpolicy::command_env(vars, &allowlist, source, "/", run_temp_dir).env
 }
 
 /// What `execute` needs besides the plan.
@@ -783,7 +759,7 @@ mod tests {
             .iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["LC_ALL", "PATH", "TMPDIR"]);
-        assert_eq!(env[2].1, OsString::from("/tmp/run"));
+        assert_eq!(names, ["HOME", "LC_ALL", "PATH", "TMPDIR"]);
+        assert_eq!(env[3].1, OsString::from("/tmp/run"));
     }
 }

@@ -7,8 +7,11 @@
 
 pub mod audit;
 pub mod egress;
+pub mod envpolicy;
+pub mod execmode;
 pub mod exit;
 pub mod facts;
+pub mod hostconfig;
 pub mod launch;
 pub mod probe;
 pub mod replay;

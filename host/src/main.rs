@@ -22,8 +22,9 @@ struct Cli {
     command: Command,
 }
 
-const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed; 2 usage; \
-3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE or SANDBOX_CAPABILITY_INSUFFICIENT; \
+const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed (HOST_CONFIG_INVALID \
+included); 2 usage; 3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE, \
+SANDBOX_CAPABILITY_INSUFFICIENT, EXECUTION_MODE_FORBIDDEN or HOST_CONFIG_FORBIDDEN; \
 5 replay diverged. `palisade run` exits with the command's status (128+N for signal N), \
 or 125 when palisade failed or refused and nothing was launched.";
 
@@ -91,18 +92,36 @@ pub struct HostArgs {
     /// An extra writable root (results dir, task temp dir); repeatable.
     #[arg(long = "writable-root", value_name = "DIR")]
     writable_roots: Vec<PathBuf>,
-    /// The kind of host session deciding.
-    #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"], default_value = "cli")]
-    session_kind: String,
-    /// Opt this host in to the `direct-dedicated` backend (no filesystem or network masks).
+    /// The kind of host session deciding (default: the host configuration's, else `cli`); may
+    /// only tighten a configured kind (to `turnkey`).
+    #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"])]
+    session_kind: Option<String>,
+    /// Opt this host in to the `direct-dedicated` backend (no filesystem or network masks);
+    /// refused when the host configuration says `allowDirectDedicated: false`.
     #[arg(long)]
     allow_direct_dedicated: bool,
+    /// Read this host configuration instead of the per-user one (the system file
+    /// /etc/palisade/host.yaml still applies, and this file may only tighten it).
+    #[arg(long = "host-config", value_name = "FILE")]
+    host_config: Option<PathBuf>,
     /// The docker socket to probe (default: `$DOCKER_HOST` or /var/run/docker.sock).
     #[arg(long, value_name = "PATH")]
     docker_socket: Option<PathBuf>,
     /// The docker image a run would use; the docker backend is unavailable without one.
     #[arg(long, value_name = "IMAGE")]
     docker_image: Option<String>,
+}
+
+/// `--execution-mode` and who asked (shared by `decide` and `run`).
+#[derive(Args, Clone)]
+pub struct ExecArgs {
+    /// `sandbox`, or `workspace`: no isolation, by explicit request (still supervised: budgets,
+    /// process-tree cleanup, the environment allowlist); a host configuration may forbid it.
+    #[arg(long, value_name = "MODE", value_parser = ["sandbox", "workspace"], default_value = "sandbox")]
+    execution_mode: String,
+    /// Who asked for a `workspace` run, recorded in the audit next to the invoking user.
+    #[arg(long, value_name = "TEXT")]
+    requested_by: Option<String>,
 }
 
 #[derive(Args)]
@@ -129,6 +148,8 @@ pub struct DecideArgs {
     /// repeatable. May only narrow the Taskpack's `allowedDomains`.
     #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
     allow_domains: Vec<String>,
+    #[command(flatten)]
+    exec: ExecArgs,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -164,6 +185,8 @@ pub struct RunArgs {
     /// `--resolve`); repeatable. The proxy still applies its address checks.
     #[arg(long = "proxy-resolve", value_name = "NAME=ADDR")]
     proxy_resolve: Vec<String>,
+    #[command(flatten)]
+    exec: ExecArgs,
     #[command(flatten)]
     host: HostArgs,
     /// The command and its arguments.

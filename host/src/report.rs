@@ -3,13 +3,20 @@
 
 use crate::exit::Exit;
 
-/// The closed set of codes `palisade` prints. The first four come from the engine.
+/// The closed set of codes `palisade` prints. The first five come from the engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorCode {
     SandboxPolicyInvalid,
     SandboxBackendUnavailable,
     SandboxCapabilityInsufficient,
     HostFactsInvalid,
+    /// The engine refused an execution mode the host forbids (`--execution-mode workspace`).
+    ExecutionModeForbidden,
+    /// A host configuration file is unusable: unreadable, too large, not YAML, an unknown key or
+    /// a bad value, or a per-user file that loosens the system one. Nothing was decided.
+    HostConfigInvalid,
+    /// A command-line flag asks for what the host configuration forbids. Nothing was decided.
+    HostConfigForbidden,
     /// A file or argument Palisade was given could not be used (unreadable, not JSON, …).
     InputInvalid,
     /// Palisade itself failed (engine load or trap, audit write, probe thread).
@@ -26,6 +33,9 @@ impl ErrorCode {
             ErrorCode::SandboxBackendUnavailable => "SANDBOX_BACKEND_UNAVAILABLE",
             ErrorCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             ErrorCode::HostFactsInvalid => "HOST_FACTS_INVALID",
+            ErrorCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
+            ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
+            ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
             ErrorCode::Internal => "PALISADE_INTERNAL",
             ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
@@ -36,12 +46,14 @@ impl ErrorCode {
     pub fn exit(self) -> Exit {
         match self {
             ErrorCode::SandboxPolicyInvalid => Exit::PolicyInvalid,
-            ErrorCode::SandboxBackendUnavailable | ErrorCode::SandboxCapabilityInsufficient => {
-                Exit::Refused
-            }
-            ErrorCode::HostFactsInvalid | ErrorCode::InputInvalid | ErrorCode::Internal => {
-                Exit::Internal
-            }
+            ErrorCode::SandboxBackendUnavailable
+            | ErrorCode::SandboxCapabilityInsufficient
+            | ErrorCode::ExecutionModeForbidden
+            | ErrorCode::HostConfigForbidden => Exit::Refused,
+            ErrorCode::HostFactsInvalid
+            | ErrorCode::HostConfigInvalid
+            | ErrorCode::InputInvalid
+            | ErrorCode::Internal => Exit::Internal,
             ErrorCode::ReplayDiverged => Exit::Diverged,
         }
     }
@@ -54,6 +66,7 @@ impl ErrorCode {
             R::SandboxBackendUnavailable => ErrorCode::SandboxBackendUnavailable,
             R::SandboxCapabilityInsufficient => ErrorCode::SandboxCapabilityInsufficient,
             R::HostFactsInvalid => ErrorCode::HostFactsInvalid,
+            R::ExecutionModeForbidden => ErrorCode::ExecutionModeForbidden,
         }
     }
 }

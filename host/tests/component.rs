@@ -118,6 +118,8 @@ fn sample_input() -> DecisionInput {
             workspace_dir: String::from("/home/user/work"),
             writable_roots: vec![String::from("/tmp/palisade-task")],
             default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -130,6 +132,7 @@ fn sample_input() -> DecisionInput {
             limitations: Vec::new(),
         }],
         narrow_allowed_domains: None,
+        execution_mode: None,
     }
 }
 

@@ -40,6 +40,8 @@ pub fn host() -> HostFacts {
         workspace_dir: "/home/dev/proj".into(),
         writable_roots: vec!["/tmp/palisade-task".into()],
         default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock, Backend::Docker],
+        environment_allowlist: None,
+        allow_workspace_mode: None,
     }
 }
 
@@ -103,6 +105,7 @@ pub fn input(document: Option<&str>) -> DecisionInput {
         host: host(),
         probes: linux_probes(),
         narrow_allowed_domains: None,
+        execution_mode: None,
     }
 }
 

@@ -1,8 +1,8 @@
 //! Conversions between the engine crate's model types and the wasmtime bindings' WIT types.
 
 use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, Outcome, RefusalCode,
-    SessionKind, Verdict,
+    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
+    Outcome, RefusalCode, SessionKind, Verdict,
 };
 
 use super::{RuntimeError, wit};
@@ -14,6 +14,10 @@ pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
         host: to_wit_host(&input.host),
         probes: input.probes.iter().map(to_wit_probe).collect(),
         narrow_allowed_domains: input.narrow_allowed_domains.clone(),
+        execution_mode: input.execution_mode.map(|mode| match mode {
+            ExecutionMode::Sandbox => wit::ExecutionMode::Sandbox,
+            ExecutionMode::Workspace => wit::ExecutionMode::Workspace,
+        }),
     }
 }
 
@@ -37,6 +41,8 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
             .copied()
             .map(to_wit_backend)
             .collect(),
+        environment_allowlist: host.environment_allowlist.clone(),
+        allow_workspace_mode: host.allow_workspace_mode,
     }
 }
 
@@ -118,6 +124,7 @@ fn from_wit_refusal_code(code: wit::RefusalCode) -> RefusalCode {
             RefusalCode::SandboxCapabilityInsufficient
         }
         wit::RefusalCode::HostFactsInvalid => RefusalCode::HostFactsInvalid,
+        wit::RefusalCode::ExecutionModeForbidden => RefusalCode::ExecutionModeForbidden,
     }
 }
 
