@@ -192,13 +192,49 @@ pub enum BwrapError {
     HardLinks { path: PathBuf, links: u64 },
 }
 
-/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
-/// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
-pub fn argv(
-    plan: &LaunchPlan,
-    facts: &FsFacts,
-    seccomp_fd: Option<i32>,
-) -> Result<BwrapArgs, BwrapError> {
+/// One mount of the sandbox's filesystem, in the order bwrap performs them (a later mount
+/// covers an earlier one). [`filesystem`] plans them; [`argv`] spells them as bwrap options and
+/// [`crate::docker`] as `docker run` mounts, so both backends mask exactly the same paths.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mount {
+    /// The host's root at `/`: `--ro-bind / /`, or `--bind / /` when `writable`.
+    Root { writable: bool },
+    /// A private minimal `/dev`.
+    Dev(PathBuf),
+    /// This PID namespace's procfs.
+    Proc(PathBuf),
+    /// The host's procfs entry bound read-only over the sandbox's (`-try` unless `required`).
+    ProcCover { path: PathBuf, required: bool },
+    /// A private, writable, empty tmpfs (`/tmp`, `/run`, `/dev/shm`, …).
+    Tmpfs(PathBuf),
+    /// The host's path bound read-only onto itself (an existing protected path, a file bound
+    /// back into a private directory).
+    ReadOnly(PathBuf),
+    /// The host's path bound read-write onto itself (a writable root or a pin).
+    Writable(PathBuf),
+    /// A denied directory: an empty, mode-0000, read-only tmpfs.
+    DenyDir(PathBuf),
+    /// A denied file, a host socket or a missing protected file: an unreadable, unwritable file
+    /// (`/dev/null` on a `nodev` mount under bwrap).
+    Null(PathBuf),
+    /// A missing protected directory: an empty, mode-0555, read-only tmpfs.
+    EmptyDir(PathBuf),
+}
+
+/// The sandbox's filesystem for one plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filesystem {
+    /// Every mount, in order.
+    pub mounts: Vec<Mount>,
+    /// The workspace's real path (the command's working directory).
+    pub workspace: PathBuf,
+    /// Host paths where the mechanism creates a mountpoint (see [`BwrapArgs`]).
+    pub created_mountpoints: Vec<PathBuf>,
+}
+
+/// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
+/// module docs), or refuses (see "Refusals").
+pub fn filesystem(plan: &LaunchPlan, facts: &FsFacts) -> Result<Filesystem, BwrapError> {
     validate(plan)?;
     let workspace = writable_root(facts, &plan.workspace)?;
     let mut roots = BTreeSet::from([workspace.clone()]);
@@ -206,30 +242,10 @@ pub fn argv(
         roots.insert(writable_root(facts, root)?);
     }
 
-    let mut args = Args::default();
-    // Namespaces and process state; see the module docs for why each one is there.
-    args.flag("--unshare-user");
-    args.flag("--unshare-pid");
-    args.flag("--unshare-ipc");
-    args.flag("--unshare-uts");
-    args.flag("--unshare-cgroup");
-    if plan.network != Network::AllowOutbound {
-        args.flag("--unshare-net");
-    }
-    args.flag("--disable-userns");
-    args.flag("--die-with-parent");
-    args.flag("--new-session");
-    args.op("--cap-drop", ["ALL"]);
-    args.op("--uid", [facts.uid.to_string()]);
-    args.op("--gid", [facts.gid.to_string()]);
-
     // The root, then everything the sandbox mounts itself, ordered by depth.
-    let root = Path::new("/");
-    if plan.read_only_root {
-        args.op("--ro-bind", [root, root]);
-    } else {
-        args.op("--bind", [root, root]);
-    }
+    let mut mounts = vec![Mount::Root {
+        writable: !plan.read_only_root,
+    }];
     let mut base = Base::new(plan.read_only_root);
     base.add(Base::DEV, BaseOp::Dev);
     base.add(Base::PROC, BaseOp::Proc);
@@ -253,13 +269,13 @@ pub fn argv(
     for pin in &planned.pins {
         base.add(pin, BaseOp::Writable);
     }
-    base.emit(&mut args);
+    base.emit(&mut mounts);
     let mut layers = Layers {
         base: &base,
         masks: Vec::new(),
     };
     for mask in &planned.masks {
-        mask.emit(&mut args);
+        mounts.push(mask.mount());
         layers.masks.push(mask.clone());
     }
 
@@ -267,9 +283,9 @@ pub fn argv(
     let mut created = planned.created;
     for socket in &facts.host_sockets {
         match layers.layer(socket) {
-            Layer::HostRo => Mask::Null(socket.clone()).emit(&mut args),
+            Layer::HostRo => mounts.push(Mount::Null(socket.clone())),
             Layer::HostRw(_) => {
-                Mask::Null(socket.clone()).emit(&mut args);
+                mounts.push(Mount::Null(socket.clone()));
                 // Should the socket vanish before bwrap starts, bwrap creates an empty file
                 // there; cleanup removes it (and never a socket, which is not a regular file).
                 created.push(socket.clone());
@@ -277,8 +293,44 @@ pub fn argv(
             Layer::Private | Layer::Masked => {}
         }
     }
+    Ok(Filesystem {
+        mounts,
+        workspace,
+        created_mountpoints: created,
+    })
+}
 
-    args.op("--chdir", [&workspace]);
+/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
+/// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
+pub fn argv(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    seccomp_fd: Option<i32>,
+) -> Result<BwrapArgs, BwrapError> {
+    let filesystem = filesystem(plan, facts)?;
+
+    let mut args = Args::default();
+    // Namespaces and process state; see the module docs for why each one is there.
+    args.flag("--unshare-user");
+    args.flag("--unshare-pid");
+    args.flag("--unshare-ipc");
+    args.flag("--unshare-uts");
+    args.flag("--unshare-cgroup");
+    if plan.network != Network::AllowOutbound {
+        args.flag("--unshare-net");
+    }
+    args.flag("--disable-userns");
+    args.flag("--die-with-parent");
+    args.flag("--new-session");
+    args.op("--cap-drop", ["ALL"]);
+    args.op("--uid", [facts.uid.to_string()]);
+    args.op("--gid", [facts.gid.to_string()]);
+
+    for mount in &filesystem.mounts {
+        emit(mount, &mut args);
+    }
+
+    args.op("--chdir", [&filesystem.workspace]);
     args.flag("--clearenv");
     for (name, value) in &plan.env {
         args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
@@ -291,8 +343,41 @@ pub fn argv(
 
     Ok(BwrapArgs {
         args: args.0,
-        created_mountpoints: created,
+        created_mountpoints: filesystem.created_mountpoints,
     })
+}
+
+/// One mount as bwrap options.
+fn emit(mount: &Mount, args: &mut Args) {
+    let root = Path::new("/");
+    match mount {
+        Mount::Root { writable: false } => args.op("--ro-bind", [root, root]),
+        Mount::Root { writable: true } => args.op("--bind", [root, root]),
+        Mount::Dev(path) => args.op("--dev", [path]),
+        Mount::Proc(path) => args.op("--proc", [path]),
+        Mount::ProcCover {
+            path,
+            required: true,
+        } => args.op("--ro-bind", [path, path]),
+        Mount::ProcCover {
+            path,
+            required: false,
+        } => args.op("--ro-bind-try", [path, path]),
+        Mount::Tmpfs(path) => args.op("--tmpfs", [path]),
+        Mount::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+        Mount::Writable(path) => args.op("--bind", [path, path]),
+        Mount::DenyDir(path) => {
+            args.op("--perms", ["0000"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+        Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
+        Mount::EmptyDir(path) => {
+            args.op("--perms", ["0555"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -442,17 +527,20 @@ impl Base {
         }
     }
 
-    fn emit(&self, args: &mut Args) {
+    fn emit(&self, mounts: &mut Vec<Mount>) {
         for (_, path, op) in &self.mounts {
-            match op {
-                BaseOp::Dev => args.op("--dev", [path]),
-                BaseOp::Proc => args.op("--proc", [path]),
-                BaseOp::ProcCover { required: true } => args.op("--ro-bind", [path, path]),
-                BaseOp::ProcCover { required: false } => args.op("--ro-bind-try", [path, path]),
-                BaseOp::Tmpfs => args.op("--tmpfs", [path]),
-                BaseOp::ReadOnly => args.op("--ro-bind", [path, path]),
-                BaseOp::Writable => args.op("--bind", [path, path]),
-            }
+            let path = path.clone();
+            mounts.push(match op {
+                BaseOp::Dev => Mount::Dev(path),
+                BaseOp::Proc => Mount::Proc(path),
+                BaseOp::ProcCover { required } => Mount::ProcCover {
+                    path,
+                    required: *required,
+                },
+                BaseOp::Tmpfs => Mount::Tmpfs(path),
+                BaseOp::ReadOnly => Mount::ReadOnly(path),
+                BaseOp::Writable => Mount::Writable(path),
+            });
         }
     }
 }
@@ -517,20 +605,12 @@ impl Mask {
         }
     }
 
-    fn emit(&self, args: &mut Args) {
+    fn mount(&self) -> Mount {
         match self {
-            Self::DenyDir(path) => {
-                args.op("--perms", ["0000"]);
-                args.op("--tmpfs", [path]);
-                args.op("--remount-ro", [path]);
-            }
-            Self::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
-            Self::EmptyDir(path) => {
-                args.op("--perms", ["0555"]);
-                args.op("--tmpfs", [path]);
-                args.op("--remount-ro", [path]);
-            }
-            Self::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+            Self::DenyDir(path) => Mount::DenyDir(path.clone()),
+            Self::Null(path) => Mount::Null(path.clone()),
+            Self::EmptyDir(path) => Mount::EmptyDir(path.clone()),
+            Self::ReadOnly(path) => Mount::ReadOnly(path.clone()),
         }
     }
 }
