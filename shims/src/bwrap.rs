@@ -233,8 +233,15 @@ pub struct Filesystem {
 }
 
 /// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
-/// module docs), or refuses (see "Refusals").
-pub fn filesystem(plan: &LaunchPlan, facts: &FsFacts) -> Result<Filesystem, BwrapError> {
+/// module docs), or refuses (see "Refusals"). `read_only_binds` are host paths (real, absolute)
+/// bound read-only onto themselves with the base mounts — nothing for bwrap, whose root is the
+/// host's; the host paths a Docker runtime profile makes visible over the image — so that
+/// masks and socket masks are planned under them like anywhere else the host shows.
+pub fn filesystem(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    read_only_binds: &[PathBuf],
+) -> Result<Filesystem, BwrapError> {
     validate(plan)?;
     let workspace = writable_root(facts, &plan.workspace)?;
     let mut roots = BTreeSet::from([workspace.clone()]);
@@ -260,6 +267,9 @@ pub fn filesystem(plan: &LaunchPlan, facts: &FsFacts) -> Result<Filesystem, Bwra
         && base.layer(resolv) == Layer::Private
     {
         base.add(resolv, BaseOp::ReadOnly);
+    }
+    for bind in read_only_binds {
+        base.add(bind, BaseOp::ReadOnly);
     }
     for root in &roots {
         base.add(root, BaseOp::Writable);
@@ -307,7 +317,7 @@ pub fn argv(
     facts: &FsFacts,
     seccomp_fd: Option<i32>,
 ) -> Result<BwrapArgs, BwrapError> {
-    let filesystem = filesystem(plan, facts)?;
+    let filesystem = filesystem(plan, facts, &[])?;
 
     let mut args = Args::default();
     // Namespaces and process state; see the module docs for why each one is there.

@@ -9,6 +9,7 @@
 
 pub mod bwrap;
 pub mod cgroup;
+pub mod docker;
 pub mod fsfacts;
 pub mod init;
 pub mod landlock;
