@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use palisade::docker;
 use palisade::exit::Exit;
 use palisade::facts::{self, FactOptions};
 use palisade::launch;
@@ -26,15 +27,66 @@ fn cache_dir() -> Option<PathBuf> {
         .or_else(runtime::default_cache_dir)
 }
 
-fn probe_options(host: &HostArgs, use_cache: bool) -> ProbeOptions {
-    ProbeOptions {
+fn probe_options(host: &HostArgs, use_cache: bool) -> Result<ProbeOptions, Failure> {
+    let profile = runtime_profile(host)?;
+    Ok(ProbeOptions {
         docker_socket: host.docker_socket.clone(),
-        docker_image: host.docker_image.clone(),
+        docker_image: match &profile {
+            Some(profile) => Some(profile.image.clone()),
+            None => host.docker_image.clone(),
+        },
+        docker_image_pin: profile.map(|profile| profile.pin),
         timeout: Duration::from_secs(2),
         cache_dir: cache_dir(),
         use_cache,
         ..ProbeOptions::default()
-    }
+    })
+}
+
+/// The runtime profile `--runtime-profiles`/`--runtime-profile` choose, if any.
+fn runtime_profile(host: &HostArgs) -> Result<Option<docker::RuntimeProfile>, Failure> {
+    let Some(path) = &host.runtime_profiles else {
+        return Ok(None);
+    };
+    docker::load(path, host.runtime_profile.as_deref())
+        .map(Some)
+        .map_err(|e| {
+            Failure::new(e.code(), e.to_string())
+                .hint("see the README's runtime profile section for the file's shape")
+        })
+}
+
+/// Everything a docker run needs: the CLI and daemon the probe used, and the pinned image,
+/// checked again now (a tag may have moved since it was probed or cached).
+fn docker_spec(
+    host: &HostArgs,
+    probe_opts: &ProbeOptions,
+    run_id: &str,
+) -> Result<palisade_shims::docker::DockerSpec, Failure> {
+    let profile = runtime_profile(host)?.ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerImageUnpinned,
+            "the docker backend needs a runtime profile that pins its image",
+        )
+        .hint("pass `--runtime-profiles FILE` (see the README)")
+    })?;
+    let socket = probe::docker_socket(probe_opts)
+        .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
+    let cli = probe::locate_docker(probe_opts).ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerDaemonUnavailable,
+            "the docker cli is not installed (it was when probed); nothing was run",
+        )
+    })?;
+    let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
+        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    Ok(palisade_shims::docker::DockerSpec {
+        cli,
+        socket,
+        image_id,
+        run_id: run_id.to_owned(),
+        read_only_binds: profile.read_only_paths,
+    })
 }
 
 fn fact_options(host: &HostArgs) -> FactOptions {
@@ -76,7 +128,7 @@ fn load_runtime(component: Option<Vec<u8>>) -> Result<EngineRuntime, Failure> {
 pub fn doctor(args: &DoctorArgs) -> CommandResult {
     let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
     // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
-    let probes = probe::probe_all(&probe_options(&args.host, false));
+    let probes = probe::probe_all(&probe_options(&args.host, false)?);
     let engine = load_runtime(None).ok();
     let mut out = String::new();
     if args.json {
@@ -240,7 +292,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
     }
 
     let host = facts::gather(&fact_options(&args.host)).map_err(facts_failure)?;
-    let probes = probe::probe_all(&probe_options(&args.host, !args.no_cache));
+    let probes = probe::probe_all(&probe_options(&args.host, !args.no_cache)?);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
@@ -473,7 +525,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let mut fact_opts = fact_options(&args.host);
     fact_opts.writable_roots.push(temp.path().to_path_buf());
     let host = facts::gather(&fact_opts).map_err(facts_failure)?;
-    let probe_opts = probe_options(&args.host, !args.no_cache);
+    let probe_opts = probe_options(&args.host, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
@@ -503,10 +555,17 @@ pub fn run(args: &RunArgs) -> CommandResult {
         &flags,
     )
     .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    let docker = match plan.mechanism {
+        palisade_shims::plan::Mechanism::Docker => {
+            Some(docker_spec(&args.host, &probe_opts, &run_id)?)
+        }
+        _ => None,
+    };
     let result = launch::execute(
         &plan,
         &launch::ExecuteOptions {
             bwrap: probe::locate_bwrap(&probe_opts),
+            docker,
         },
     );
     let record_outcome = |record: &Value| {

@@ -98,6 +98,7 @@ pub fn plan_from_decision(
         "linux-bwrap" => Mechanism::Bwrap,
         "linux-landlock" => Mechanism::Landlock,
         "direct-dedicated" => Mechanism::Direct,
+        "docker" => Mechanism::Docker,
         other => return Err(LaunchError::Unsupported(other.to_owned())),
     };
     let network = match view.plan.network_mode.as_str() {
@@ -211,6 +212,8 @@ pub fn command_env(
 pub struct ExecuteOptions {
     /// The `bwrap` binary the probe trialled.
     pub bwrap: Option<PathBuf>,
+    /// The daemon, CLI and checked image a `docker` plan runs with.
+    pub docker: Option<palisade_shims::docker::DockerSpec>,
 }
 
 /// A finished run: the status to exit with, and the account for the audit record.
@@ -286,6 +289,10 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
                 record,
             })
         }
+        Mechanism::Docker => match &options.docker {
+            Some(spec) => crate::docker::execute(plan, spec),
+            None => Err(LaunchError::Unsupported("docker".into())),
+        },
         Mechanism::Landlock | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;

@@ -6,6 +6,7 @@
 //! be replayed bit for bit by any runtime that loads the same component.
 
 pub mod audit;
+pub mod docker;
 pub mod exit;
 pub mod facts;
 pub mod launch;
