@@ -241,7 +241,11 @@ fn unpinned_and_mismatched_images_are_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains("DOCKER_IMAGE_UNPINNED"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("DOCKER_IMAGE_UNPINNED"),
+        "{}",
+        stderr(&out)
+    );
 
     let wrong = s.dir.path().join("wrong.yaml");
     std::fs::write(

@@ -59,7 +59,9 @@ pub enum ProfileError {
     },
     #[error("runtime profiles `{}` are invalid: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
-    #[error("runtime profile `{name}` does not pin its image: give `imageId` or `digest` (sha256:…)")]
+    #[error(
+        "runtime profile `{name}` does not pin its image: give `imageId` or `digest` (sha256:…)"
+    )]
     Unpinned { name: String },
     #[error("no runtime profile `{name}` in `{}` (it has: {available})", path.display())]
     UnknownName {
@@ -132,22 +134,30 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileEr
         message,
     })?;
     let chosen = match name {
-        Some(name) => profiles.into_iter().find(|p| p.name == name).ok_or_else(|| {
-            let available = parse(&text)
-                .map(|all| all.into_iter().map(|p| p.name).collect::<Vec<_>>().join(", "))
-                .unwrap_or_default();
-            ProfileError::UnknownName {
-                path: path.to_path_buf(),
-                name: name.to_owned(),
-                available,
-            }
-        })?,
-        None if profiles.len() == 1 => profiles.into_iter().next().ok_or(
-            ProfileError::Ambiguous {
+        Some(name) => profiles
+            .into_iter()
+            .find(|p| p.name == name)
+            .ok_or_else(|| {
+                let available = parse(&text)
+                    .map(|all| {
+                        all.into_iter()
+                            .map(|p| p.name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                ProfileError::UnknownName {
+                    path: path.to_path_buf(),
+                    name: name.to_owned(),
+                    available,
+                }
+            })?,
+        None if profiles.len() == 1 => {
+            profiles.into_iter().next().ok_or(ProfileError::Ambiguous {
                 path: path.to_path_buf(),
                 count: 0,
-            },
-        )?,
+            })?
+        }
         None => {
             return Err(ProfileError::Ambiguous {
                 path: path.to_path_buf(),
@@ -176,7 +186,8 @@ struct Parsed {
 
 /// Parses and validates a whole file; every problem, each with its field path, in one message.
 fn parse(text: &str) -> Result<Vec<Parsed>, String> {
-    let doc: Document = serde_yaml::from_str(text).map_err(|e| crate::report::one_line(&e.to_string()))?;
+    let doc: Document =
+        serde_yaml::from_str(text).map_err(|e| crate::report::one_line(&e.to_string()))?;
     let mut problems = Vec::new();
     if doc.api_version != API_VERSION {
         problems.push(format!("apiVersion: must be `{API_VERSION}`"));
@@ -206,9 +217,7 @@ fn parse(text: &str) -> Result<Vec<Parsed>, String> {
             problems.push(format!("{at}.name: duplicate `{}`", profile.name));
         }
         seen.push(profile.name.clone());
-        if !crate::probe::docker::valid_image_name(&profile.image)
-            || profile.image.contains('@')
-        {
+        if !crate::probe::docker::valid_image_name(&profile.image) || profile.image.contains('@') {
             problems.push(format!(
                 "{at}.image: `{}` is not an image reference (name[:tag]; pin with imageId or digest)",
                 profile.image.escape_default()
@@ -318,8 +327,8 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         }
         Err(other) => return Err(LaunchError::Prepare(other.to_string())),
     };
-    let mut record = serde_json::to_value(&done.outcome)
-        .map_err(|e| LaunchError::Supervise(e.to_string()))?;
+    let mut record =
+        serde_json::to_value(&done.outcome).map_err(|e| LaunchError::Supervise(e.to_string()))?;
     let gone = matches!(done.removal, Removal::AlreadyGone | Removal::Removed);
     if let Some(object) = record.as_object_mut() {
         object.insert("exitCode".into(), done.outcome.exit_code().into());
@@ -423,7 +432,12 @@ mod tests {
         let (_dir, path) = file(&doc(
             "    - name: build\n      image: b:1\n      digest: sha256:short\n",
         ));
-        assert!(load(&path, None).unwrap_err().to_string().contains("64 lowercase hex"));
+        assert!(
+            load(&path, None)
+                .unwrap_err()
+                .to_string()
+                .contains("64 lowercase hex")
+        );
         let (_dir, path) = file(&doc(&format!(
             "    - name: a\n      image: b:1\n      imageId: {ID}\n    - name: a\n      image: b@{ID}\n      imageId: {ID}\n      readOnlyPaths: [rel]\n"
         )));
@@ -444,9 +458,17 @@ mod tests {
         ))
         .replace("TrustedRegistry", "RuntimeProfiles");
         let (_dir, path) = file(&text);
-        assert!(load(&path, Some("a")).unwrap_err().to_string().contains("kind: must be"));
+        assert!(
+            load(&path, Some("a"))
+                .unwrap_err()
+                .to_string()
+                .contains("kind: must be")
+        );
         let (_dir, path) = file(&text.replace("RuntimeProfiles", "TrustedRegistry"));
-        assert!(matches!(load(&path, None), Err(ProfileError::Ambiguous { count: 2, .. })));
+        assert!(matches!(
+            load(&path, None),
+            Err(ProfileError::Ambiguous { count: 2, .. })
+        ));
     }
 
     #[test]
@@ -457,7 +479,9 @@ mod tests {
         };
         assert!(facts.matches(ID).is_ok());
         assert!(facts.matches(&format!("sha256:{}", "f".repeat(64))).is_ok());
-        let err = facts.matches(&format!("sha256:{}", "e".repeat(64))).unwrap_err();
+        let err = facts
+            .matches(&format!("sha256:{}", "e".repeat(64)))
+            .unwrap_err();
         assert!(err.contains("pins"), "{err}");
     }
 }

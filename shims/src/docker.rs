@@ -309,12 +309,14 @@ pub fn argv(
                 "--tmpfs",
                 format!("{target}:rw,nosuid,nodev,exec,mode=1777"),
             ),
-            DockerMount::Tmpfs0000 => {
-                args.op("--tmpfs", format!("{target}:ro,nosuid,nodev,noexec,mode=000"))
-            }
-            DockerMount::Tmpfs0555 => {
-                args.op("--tmpfs", format!("{target}:ro,nosuid,nodev,noexec,mode=555"))
-            }
+            DockerMount::Tmpfs0000 => args.op(
+                "--tmpfs",
+                format!("{target}:ro,nosuid,nodev,noexec,mode=000"),
+            ),
+            DockerMount::Tmpfs0555 => args.op(
+                "--tmpfs",
+                format!("{target}:ro,nosuid,nodev,noexec,mode=555"),
+            ),
         }
     }
     args.op("--workdir", mount_path(&filesystem.workspace)?);
@@ -460,10 +462,8 @@ pub fn run(
     let mut seccomp_rules = None;
     let profile_path = format!("/dev/fd/{SECCOMP_FD}");
     if plan.syscall_filter {
-        let profile = seccomp::oci_profile(
-            seccomp::Arch::native()?,
-            &seccomp::Profile::for_plan(plan),
-        )?;
+        let profile =
+            seccomp::oci_profile(seccomp::Arch::native()?, &seccomp::Profile::for_plan(plan))?;
         seccomp_rules = profile
             .get("syscalls")
             .and_then(serde_json::Value::as_array)
@@ -775,18 +775,21 @@ mod tests {
                 "/home/u/.netrc",
                 fact(PathKind::File { hard_links: 1 }, "/home/u/.netrc"),
             ),
-            ("/home/u/ws/.env", missing("/home/u/ws/.env", "/home/u/ws/.env")),
-            ("/home/u/ws/.github", fact(PathKind::Dir, "/home/u/ws/.github")),
+            (
+                "/home/u/ws/.env",
+                missing("/home/u/ws/.env", "/home/u/ws/.env"),
+            ),
+            (
+                "/home/u/ws/.github",
+                fact(PathKind::Dir, "/home/u/ws/.github"),
+            ),
             (
                 "/home/u/ws/AGENTS.md",
                 missing("/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md"),
             ),
             (
                 "/home/u/ws/.loopwright/policies",
-                missing(
-                    "/home/u/ws/.loopwright/policies",
-                    "/home/u/ws/.loopwright",
-                ),
+                missing("/home/u/ws/.loopwright/policies", "/home/u/ws/.loopwright"),
             ),
         ] {
             paths.insert(PathBuf::from(path), fact);
@@ -852,7 +855,10 @@ mod tests {
         let at = args.iter().position(|a| a == "API_TOKEN").unwrap();
         assert_eq!(args[at - 1], "--env");
         let env: BTreeMap<_, _> = built.env.into_iter().collect();
-        assert_eq!(env[&OsString::from("API_TOKEN")], OsString::from("s3cr3t-value"));
+        assert_eq!(
+            env[&OsString::from("API_TOKEN")],
+            OsString::from("s3cr3t-value")
+        );
         assert_eq!(
             env[&OsString::from("DOCKER_HOST")],
             OsString::from("unix:///run/palisade-dockerd/docker.sock")
@@ -889,9 +895,7 @@ mod tests {
                 .args,
         );
         let bound = bound.display().to_string();
-        assert!(args.contains(&format!(
-            "type=bind,source={bound},target={bound},readonly"
-        )));
+        assert!(args.contains(&format!("type=bind,source={bound},target={bound},readonly")));
         assert!(args.contains(&format!(
             "type=bind,source=/m,target={},readonly",
             socket.display()

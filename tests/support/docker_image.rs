@@ -75,8 +75,10 @@ impl TestImage {
 
 /// The daemon's socket from `DOCKER_HOST`, if it names a unix socket that answers.
 pub fn daemon_socket() -> Result<PathBuf, String> {
-    let host = std::env::var("DOCKER_HOST")
-        .map_err(|_| "DOCKER_HOST is not set (start a daemon: `eval \"$(bash .ci/dockerd.sh start)\"`)".to_owned())?;
+    let host = std::env::var("DOCKER_HOST").map_err(|_| {
+        "DOCKER_HOST is not set (start a daemon: `eval \"$(bash .ci/dockerd.sh start)\"`)"
+            .to_owned()
+    })?;
     let path = host
         .strip_prefix("unix://")
         .map(PathBuf::from)
@@ -135,7 +137,17 @@ fn build() -> Result<TestImage, String> {
 
     let root = tempfile::tempdir().unwrap();
     let r = root.path();
-    for dir in ["bin", "usr/local/bin", "etc", "tmp", "root", "var/tmp", "proc", "dev", "sys"] {
+    for dir in [
+        "bin",
+        "usr/local/bin",
+        "etc",
+        "tmp",
+        "root",
+        "var/tmp",
+        "proc",
+        "dev",
+        "sys",
+    ] {
         std::fs::create_dir_all(r.join(dir)).unwrap();
     }
     std::fs::write(r.join("bin/busybox"), &busybox_bytes).unwrap();
@@ -178,7 +190,10 @@ fn build() -> Result<TestImage, String> {
         .output()
         .map_err(|e| format!("tar: {e}"))?;
     if !tar.status.success() {
-        return Err(format!("tar failed: {}", String::from_utf8_lossy(&tar.stderr)));
+        return Err(format!(
+            "tar failed: {}",
+            String::from_utf8_lossy(&tar.stderr)
+        ));
     }
     let mut import = Command::new("docker")
         .env("DOCKER_HOST", format!("unix://{}", socket.display()))
@@ -229,7 +244,14 @@ fn static_attack() -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--locked", "-p", "palisade-suite", "--bin", "palisade-attack"])
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "palisade-suite",
+            "--bin",
+            "palisade-attack",
+        ])
         .args(["--target", &triple])
         .env("CARGO_TARGET_DIR", &target_dir)
         .env("RUSTFLAGS", "-C target-feature=+crt-static")

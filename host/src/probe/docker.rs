@@ -265,11 +265,7 @@ impl From<io::Error> for HttpError {
 }
 
 /// `GET target` on the socket, finished by `deadline`.
-pub(crate) fn get(
-    socket: &Path,
-    target: &str,
-    deadline: Instant,
-) -> Result<Response, HttpError> {
+pub(crate) fn get(socket: &Path, target: &str, deadline: Instant) -> Result<Response, HttpError> {
     let remaining = || {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
