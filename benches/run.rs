@@ -1,6 +1,10 @@
 //! Launch overhead: `palisade run -- true` per backend against the bare mechanism with
 //! equivalent settings, measured in the same run, plus reaping a 1,000-process tree.
 //!
+//! Docker (when `DOCKER_HOST` names a running daemon, e.g. `eval "$(bash .ci/dockerd.sh
+//! start)"`): `palisade run -- true` under the docker backend against bare `docker run --rm
+//! --network none IMAGE true`, on the tests' local image.
+//!
 //! Run with `cargo build --release -p palisade && cargo bench -p palisade-suite --bench run`.
 //! Under `cargo test --all-targets` each benchmark runs once as a smoke test.
 #![allow(
@@ -13,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "../tests/support/docker_image.rs"]
+mod docker_image;
 
 /// The `palisade` binary next to this bench's profile directory, if it was built.
 fn palisade_binary() -> Option<PathBuf> {
@@ -143,5 +150,55 @@ fn launch(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, launch);
+fn docker(c: &mut Criterion) {
+    let Some(palisade) = palisade_binary() else {
+        return;
+    };
+    let image = match docker_image::ensure() {
+        Ok(image) => image,
+        Err(why) => {
+            eprintln!("skipping the docker benchmarks: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let cache = dir.path().join("cache");
+    let taskpack = taskpack(dir.path(), "docker", "none");
+    let profiles = dir.path().join("profiles.yaml");
+    image.write_profile(&profiles, &[]);
+    let palisade_run = || {
+        status_ok(
+            Command::new(&palisade)
+                .arg("run")
+                .arg("--taskpack")
+                .arg(&taskpack)
+                .arg("--workspace")
+                .arg(&workspace)
+                .arg("--runtime-profiles")
+                .arg(&profiles)
+                .arg("--docker-socket")
+                .arg(&image.socket)
+                .env("PALISADE_CACHE_DIR", &cache)
+                .args(["--", "true"]),
+        )
+    };
+    let bare_run = || {
+        status_ok(
+            image
+                .docker()
+                .args(["run", "--rm", "--network", "none", &image.id, "true"]),
+        )
+    };
+    palisade_run(); // warm the probe and compiled-component caches
+
+    let mut group = c.benchmark_group("docker-launch-true");
+    group.sample_size(20);
+    group.bench_function("bare-docker-run", |b| b.iter(bare_run));
+    group.bench_function("palisade-run-docker", |b| b.iter(palisade_run));
+    group.finish();
+}
+
+criterion_group!(benches, launch, docker);
 criterion_main!(benches);

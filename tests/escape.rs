@@ -11,7 +11,7 @@
 //!    outside proves nothing inside. Where it cannot work for this user at all (e.g. `mknod`
 //!    or `bpf` without root) the table says why.
 //! 2. **inside** `palisade run` once per backend (`linux-bwrap`, `linux-landlock`,
-//!    `direct-dedicated`), chosen by a taskpack that prefers only that backend. Each case says
+//!    `direct-dedicated`, `docker`), chosen by a taskpack that prefers only that backend. Each case says
 //!    per backend what must happen: `blocked` (the backend claims the capability), `works`
 //!    (e.g. `socketpair`), `refused` (the backend cannot honour the policy, so `palisade run`
 //!    must refuse with 125 and launch nothing), or `record` (shown, not asserted — this is how
@@ -26,6 +26,16 @@
 //! the test runs as root; the test's own user otherwise, and then the root pass says it was
 //! skipped). Each test function prints its table (`cargo test --test escape -- --nocapture`);
 //! `PALISADE_ESCAPE_REPORT=<dir>` also writes the tables there, with every cell's detail.
+//!
+//! Docker: the attack runs from the test image (tests/support/docker_image.rs: busybox-static
+//! and a static build of the same attack binary) on the daemon `DOCKER_HOST` names, with a
+//! runtime profile that pins the image and makes the run's fixture directory visible
+//! read-only (so the denied paths exist in the container and must be masked there, and the
+//! controls next to them can be read). Access to the daemon's socket is root-equivalent and
+//! Palisade does not grant it: a user who cannot use the socket (uid 65534 here) must see
+//! `palisade run` refuse the docker backend (`SANDBOX_BACKEND_UNAVAILABLE`, exit 125). Without
+//! a daemon the docker column is skipped, unless `PALISADE_REQUIRE_DOCKER=1` (CI) makes that a
+//! failure.
 //!
 //! Controls: reads of allowed files next to the denied ones, the sandbox's own loopback and
 //! `socketpair` must work inside, so a block comes from the policy and not from an attack that
@@ -48,6 +58,8 @@
     reason = "test code: a failed step should fail the test loudly"
 )]
 
+#[path = "support/docker_image.rs"]
+mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
 
@@ -82,6 +94,7 @@ struct Expects {
     bwrap: Expect,
     landlock: Expect,
     direct: Expect,
+    docker: Expect,
 }
 
 impl Expects {
@@ -90,47 +103,54 @@ impl Expects {
             Backend::Bwrap => self.bwrap,
             Backend::Landlock => self.landlock,
             Backend::Direct => self.direct,
+            Backend::Docker => self.docker,
         }
     }
 }
 
-/// bwrap and Landlock both claim it; direct-dedicated is documented.
+/// bwrap, Landlock and Docker claim it; direct-dedicated is documented.
 const CONFINED: Expects = Expects {
     bwrap: Expect::Blocked,
     landlock: Expect::Blocked,
     direct: Expect::Record,
+    docker: Expect::Blocked,
 };
-/// Only bwrap claims it (`syscallFiltering`); Landlock's seccomp filter covers only what
+/// bwrap and Docker claim it (`syscallFiltering`); Landlock's seccomp filter covers only what
 /// Landlock cannot express, so it is documented there.
 const SYSCALL_FILTER: Expects = Expects {
     bwrap: Expect::Blocked,
     landlock: Expect::Record,
     direct: Expect::Record,
+    docker: Expect::Blocked,
 };
 /// A real mount-family attack: Landlock has no mount namespace to try it in safely.
 const MOUNT: Expects = Expects {
     bwrap: Expect::Blocked,
     landlock: Expect::BlockedOrNoNs,
     direct: Expect::Record,
+    docker: Expect::Blocked,
 };
-/// Protected paths, loopback-only, denied paths inside the workspace: bwrap only; Landlock
-/// must refuse such a policy.
+/// Protected paths, loopback-only, denied paths inside the workspace: bwrap and Docker (mount
+/// namespaces); Landlock must refuse such a policy.
 const BWRAP_ONLY: Expects = Expects {
     bwrap: Expect::Blocked,
     landlock: Expect::Refused,
     direct: Expect::Record,
+    docker: Expect::Blocked,
 };
 /// Process-tree cleanup: every backend claims it.
 const CLEANUP: Expects = Expects {
     bwrap: Expect::Blocked,
     landlock: Expect::Blocked,
     direct: Expect::Blocked,
+    docker: Expect::Blocked,
 };
 /// Must work everywhere.
 const WORKS: Expects = Expects {
     bwrap: Expect::Works,
     landlock: Expect::Works,
     direct: Expect::Works,
+    docker: Expect::Works,
 };
 
 /// The taskpack a case runs under (direct-dedicated always gets its own: `allow-outbound`,
@@ -609,8 +629,9 @@ fn network_cases(mode: &'static str) -> Vec<Case> {
         bwrap: if loopback_only { Expect::Works } else { Expect::Record },
         landlock: if loopback_only { Expect::Refused } else { Expect::Record },
         direct: Expect::Record,
+        docker: if loopback_only { Expect::Works } else { Expect::Record },
     };
-    let info = Expects { bwrap: Expect::Record, landlock: own_loopback.landlock, direct: Expect::Record };
+    let info = Expects { bwrap: Expect::Record, landlock: own_loopback.landlock, direct: Expect::Record, docker: Expect::Record };
     let cases = vec![
         case("net.tcp-host-loopback-v4", plain, attacks, |f, _| tcp_plan(f, loopback_v4(), "net.tcp-connect")),
         case("net.tcp-host-loopback-v6", plain, attacks, |f, _| tcp_plan(f, loopback_v6(), "net.tcp-connect")),
@@ -624,6 +645,9 @@ fn network_cases(mode: &'static str) -> Vec<Case> {
         case("net.bash-dev-tcp-host-loopback", plain, attacks, |f, _| {
             if !Path::new("/bin/bash").exists() {
                 return Err("bash is not installed".into());
+            }
+            if f.place == Place::Inside(Backend::Docker) {
+                return Err("the test image has no bash (busybox only)".into());
             }
             tcp_plan(f, loopback_v4(), "net.dev-tcp")
         }),
@@ -837,7 +861,42 @@ fn taskpack(f: &Fixture, case: &Case, backend: Backend) -> PathBuf {
     file
 }
 
-fn run_case(env: &Env, case: &Case, place: Place) -> Cell {
+/// The docker column's situation for one user.
+enum DockerColumn {
+    /// A daemon and the test image; `usable` says whether this user may use the socket.
+    Ready {
+        image: docker_image::TestImage,
+        usable: bool,
+    },
+    /// No daemon or no image: the column is skipped (a failure when it is required).
+    Missing(String),
+}
+
+impl DockerColumn {
+    fn new(user: User) -> DockerColumn {
+        let image = match docker_image::ensure() {
+            Ok(image) => image,
+            Err(why) => return DockerColumn::Missing(why),
+        };
+        let mut argv = user.wrap();
+        argv.extend(["docker".into(), "version".into()]);
+        let usable = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("DOCKER_HOST", format!("unix://{}", image.socket.display()))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        DockerColumn::Ready { image, usable }
+    }
+
+    /// Whether `palisade run` must refuse the docker backend for this user.
+    fn refused(&self) -> bool {
+        matches!(self, DockerColumn::Ready { usable: false, .. })
+    }
+}
+
+fn run_case(env: &Env, docker: &DockerColumn, case: &Case, place: Place) -> Cell {
     let not_run = |detail: String, failure: Option<String>| Cell {
         verdict: Verdict::NotRun,
         detail,
@@ -851,7 +910,14 @@ fn run_case(env: &Env, case: &Case, place: Place) -> Cell {
             }
             how => Some(how),
         },
-        Place::Inside(_) => {
+        Place::Inside(backend) => {
+            if backend == Backend::Docker
+                && let DockerColumn::Missing(why) = docker
+            {
+                let failure = docker_image::required()
+                    .then(|| "PALISADE_REQUIRE_DOCKER=1 but there is no docker daemon".to_string());
+                return not_run(format!("no docker: {why}"), failure);
+            }
             if let Some(why) = &env.palisade_missing {
                 return if outside_only() {
                     not_run(format!("PALISADE_ESCAPE_OUTSIDE_ONLY: {why}"), None)
@@ -899,11 +965,27 @@ fn run_case(env: &Env, case: &Case, place: Place) -> Cell {
             if backend == Backend::Direct {
                 argv.push("--allow-direct-dedicated".into());
             }
+            if let (Backend::Docker, DockerColumn::Ready { image, .. }) = (backend, docker) {
+                // The fixture is visible read-only: the denied paths must be masked there.
+                let profile = fixture.path("runtime-profiles.yaml");
+                image.write_profile(&profile, std::slice::from_ref(&fixture.root));
+                escape_kit::chmod(&profile, 0o644);
+                argv.extend([
+                    "--runtime-profiles".into(),
+                    s(&profile),
+                    "--docker-socket".into(),
+                    s(&image.socket),
+                ]);
+            }
             argv.push("--".into());
         }
         _ => {}
     }
-    argv.push(s(&env.attack));
+    if place == Place::Inside(Backend::Docker) {
+        argv.push(docker_image::ATTACK_IN_IMAGE.into());
+    } else {
+        argv.push(s(&env.attack));
+    }
     argv.push(plan.attack.into());
     argv.extend(plan.args.iter().cloned());
     let vars = vec![
@@ -927,20 +1009,23 @@ fn run_case(env: &Env, case: &Case, place: Place) -> Cell {
             escape_kit::chown_tree(&file, user);
         }
     });
-    judge(env, case, place, &plan, &ran, &mut fixture)
+    judge(env, docker, case, place, &plan, &ran, &mut fixture)
 }
 
 /// Turn a run into a verdict and check it against the case's expectation.
 fn judge(
     env: &Env,
+    docker: &DockerColumn,
     case: &Case,
     place: Place,
     plan: &Plan,
     ran: &escape_kit::Ran,
     fixture: &mut Fixture,
 ) -> Cell {
+    let docker_refused = place == Place::Inside(Backend::Docker) && docker.refused();
     let expect = match place {
         Place::Outside => None,
+        Place::Inside(_) if docker_refused => Some(Expect::Refused),
         Place::Inside(backend) => Some(case.expect.get(backend)),
     };
     let refused = matches!(place, Place::Inside(_))
@@ -1006,6 +1091,7 @@ fn judge(
             // The engine knows a backend's capabilities and network modes: it must say why.
             // A denied path inside the workspace is refused by the Landlock shim instead.
             let code = match case.policy {
+                _ if docker_refused => Some("SANDBOX_BACKEND_UNAVAILABLE"),
                 Policy::Protected | Policy::Network(_) => Some("SANDBOX_CAPABILITY_INSUFFICIENT"),
                 Policy::Standard | Policy::DeniedInWorkspace => None,
             };
@@ -1064,7 +1150,23 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
         Place::Inside(Backend::Bwrap),
         Place::Inside(Backend::Landlock),
         Place::Inside(Backend::Direct),
+        Place::Inside(Backend::Docker),
     ];
+    let docker = DockerColumn::new(user);
+    let docker_note = match &docker {
+        DockerColumn::Ready { image, usable } => format!(
+            "docker: image {} ({}), socket {} {}",
+            image.tag,
+            image.id,
+            image.socket.display(),
+            if *usable {
+                "usable"
+            } else {
+                "NOT usable by this user: the backend must be refused"
+            }
+        ),
+        DockerColumn::Missing(why) => format!("docker: skipped: {why}"),
+    };
     let mut table = Table {
         title: format!("{class}, {}", user.label()),
         columns: places.iter().map(|p| p.label().to_string()).collect(),
@@ -1073,11 +1175,11 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
     for case in &cases {
         let cells = places
             .iter()
-            .map(|place| run_case(&env, case, *place))
+            .map(|place| run_case(&env, &docker, case, *place))
             .collect();
         table.rows.push((case.name.clone(), cells));
     }
-    let rendered = table.render();
+    let rendered = format!("{}\n{docker_note}", table.render());
     println!("{rendered}");
     println!("details:\n{}", table.details());
     if let Some(dir) = std::env::var_os("PALISADE_ESCAPE_REPORT") {

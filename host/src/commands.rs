@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use palisade::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use palisade::docker;
 use palisade::egress;
 use palisade::envpolicy;
 use palisade::execmode;
@@ -31,15 +32,107 @@ fn cache_dir() -> Option<PathBuf> {
         .or_else(runtime::default_cache_dir)
 }
 
-fn probe_options(host: &HostArgs, use_cache: bool) -> ProbeOptions {
-    ProbeOptions {
+fn probe_options(
+    host: &HostArgs,
+    config: &HostConfig,
+    use_cache: bool,
+) -> Result<ProbeOptions, Failure> {
+    let profile = runtime_profile(host, config)?;
+    Ok(ProbeOptions {
         docker_socket: host.docker_socket.clone(),
-        docker_image: host.docker_image.clone(),
+        docker_image: match &profile {
+            Some(profile) => Some(profile.image.clone()),
+            None => host.docker_image.clone(),
+        },
+        docker_image_pin: profile.map(|profile| profile.pin),
         timeout: Duration::from_secs(2),
         cache_dir: cache_dir(),
         use_cache,
         ..ProbeOptions::default()
+    })
+}
+
+/// The runtime profile file: the host configuration's `dockerRuntimeProfiles`, or
+/// `--runtime-profiles` where the configuration names none. A flag naming another file than the
+/// configuration's is refused: flags may only tighten the host configuration.
+fn runtime_profiles_file(host: &HostArgs, config: &HostConfig) -> Result<Option<PathBuf>, Failure> {
+    let configured = config
+        .effective
+        .docker_runtime_profiles
+        .value
+        .as_ref()
+        .map(PathBuf::from);
+    match (&host.runtime_profiles, configured) {
+        (Some(flag), Some(configured)) if *flag != configured => Err(Failure::new(
+            ErrorCode::HostConfigForbidden,
+            format!(
+                "--runtime-profiles {} differs from the host configuration's dockerRuntimeProfiles {}",
+                flag.display(),
+                configured.display()
+            ),
+        )
+        .hint("drop the flag or change the host configuration; `palisade doctor` shows it")),
+        (Some(flag), _) => Ok(Some(flag.clone())),
+        (None, configured) => Ok(configured),
     }
+}
+
+/// The runtime profile the host configuration or `--runtime-profiles`, and `--runtime-profile`,
+/// choose, if any.
+fn runtime_profile(
+    host: &HostArgs,
+    config: &HostConfig,
+) -> Result<Option<docker::RuntimeProfile>, Failure> {
+    let Some(path) = runtime_profiles_file(host, config)? else {
+        if host.runtime_profile.is_some() {
+            return Err(Failure::new(
+                ErrorCode::DockerProfileInvalid,
+                "--runtime-profile names a profile, but no runtime profile file is configured",
+            )
+            .hint("pass `--runtime-profiles FILE` or set dockerRuntimeProfiles in the host configuration"));
+        }
+        return Ok(None);
+    };
+    docker::load(&path, host.runtime_profile.as_deref())
+        .map(Some)
+        .map_err(|e| {
+            Failure::new(e.code(), e.to_string())
+                .hint("see the README's runtime profile section for the file's shape")
+        })
+}
+
+/// Everything a docker run needs: the CLI and daemon the probe used, and the pinned image,
+/// checked again now (a tag may have moved since it was probed or cached).
+fn docker_spec(
+    host: &HostArgs,
+    config: &HostConfig,
+    probe_opts: &ProbeOptions,
+    run_id: &str,
+) -> Result<palisade_shims::docker::DockerSpec, Failure> {
+    let profile = runtime_profile(host, config)?.ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerImageUnpinned,
+            "the docker backend needs a runtime profile that pins its image",
+        )
+        .hint("pass `--runtime-profiles FILE` (see the README)")
+    })?;
+    let socket = probe::docker_socket(probe_opts)
+        .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
+    let cli = probe::locate_docker(probe_opts).ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerDaemonUnavailable,
+            "the docker cli is not installed (it was when probed); nothing was run",
+        )
+    })?;
+    let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
+        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    Ok(palisade_shims::docker::DockerSpec {
+        cli,
+        socket,
+        image_id,
+        run_id: run_id.to_owned(),
+        read_only_binds: profile.read_only_paths,
+    })
 }
 
 /// The host configuration in force (system file, then the per-user file or `--host-config`)
@@ -112,7 +205,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
     let (config, options) = host_setup(&args.host)?;
     let host = facts::gather(&options).map_err(facts_failure)?;
     // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
-    let probes = probe::probe_all(&probe_options(&args.host, false));
+    let probes = probe::probe_all(&probe_options(&args.host, &config, false)?);
     let engine = load_runtime(None).ok();
     let mut out = String::new();
     if args.json {
@@ -294,7 +387,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
 
     let (config, options) = host_setup(&args.host)?;
     let host = facts::gather(&options).map_err(facts_failure)?;
-    let probes = probe::probe_all(&probe_options(&args.host, !args.no_cache));
+    let probes = probe::probe_all(&probe_options(&args.host, &config, !args.no_cache)?);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
@@ -576,7 +669,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let (document, document_name) = read_document(&args.taskpack, &args.host)?;
     fact_opts.writable_roots.push(temp.path().to_path_buf());
     let host = facts::gather(&fact_opts).map_err(facts_failure)?;
-    let probe_opts = probe_options(&args.host, !args.no_cache);
+    let probe_opts = probe_options(&args.host, &config, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
@@ -644,10 +737,17 @@ pub fn run(args: &RunArgs) -> CommandResult {
             "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
         );
     }
+    let docker = match plan.mechanism {
+        palisade_shims::plan::Mechanism::Docker => {
+            Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?)
+        }
+        _ => None,
+    };
     let mut result = launch::execute(
         &plan,
         &launch::ExecuteOptions {
             bwrap: probe::locate_bwrap(&probe_opts),
+            docker,
         },
     );
     if let Some(session) = egress {

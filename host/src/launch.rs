@@ -111,6 +111,7 @@ pub fn plan_from_decision(
         "linux-landlock" => Mechanism::Landlock,
         "direct-dedicated" => Mechanism::Direct,
         "macos-seatbelt" => Mechanism::Seatbelt,
+        "docker" => Mechanism::Docker,
         other => return Err(LaunchError::Unsupported(other.to_owned())),
     };
     let mut network = match view.plan.network_mode.as_str() {
@@ -240,6 +241,8 @@ pub fn command_env(
 pub struct ExecuteOptions {
     /// The `bwrap` binary the probe trialled.
     pub bwrap: Option<PathBuf>,
+    /// The daemon, CLI and checked image a `docker` plan runs with.
+    pub docker: Option<palisade_shims::docker::DockerSpec>,
 }
 
 /// A finished run: the status to exit with, and the account for the audit record.
@@ -283,7 +286,9 @@ fn exec_signal(command: &[OsString]) -> Vec<OsString> {
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     match plan.mechanism {
         #[cfg(target_os = "linux")]
-        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct => execute_linux(plan, options),
+        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct | Mechanism::Docker => {
+            execute_linux(plan, options)
+        }
         #[cfg(target_os = "macos")]
         Mechanism::Seatbelt => {
             let _ = options;
@@ -304,6 +309,7 @@ fn backend_name(mechanism: Mechanism) -> &'static str {
         Mechanism::Landlock => "linux-landlock",
         Mechanism::Direct => "direct-dedicated",
         Mechanism::Seatbelt => "macos-seatbelt",
+        Mechanism::Docker => "docker",
     }
 }
 
@@ -355,7 +361,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     })
 }
 
-/// The Linux mechanisms: bwrap, or `palisade __sandbox-init` (Landlock, direct).
+/// The Linux mechanisms: bwrap, `palisade __sandbox-init` (Landlock, direct), or a container.
 #[cfg(target_os = "linux")]
 fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
@@ -435,9 +441,17 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
             backend_name(plan.mechanism).to_owned(),
         )),
-        Mechanism::Landlock | Mechanism::Direct if plan.egress_proxy.is_some() => Err(
-            LaunchError::Plan("filtered egress is only launched under linux-bwrap".into()),
-        ),
+        Mechanism::Docker | Mechanism::Landlock | Mechanism::Direct
+            if plan.egress_proxy.is_some() =>
+        {
+            Err(LaunchError::Plan(
+                "filtered egress is only launched under linux-bwrap".into(),
+            ))
+        }
+        Mechanism::Docker => match &options.docker {
+            Some(spec) => crate::docker::execute(plan, spec),
+            None => Err(LaunchError::Unsupported("docker".into())),
+        },
         Mechanism::Landlock | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;

@@ -107,9 +107,15 @@ pub struct HostArgs {
     /// The docker socket to probe (default: `$DOCKER_HOST` or /var/run/docker.sock).
     #[arg(long, value_name = "PATH")]
     docker_socket: Option<PathBuf>,
-    /// The docker image a run would use; the docker backend is unavailable without one.
-    #[arg(long, value_name = "IMAGE")]
+    /// A docker image to probe; without a runtime profile pinning it, docker stays unavailable.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "runtime_profiles")]
     docker_image: Option<String>,
+    /// Runtime profiles (kind `TrustedRegistry`): the pinned images the docker backend may run.
+    #[arg(long, value_name = "FILE")]
+    runtime_profiles: Option<PathBuf>,
+    /// The profile to use from the runtime profile file (default: the file's only profile).
+    #[arg(long, value_name = "NAME")]
+    runtime_profile: Option<String>,
 }
 
 /// `--execution-mode` and who asked (shared by `decide` and `run`).

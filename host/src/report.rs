@@ -23,6 +23,16 @@ pub enum ErrorCode {
     Internal,
     /// `palisade replay` found records that did not reproduce.
     ReplayDiverged,
+    /// The runtime profile file is unreadable or invalid.
+    DockerProfileInvalid,
+    /// The chosen runtime profile pins no image ID or digest.
+    DockerImageUnpinned,
+    /// The profile's image is not on the daemon (palisade never pulls).
+    DockerImageMissing,
+    /// The profile's image is not the pinned one.
+    DockerImageMismatch,
+    /// The daemon did not answer when the image was checked before launching.
+    DockerDaemonUnavailable,
 }
 
 impl ErrorCode {
@@ -39,6 +49,11 @@ impl ErrorCode {
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
             ErrorCode::Internal => "PALISADE_INTERNAL",
             ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
+            ErrorCode::DockerProfileInvalid => "DOCKER_PROFILE_INVALID",
+            ErrorCode::DockerImageUnpinned => "DOCKER_IMAGE_UNPINNED",
+            ErrorCode::DockerImageMissing => "DOCKER_IMAGE_MISSING",
+            ErrorCode::DockerImageMismatch => "DOCKER_IMAGE_MISMATCH",
+            ErrorCode::DockerDaemonUnavailable => "DOCKER_DAEMON_UNAVAILABLE",
         }
     }
 
@@ -53,7 +68,12 @@ impl ErrorCode {
             ErrorCode::HostFactsInvalid
             | ErrorCode::HostConfigInvalid
             | ErrorCode::InputInvalid
-            | ErrorCode::Internal => Exit::Internal,
+            | ErrorCode::Internal
+            | ErrorCode::DockerProfileInvalid
+            | ErrorCode::DockerImageUnpinned
+            | ErrorCode::DockerImageMissing
+            | ErrorCode::DockerImageMismatch
+            | ErrorCode::DockerDaemonUnavailable => Exit::Internal,
             ErrorCode::ReplayDiverged => Exit::Diverged,
         }
     }

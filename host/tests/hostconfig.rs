@@ -384,10 +384,21 @@ fn flags_may_only_tighten_the_configuration() {
 #[test]
 fn the_configuration_reaches_the_decision_and_every_audit_record() {
     let env = Env::new(User::Own);
+    // The configured runtime profile file is read (and must parse) on every decision; its image
+    // need not exist for a decision that does not pick docker.
+    let profiles = env.s("runtime-profiles.yaml");
+    std::fs::write(
+        &profiles,
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {{name: t}}\nspec:\n  runtimeProfiles:\n    - name: build\n      image: palisade-absent:1\n      imageId: sha256:{}\n",
+            "a".repeat(64)
+        ),
+    )
+    .unwrap();
     let config = env.config(
         "host.yaml",
         &format!(
-            "  defaultBackendOrder: [linux-landlock, linux-bwrap]\n  writableRoots: [{}]\n  resultsDir: {}\n  dockerRuntimeProfiles: /etc/palisade/runtime-profiles.yaml\n  environment:\n    allow: [LANG, LC_*, PALISADE_DEPLOY_TOKEN]\n",
+            "  defaultBackendOrder: [linux-landlock, linux-bwrap]\n  writableRoots: [{}]\n  resultsDir: {}\n  dockerRuntimeProfiles: {profiles}\n  environment:\n    allow: [LANG, LC_*, PALISADE_DEPLOY_TOKEN]\n",
             env.s("extra"),
             env.s("results"),
         ),
@@ -437,7 +448,7 @@ fn the_configuration_reaches_the_decision_and_every_audit_record() {
     assert_eq!(context["files"][0]["source"], "flag");
     assert_eq!(
         context["effective"]["dockerRuntimeProfiles"]["value"],
-        "/etc/palisade/runtime-profiles.yaml"
+        profiles.as_str()
     );
     assert_eq!(context["effective"]["environment"]["from"], "flag");
 
@@ -448,6 +459,40 @@ fn the_configuration_reaches_the_decision_and_every_audit_record() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // A flag may repeat the configured runtime profile file, not replace it.
+    let other = env.s("other-profiles.yaml");
+    std::fs::copy(&profiles, &other).unwrap();
+    for (flag, code) in [
+        (profiles.as_str(), None),
+        (other.as_str(), Some("HOST_CONFIG_FORBIDDEN")),
+    ] {
+        let out = env.run(&[
+            "decide",
+            "--host-config",
+            config,
+            "--taskpack",
+            &taskpack,
+            "--runtime-profiles",
+            flag,
+        ]);
+        match code {
+            None => assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr)),
+            Some(code) => assert!(
+                out.status.code() != Some(0) && text(&out.stderr).contains(code),
+                "{}",
+                text(&out.stderr)
+            ),
+        }
+    }
+    // A configured file that cannot be read stops the decision: the host's pins are unknown.
+    std::fs::remove_file(&profiles).unwrap();
+    let out = env.run(&["decide", "--host-config", config, "--taskpack", &taskpack]);
+    assert!(
+        out.status.code() != Some(0) && text(&out.stderr).contains("DOCKER_PROFILE_INVALID"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]

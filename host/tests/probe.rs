@@ -331,6 +331,9 @@ fn missing_docker_socket_and_cli_have_distinct_reasons() {
     assert!(reason.starts_with("docker cli not installed"), "{reason}");
 }
 
+/// The image ID the fake daemon reports for every image it has.
+const FAKE_ID: &str = "sha256:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
 /// Serves canned answers like dockerd: one HTTP/1.0 request per connection.
 fn fake_daemon(socket: &Path, images: &'static [&'static str]) {
     let listener = UnixListener::bind(socket).unwrap();
@@ -354,7 +357,7 @@ fn fake_daemon(socket: &Path, images: &'static [&'static str]) {
                     r#"{"Version":"20.10.24","ApiVersion":"1.41"}"#.to_owned(),
                 ),
                 t if images.iter().any(|i| t == format!("/images/{i}/json")) => {
-                    ("200 OK", r#"{"Id":"sha256:00"}"#.to_owned())
+                    ("200 OK", format!(r#"{{"Id":"{FAKE_ID}"}}"#))
                 }
                 _ => ("404 Not Found", r#"{"message":"no such image"}"#.to_owned()),
             };
@@ -377,6 +380,7 @@ fn fake_daemon_with_and_without_the_image() {
         docker_socket: Some(socket.clone()),
         docker_cli: Some(cli.clone()),
         docker_image: Some(image.to_owned()),
+        docker_image_pin: Some(FAKE_ID.to_owned()),
         ..ProbeOptions::default()
     };
 
@@ -393,13 +397,34 @@ fn fake_daemon_with_and_without_the_image() {
     assert_eq!(docker.reason, "image `alpine:3` not present");
     assert_eq!(docker.version, "docker 20.10.24 (api 1.41)");
 
+    // Present but not pinned, or pinned to another image: unavailable, never pulled.
+    let set = probe_all(&ProbeOptions {
+        docker_image_pin: None,
+        ..options("palisade/busybox:1")
+    });
+    let docker = probe_of(&set, Backend::Docker);
+    assert_unavailable_and_empty(docker);
+    assert!(docker.reason.contains("is not pinned"), "{}", docker.reason);
+    let other = format!("sha256:{}", "e".repeat(64));
+    let set = probe_all(&ProbeOptions {
+        docker_image_pin: Some(other.clone()),
+        ..options("palisade/busybox:1")
+    });
+    let docker = probe_of(&set, Backend::Docker);
+    assert_unavailable_and_empty(docker);
+    assert_eq!(
+        docker.reason,
+        format!("image is `{FAKE_ID}`, but the runtime profile pins `{other}`")
+    );
+
     let set = probe_all(&ProbeOptions {
         docker_image: None,
         ..options("unused")
     });
-    assert_eq!(
-        probe_of(&set, Backend::Docker).reason,
-        "no docker image configured"
+    assert!(
+        probe_of(&set, Backend::Docker)
+            .reason
+            .starts_with("no docker image configured"),
     );
 }
 

@@ -204,6 +204,124 @@ pub const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
 /// The bridge binary (`palisade`) inside the sandbox.
 pub const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
 
+/// One mount of the sandbox's filesystem, in the order bwrap performs them (a later mount
+/// covers an earlier one). [`filesystem`] plans them; [`argv`] spells them as bwrap options and
+/// [`crate::docker`] as `docker run` mounts, so both backends mask exactly the same paths.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mount {
+    /// The host's root at `/`: `--ro-bind / /`, or `--bind / /` when `writable`.
+    Root { writable: bool },
+    /// A private minimal `/dev`.
+    Dev(PathBuf),
+    /// This PID namespace's procfs.
+    Proc(PathBuf),
+    /// The host's procfs entry bound read-only over the sandbox's (`-try` unless `required`).
+    ProcCover { path: PathBuf, required: bool },
+    /// A private, writable, empty tmpfs (`/tmp`, `/run`, `/dev/shm`, …).
+    Tmpfs(PathBuf),
+    /// The host's path bound read-only onto itself (an existing protected path, a file bound
+    /// back into a private directory).
+    ReadOnly(PathBuf),
+    /// The host's path bound read-write onto itself (a writable root or a pin).
+    Writable(PathBuf),
+    /// A denied directory: an empty, mode-0000, read-only tmpfs.
+    DenyDir(PathBuf),
+    /// A denied file, a host socket or a missing protected file: an unreadable, unwritable file
+    /// (`/dev/null` on a `nodev` mount under bwrap).
+    Null(PathBuf),
+    /// A missing protected directory: an empty, mode-0555, read-only tmpfs.
+    EmptyDir(PathBuf),
+}
+
+/// The sandbox's filesystem for one plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filesystem {
+    /// Every mount, in order.
+    pub mounts: Vec<Mount>,
+    /// The workspace's real path (the command's working directory).
+    pub workspace: PathBuf,
+    /// Host paths where the mechanism creates a mountpoint (see [`BwrapArgs`]).
+    pub created_mountpoints: Vec<PathBuf>,
+}
+
+/// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
+/// module docs), or refuses (see "Refusals"). `read_only_binds` are host paths (real, absolute)
+/// bound read-only onto themselves with the base mounts — nothing for bwrap, whose root is the
+/// host's; the host paths a Docker runtime profile makes visible over the image — so that
+/// masks and socket masks are planned under them like anywhere else the host shows.
+pub fn filesystem(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    read_only_binds: &[PathBuf],
+) -> Result<Filesystem, BwrapError> {
+    validate(plan)?;
+    let workspace = writable_root(facts, &plan.workspace)?;
+    let mut roots = BTreeSet::from([workspace.clone()]);
+    for root in plan.writable_roots.iter().chain([&plan.run_temp_dir]) {
+        roots.insert(writable_root(facts, root)?);
+    }
+
+    // The root, then everything the sandbox mounts itself, ordered by depth.
+    let mut mounts = vec![Mount::Root {
+        writable: !plan.read_only_root,
+    }];
+    let mut base = Base::new(plan.read_only_root);
+    base.add(Base::DEV, BaseOp::Dev);
+    base.add(Base::PROC, BaseOp::Proc);
+    base.add("/proc/sys", BaseOp::ProcCover { required: true });
+    base.add("/proc/sysrq-trigger", BaseOp::ProcCover { required: false });
+    base.add("/dev/shm", BaseOp::Tmpfs);
+    for dir in &facts.private_dirs {
+        base.add(dir, BaseOp::Tmpfs);
+    }
+    if plan.network == Network::AllowOutbound
+        && let Some(resolv) = &facts.resolv_conf
+        && base.layer(resolv) == Layer::Private
+    {
+        base.add(resolv, BaseOp::ReadOnly);
+    }
+    for bind in read_only_binds {
+        base.add(bind, BaseOp::ReadOnly);
+    }
+    for root in &roots {
+        base.add(root, BaseOp::Writable);
+    }
+
+    let planned = plan_masks(plan, facts, &base, &roots)?;
+    for pin in &planned.pins {
+        base.add(pin, BaseOp::Writable);
+    }
+    base.emit(&mut mounts);
+    let mut layers = Layers {
+        base: &base,
+        masks: Vec::new(),
+    };
+    for mask in &planned.masks {
+        mounts.push(mask.mount());
+        layers.masks.push(mask.clone());
+    }
+
+    // Host sockets still visible after all of the above.
+    let mut created = planned.created;
+    for socket in &facts.host_sockets {
+        match layers.layer(socket) {
+            Layer::HostRo => mounts.push(Mount::Null(socket.clone())),
+            Layer::HostRw(_) => {
+                mounts.push(Mount::Null(socket.clone()));
+                // Should the socket vanish before bwrap starts, bwrap creates an empty file
+                // there; cleanup removes it (and never a socket, which is not a regular file).
+                created.push(socket.clone());
+            }
+            Layer::Private | Layer::Masked => {}
+        }
+    }
+    Ok(Filesystem {
+        mounts,
+        workspace,
+        created_mountpoints: created,
+    })
+}
+
 /// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
 /// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
 pub fn argv(
@@ -211,12 +329,7 @@ pub fn argv(
     facts: &FsFacts,
     seccomp_fd: Option<i32>,
 ) -> Result<BwrapArgs, BwrapError> {
-    validate(plan)?;
-    let workspace = writable_root(facts, &plan.workspace)?;
-    let mut roots = BTreeSet::from([workspace.clone()]);
-    for root in plan.writable_roots.iter().chain([&plan.run_temp_dir]) {
-        roots.insert(writable_root(facts, root)?);
-    }
+    let filesystem = filesystem(plan, facts, &[])?;
 
     let mut args = Args::default();
     // Namespaces and process state; see the module docs for why each one is there.
@@ -235,59 +348,8 @@ pub fn argv(
     args.op("--uid", [facts.uid.to_string()]);
     args.op("--gid", [facts.gid.to_string()]);
 
-    // The root, then everything the sandbox mounts itself, ordered by depth.
-    let root = Path::new("/");
-    if plan.read_only_root {
-        args.op("--ro-bind", [root, root]);
-    } else {
-        args.op("--bind", [root, root]);
-    }
-    let mut base = Base::new(plan.read_only_root);
-    base.add(Base::DEV, BaseOp::Dev);
-    base.add(Base::PROC, BaseOp::Proc);
-    base.add("/proc/sys", BaseOp::ProcCover { required: true });
-    base.add("/proc/sysrq-trigger", BaseOp::ProcCover { required: false });
-    base.add("/dev/shm", BaseOp::Tmpfs);
-    for dir in &facts.private_dirs {
-        base.add(dir, BaseOp::Tmpfs);
-    }
-    if plan.network == Network::AllowOutbound
-        && let Some(resolv) = &facts.resolv_conf
-        && base.layer(resolv) == Layer::Private
-    {
-        base.add(resolv, BaseOp::ReadOnly);
-    }
-    for root in &roots {
-        base.add(root, BaseOp::Writable);
-    }
-
-    let planned = plan_masks(plan, facts, &base, &roots)?;
-    for pin in &planned.pins {
-        base.add(pin, BaseOp::Writable);
-    }
-    base.emit(&mut args);
-    let mut layers = Layers {
-        base: &base,
-        masks: Vec::new(),
-    };
-    for mask in &planned.masks {
-        mask.emit(&mut args);
-        layers.masks.push(mask.clone());
-    }
-
-    // Host sockets still visible after all of the above.
-    let mut created = planned.created;
-    for socket in &facts.host_sockets {
-        match layers.layer(socket) {
-            Layer::HostRo => Mask::Null(socket.clone()).emit(&mut args),
-            Layer::HostRw(_) => {
-                Mask::Null(socket.clone()).emit(&mut args);
-                // Should the socket vanish before bwrap starts, bwrap creates an empty file
-                // there; cleanup removes it (and never a socket, which is not a regular file).
-                created.push(socket.clone());
-            }
-            Layer::Private | Layer::Masked => {}
-        }
+    for mount in &filesystem.mounts {
+        emit(mount, &mut args);
     }
 
     // Filtered egress: the proxy's socket and the bridge binary, read-only on the private /run.
@@ -310,7 +372,7 @@ pub fn argv(
         );
     }
 
-    args.op("--chdir", [&workspace]);
+    args.op("--chdir", [&filesystem.workspace]);
     args.flag("--clearenv");
     for (name, value) in &plan.env {
         args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
@@ -339,8 +401,41 @@ pub fn argv(
 
     Ok(BwrapArgs {
         args: args.0,
-        created_mountpoints: created,
+        created_mountpoints: filesystem.created_mountpoints,
     })
+}
+
+/// One mount as bwrap options.
+fn emit(mount: &Mount, args: &mut Args) {
+    let root = Path::new("/");
+    match mount {
+        Mount::Root { writable: false } => args.op("--ro-bind", [root, root]),
+        Mount::Root { writable: true } => args.op("--bind", [root, root]),
+        Mount::Dev(path) => args.op("--dev", [path]),
+        Mount::Proc(path) => args.op("--proc", [path]),
+        Mount::ProcCover {
+            path,
+            required: true,
+        } => args.op("--ro-bind", [path, path]),
+        Mount::ProcCover {
+            path,
+            required: false,
+        } => args.op("--ro-bind-try", [path, path]),
+        Mount::Tmpfs(path) => args.op("--tmpfs", [path]),
+        Mount::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+        Mount::Writable(path) => args.op("--bind", [path, path]),
+        Mount::DenyDir(path) => {
+            args.op("--perms", ["0000"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+        Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
+        Mount::EmptyDir(path) => {
+            args.op("--perms", ["0555"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -490,17 +585,20 @@ impl Base {
         }
     }
 
-    fn emit(&self, args: &mut Args) {
+    fn emit(&self, mounts: &mut Vec<Mount>) {
         for (_, path, op) in &self.mounts {
-            match op {
-                BaseOp::Dev => args.op("--dev", [path]),
-                BaseOp::Proc => args.op("--proc", [path]),
-                BaseOp::ProcCover { required: true } => args.op("--ro-bind", [path, path]),
-                BaseOp::ProcCover { required: false } => args.op("--ro-bind-try", [path, path]),
-                BaseOp::Tmpfs => args.op("--tmpfs", [path]),
-                BaseOp::ReadOnly => args.op("--ro-bind", [path, path]),
-                BaseOp::Writable => args.op("--bind", [path, path]),
-            }
+            let path = path.clone();
+            mounts.push(match op {
+                BaseOp::Dev => Mount::Dev(path),
+                BaseOp::Proc => Mount::Proc(path),
+                BaseOp::ProcCover { required } => Mount::ProcCover {
+                    path,
+                    required: *required,
+                },
+                BaseOp::Tmpfs => Mount::Tmpfs(path),
+                BaseOp::ReadOnly => Mount::ReadOnly(path),
+                BaseOp::Writable => Mount::Writable(path),
+            });
         }
     }
 }
@@ -565,20 +663,12 @@ impl Mask {
         }
     }
 
-    fn emit(&self, args: &mut Args) {
+    fn mount(&self) -> Mount {
         match self {
-            Self::DenyDir(path) => {
-                args.op("--perms", ["0000"]);
-                args.op("--tmpfs", [path]);
-                args.op("--remount-ro", [path]);
-            }
-            Self::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
-            Self::EmptyDir(path) => {
-                args.op("--perms", ["0555"]);
-                args.op("--tmpfs", [path]);
-                args.op("--remount-ro", [path]);
-            }
-            Self::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+            Self::DenyDir(path) => Mount::DenyDir(path.clone()),
+            Self::Null(path) => Mount::Null(path.clone()),
+            Self::EmptyDir(path) => Mount::EmptyDir(path.clone()),
+            Self::ReadOnly(path) => Mount::ReadOnly(path.clone()),
         }
     }
 }

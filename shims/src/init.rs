@@ -224,7 +224,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
                 seccomp: Some(plan.network.into()),
             }
         }
-        Mechanism::Bwrap | Mechanism::Seatbelt => {
+        Mechanism::Bwrap | Mechanism::Seatbelt | Mechanism::Docker => {
             return Err(InitError::Mechanism(plan.mechanism));
         }
     };

@@ -18,6 +18,7 @@
 pub mod bwrap;
 #[cfg(target_os = "linux")]
 pub mod cgroup;
+pub mod docker;
 pub mod fsfacts;
 #[cfg(target_os = "linux")]
 pub mod init;

@@ -2,8 +2,8 @@
 //!
 //! These types are the shims' own, deliberately independent of the engine's JSON: the host
 //! translates a decision into a `LaunchPlan`, and each shim turns a plan into its mechanism
-//! (bwrap argv, Landlock ruleset plus seccomp filter, SBPL profile, plain supervised exec). Every path is
-//! absolute and already resolved by the host.
+//! (bwrap argv, Landlock ruleset plus seccomp filter, SBPL profile, plain supervised exec,
+//! `docker run` argv). Every path is absolute and already resolved by the host.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -21,6 +21,8 @@ pub enum Mechanism {
     /// macOS Seatbelt: `sandbox-exec` with a generated SBPL profile ([`crate::seatbelt`]),
     /// supervised as a process group ([`crate::pgroup`]).
     Seatbelt,
+    /// A container of a pinned image, run by the Docker daemon ([`crate::docker`]).
+    Docker,
 }
 
 /// The network policy the mechanism must enforce.

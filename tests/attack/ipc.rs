@@ -75,7 +75,15 @@ pub fn tiocsti(args: &Args) -> Attack {
     let stdin = std::io::stdin();
     let stat =
         sys::fstat(stdin.as_fd()).map_err(|e| Outcome::error(io_detail("fstat stdin", &e)))?;
-    if stat.st_mode & libc::S_IFMT != libc::S_IFCHR || stat.st_rdev != want {
+    if stat.st_mode & libc::S_IFMT != libc::S_IFCHR {
+        // A pipe or file on stdin (Docker attaches stdin through the daemon): the terminal
+        // was never handed to the sandbox, so there is nothing to inject into.
+        return Err(Outcome::blocked(format!(
+            "stdin is not a terminal (mode {:o}): the test's pty is out of reach",
+            stat.st_mode
+        )));
+    }
+    if stat.st_rdev != want {
         return Err(Outcome::error(format!(
             "stdin is not the test's pty (rdev {} mode {:o}, want rdev {want}): refusing to inject",
             stat.st_rdev, stat.st_mode

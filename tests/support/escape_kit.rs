@@ -43,16 +43,23 @@ pub enum Backend {
     Bwrap,
     Landlock,
     Direct,
+    Docker,
 }
 
 impl Backend {
-    pub const ALL: [Backend; 3] = [Backend::Bwrap, Backend::Landlock, Backend::Direct];
+    pub const ALL: [Backend; 4] = [
+        Backend::Bwrap,
+        Backend::Landlock,
+        Backend::Direct,
+        Backend::Docker,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Backend::Bwrap => "linux-bwrap",
             Backend::Landlock => "linux-landlock",
             Backend::Direct => "direct-dedicated",
+            Backend::Docker => "docker",
         }
     }
 }

@@ -18,6 +18,14 @@ use super::{DockerTarget, Inputs, unavailable};
 const MAX_RESPONSE: usize = 1024 * 1024;
 
 pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
+    // Palisade supervises `docker run` with its Linux supervisor (subreaper, cgroups); on other
+    // hosts the backend is not offered rather than launched with weaker cleanup.
+    if !cfg!(target_os = "linux") {
+        return unavailable(
+            Backend::Docker,
+            "palisade launches the docker backend on linux hosts only".into(),
+        );
+    }
     if inputs.docker_cli.usable().is_none() {
         let reason = format!(
             "docker cli not installed{}",
@@ -66,46 +74,133 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     };
 
     let Some(image) = inputs.docker_image.as_deref() else {
-        return with_version("no docker image configured".to_owned());
+        return with_version(
+            "no docker image configured (name a pinned one with `--runtime-profiles FILE`)"
+                .to_owned(),
+        );
     };
-    if !valid_image_name(image) {
+    let facts = match inspect_image(socket, image, deadline) {
+        Ok(Some(facts)) => facts,
+        Ok(None) => return with_version(format!("image `{image}` not present")),
+        Err(InspectError::Http(err)) => return not_answering(describe(err)),
+        Err(other) => return with_version(other.to_string()),
+    };
+    let Some(pin) = inputs.docker_image_pin.as_deref() else {
         return with_version(format!(
-            "invalid docker image name `{}`",
-            image.escape_default()
+            "image `{image}` is not pinned by a runtime profile; palisade runs only pinned images"
         ));
-    }
-    match get(socket, &format!("/images/{image}/json"), deadline) {
-        Ok(response) if response.status == 200 => {}
-        Ok(response) if response.status == 404 => {
-            return with_version(format!("image `{image}` not present"));
-        }
-        Ok(response) => {
-            return with_version(format!(
-                "docker daemon failed to inspect image `{image}`: http {}",
-                response.status
-            ));
-        }
-        Err(err) => return not_answering(describe(err)),
+    };
+    if let Err(mismatch) = facts.matches(pin) {
+        return with_version(mismatch);
     }
 
     BackendProbe {
         backend: Backend::Docker,
         available: true,
         reason: format!(
-            "daemon answering at `{}`; image `{image}` present",
-            socket.display()
+            "daemon answering at `{}`; image `{image}` present as pinned `{}`",
+            socket.display(),
+            facts.id
         ),
         capabilities: Capability::ALL.to_vec(),
         network_modes: NetworkMode::ALL.to_vec(),
         domain_filtering: false,
         version,
-        limitations: Vec::new(),
+        limitations: vec![
+            "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
+            "read-only binds are not recursively read-only".to_owned(),
+        ],
     }
+}
+
+/// What the daemon says about an image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageFacts {
+    /// The image ID (`sha256:…`), what a run uses.
+    pub id: String,
+    /// `name@sha256:…` digests from registries the image came from.
+    pub repo_digests: Vec<String>,
+}
+
+impl ImageFacts {
+    /// Whether the image is the pinned one: `pin` is an image ID (equal to [`Self::id`]) or a
+    /// registry digest (the digest part of one of [`Self::repo_digests`]).
+    pub fn matches(&self, pin: &str) -> Result<(), String> {
+        if self.id == pin
+            || self
+                .repo_digests
+                .iter()
+                .any(|d| d.rsplit_once('@').is_some_and(|(_, digest)| digest == pin))
+        {
+            Ok(())
+        } else {
+            Err(format!(
+                "image is `{}`, but the runtime profile pins `{pin}`",
+                self.id
+            ))
+        }
+    }
+}
+
+/// Why an image could not be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("invalid docker image name `{0}`")]
+    Name(String),
+    #[error("docker daemon failed to inspect image `{image}`: http {status}")]
+    Status { image: String, status: u16 },
+    #[error("docker daemon sent an image description palisade cannot read")]
+    Body,
+    #[error("docker daemon not answering")]
+    Http(HttpError),
+}
+
+/// `GET /images/{image}/json`: `None` when the daemon does not have the image.
+pub fn inspect_image(
+    socket: &Path,
+    image: &str,
+    deadline: Instant,
+) -> Result<Option<ImageFacts>, InspectError> {
+    #[derive(Deserialize)]
+    struct Body {
+        #[serde(rename = "Id")]
+        id: String,
+        #[serde(rename = "RepoDigests", default)]
+        repo_digests: Option<Vec<String>>,
+    }
+    if !valid_image_name(image) {
+        return Err(InspectError::Name(image.escape_default().to_string()));
+    }
+    let response =
+        get(socket, &format!("/images/{image}/json"), deadline).map_err(InspectError::Http)?;
+    match response.status {
+        200 => {}
+        404 => return Ok(None),
+        status => {
+            return Err(InspectError::Status {
+                image: image.to_owned(),
+                status,
+            });
+        }
+    }
+    let body: Body = serde_json::from_slice(&response.body).map_err(|_| InspectError::Body)?;
+    if !palisade_shims::docker::valid_image_id(&body.id) {
+        return Err(InspectError::Body);
+    }
+    Ok(Some(ImageFacts {
+        id: body.id,
+        repo_digests: body.repo_digests.unwrap_or_default(),
+    }))
+}
+
+/// Describes a failed daemon request for a one-line error.
+pub fn describe_http(err: HttpError, timeout: Duration) -> String {
+    err.describe(timeout)
 }
 
 /// A reference `docker` would accept, restricted to characters that need no escaping in a URL
 /// path (`name[:tag][@digest]` with `/`-separated components).
-fn valid_image_name(image: &str) -> bool {
+pub fn valid_image_name(image: &str) -> bool {
     !image.is_empty()
         && image.len() <= 512
         && !image.starts_with(['/', '-', '.'])
@@ -141,13 +236,13 @@ fn parse_version(body: &[u8]) -> Option<String> {
 }
 
 #[derive(Debug)]
-struct Response {
+pub(crate) struct Response {
     status: u16,
     body: Vec<u8>,
 }
 
 #[derive(Debug)]
-enum HttpError {
+pub enum HttpError {
     TimedOut,
     Io(io::Error),
     Malformed(&'static str),
@@ -178,7 +273,7 @@ impl From<io::Error> for HttpError {
 }
 
 /// `GET target` on the socket, finished by `deadline`.
-fn get(socket: &Path, target: &str, deadline: Instant) -> Result<Response, HttpError> {
+pub(crate) fn get(socket: &Path, target: &str, deadline: Instant) -> Result<Response, HttpError> {
     let remaining = || {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {

@@ -17,7 +17,7 @@ mod bwrap;
 mod cache;
 mod command;
 mod direct;
-mod docker;
+pub mod docker;
 mod landlock;
 mod seatbelt;
 
@@ -45,7 +45,7 @@ pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 const FALLBACK_SEARCH_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 1;
+const PROBE_SCHEMA: u32 = 2;
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
@@ -59,6 +59,9 @@ pub struct ProbeOptions {
     /// The image the docker backend would run; `None` means "image not configured" and docker
     /// is reported unavailable.
     pub docker_image: Option<String>,
+    /// The image ID or registry digest a runtime profile pins `docker_image` to; without one
+    /// the docker backend is unavailable (palisade runs only pinned images).
+    pub docker_image_pin: Option<String>,
     /// Time box for each probe (they run in parallel, so also roughly for all of them).
     pub timeout: Duration,
     /// Where `probes.json` lives; `None` means no cache is read or written.
@@ -79,6 +82,7 @@ impl Default for ProbeOptions {
         ProbeOptions {
             docker_socket: None,
             docker_image: None,
+            docker_image_pin: None,
             timeout: DEFAULT_TIMEOUT,
             cache_dir: None,
             use_cache: true,
@@ -175,6 +179,33 @@ pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
     )
     .usable()
     .map(Path::to_path_buf)
+}
+
+/// The `docker` CLI the probe would use (and `palisade run` launches).
+pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = options
+        .search_path
+        .clone()
+        .or_else(|| std::env::var_os("PATH"))
+        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+    Located::find(
+        options.docker_cli.as_deref(),
+        "docker",
+        &search_path,
+        &["/usr/bin/docker", "/usr/local/bin/docker"],
+    )
+    .usable()
+    .map(Path::to_path_buf)
+}
+
+/// The Docker daemon's unix socket the probe talks to, or why there is none.
+pub fn docker_socket(options: &ProbeOptions) -> Result<PathBuf, String> {
+    match DockerTarget::resolve(options.docker_socket.as_deref()) {
+        DockerTarget::Unix { path, .. } => Ok(path),
+        DockerTarget::NotUnix { docker_host } => Err(format!(
+            "docker host `{docker_host}` is not a unix socket; palisade runs only local daemons"
+        )),
+    }
 }
 
 /// A probe that may block (it spawns or talks to a daemon) and so gets a thread.
@@ -314,6 +345,7 @@ pub(crate) struct Inputs {
     pub docker_cli: Located,
     pub docker_socket: DockerTarget,
     pub docker_image: Option<String>,
+    pub docker_image_pin: Option<String>,
     pub sandbox_exec: Located,
     pub kernel_release: Option<String>,
     pub boot_id: Option<String>,
@@ -357,6 +389,7 @@ impl Inputs {
             ),
             docker_socket: DockerTarget::resolve(options.docker_socket.as_deref()),
             docker_image: options.docker_image.clone(),
+            docker_image_pin: options.docker_image_pin.clone(),
             sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),

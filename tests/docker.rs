@@ -1,0 +1,421 @@
+//! The docker backend against a real daemon (`DOCKER_HOST`, e.g. from `.ci/dockerd.sh start`):
+//! the probe and the image pin, exit statuses, budgets, and cleanup — after every run no
+//! container, no process of the run and no container mount may be left, whether the command
+//! exited, timed out, or the supervisor was SIGKILLed.
+//!
+//! Without a daemon every test here says so and passes, unless `PALISADE_REQUIRE_DOCKER=1`
+//! (CI), which makes a missing daemon a failure. The escape battery (tests/escape.rs) attacks
+//! the same backend.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    reason = "test code: a failed step should fail the test loudly"
+)]
+
+#[path = "support/docker_image.rs"]
+mod docker_image;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use docker_image::TestImage;
+
+/// Runs one at a time: the leftover checks look at the whole daemon.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+struct Setup {
+    _serial: MutexGuard<'static, ()>,
+    image: TestImage,
+    dir: tempfile::TempDir,
+    palisade: PathBuf,
+}
+
+impl Setup {
+    fn workspace(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    fn profiles(&self) -> PathBuf {
+        self.dir.path().join("profiles.yaml")
+    }
+
+    fn taskpack(&self, network: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("taskpack-{network}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {{name: docker-tests}}\nspec:\n  sandbox:\n    preferredBackends: [docker]\n    networkMode: {network}\n"
+            ),
+        )
+        .unwrap();
+        path
+    }
+
+    /// `palisade run` under docker with `extra` flags before `--`.
+    fn run_command(&self, extra: &[&str], command: &[&str]) -> Command {
+        let mut cmd = Command::new(&self.palisade);
+        cmd.arg("run")
+            .arg("--taskpack")
+            .arg(self.taskpack("none"))
+            .arg("--workspace")
+            .arg(self.workspace())
+            .arg("--runtime-profiles")
+            .arg(self.profiles())
+            .arg("--docker-socket")
+            .arg(&self.image.socket)
+            .arg("--no-cache")
+            .args(extra)
+            .arg("--")
+            .args(command)
+            .env_remove("DOCKER_HOST")
+            .env("PALISADE_CACHE_DIR", self.dir.path().join("cache"))
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn run(&self, extra: &[&str], command: &[&str]) -> Output {
+        self.run_command(extra, command).output().unwrap()
+    }
+}
+
+fn setup() -> Option<Setup> {
+    let serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let image = match docker_image::ensure() {
+        Ok(image) => image,
+        Err(why) => {
+            assert!(
+                !docker_image::required(),
+                "PALISADE_REQUIRE_DOCKER=1 but: {why}"
+            );
+            eprintln!("skipped: {why}");
+            return None;
+        }
+    };
+    let exe = std::env::current_exe().unwrap();
+    let palisade = exe.parent().unwrap().parent().unwrap().join("palisade");
+    assert!(
+        palisade.exists(),
+        "build the palisade binary first (cargo test --workspace builds it)"
+    );
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let setup = Setup {
+        _serial: serial,
+        image,
+        dir,
+        palisade,
+    };
+    setup.image.write_profile(&setup.profiles(), &[]);
+    Some(setup)
+}
+
+/// Containers of palisade runs still on the daemon.
+fn palisade_containers(image: &TestImage) -> Vec<String> {
+    image
+        .containers()
+        .into_iter()
+        .filter(|name| name.starts_with("palisade-"))
+        .collect()
+}
+
+/// Mounts of containers (overlay roots, shm, …) on the host, as `/proc/self/mountinfo` lists
+/// them: the daemon's data root is private to the test daemon's roots only by convention, so
+/// count every overlay mount and compare before and after.
+fn container_mounts() -> usize {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains("/overlay2/") || line.contains("/containers/"))
+        .count()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn doctor_shows_docker_available_with_a_pinned_profile() {
+    let Some(s) = setup() else { return };
+    let out = Command::new(&s.palisade)
+        .args(["doctor", "--json", "--runtime-profiles"])
+        .arg(s.profiles())
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let docker = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "docker")
+        .unwrap();
+    assert_eq!(docker["available"], true, "{docker}");
+    assert_eq!(docker["capabilities"].as_array().unwrap().len(), 6);
+
+    // The same image pinned to another ID: unavailable, and the reason says why.
+    let wrong = s.dir.path().join("wrong.yaml");
+    std::fs::write(
+        &wrong,
+        std::fs::read_to_string(s.profiles())
+            .unwrap()
+            .replace(&s.image.id, &format!("sha256:{}", "0".repeat(64))),
+    )
+    .unwrap();
+    let out = Command::new(&s.palisade)
+        .args(["doctor", "--json", "--runtime-profiles"])
+        .arg(&wrong)
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let docker = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "docker")
+        .unwrap();
+    assert_eq!(docker["available"], false);
+    assert!(
+        docker["reason"].as_str().unwrap().contains("pins"),
+        "{docker}"
+    );
+}
+
+#[test]
+fn runs_pass_the_status_through_and_leave_nothing() {
+    let Some(s) = setup() else { return };
+    let mounts = container_mounts();
+    let out = s.run(&[], &["true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = s.run(&[], &["sh", "-c", "echo in-container; exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "in-container\n");
+    let out = s.run(&[], &["no-such-command-here"]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    // The workspace is writable, at its own path, and the command starts there.
+    let out = s.run(&[], &["sh", "-c", "pwd > marker; id -u >> marker"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let marker = std::fs::read_to_string(s.workspace().join("marker")).unwrap();
+    assert_eq!(
+        marker,
+        format!("{}\n{}\n", s.workspace().display(), current_uid())
+    );
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+    assert_eq!(container_mounts(), mounts);
+}
+
+#[test]
+fn a_planted_secret_stays_outside_and_an_allowlisted_variable_arrives() {
+    let Some(s) = setup() else { return };
+    // Control: the way the command looks finds a variable where nothing filters it.
+    let secret = format!("s3cr3t-{}", std::process::id());
+    let control = Command::new("sh")
+        .args(["-c", "tr '\\0' '\\n' < /proc/$$/environ"])
+        .env("PALISADE_TEST_SECRET_TOKEN", &secret)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&control.stdout).contains(&secret));
+
+    let config = s.dir.path().join("host.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: palisade.dev/v1alpha1\nkind: HostConfig\nspec:\n  environment:\n    allow: [LANG, PALISADE_ALLOWED]\n",
+    )
+    .unwrap();
+    let audit = s.dir.path().join("env-audit.jsonl");
+    let allowed = "intact: spaces, =;$ and 'quotes'";
+    let out = s
+        .run_command(
+            &["--host-config", config.to_str().unwrap(), "--audit", audit.to_str().unwrap()],
+            &[
+                "sh",
+                "-c",
+                "tr '\\0' '\\n' < /proc/self/environ; echo ==; tr '\\0' '\\n' < /proc/1/environ; echo == end",
+            ],
+        )
+        .env("PALISADE_TEST_SECRET_TOKEN", &secret)
+        .env("AWS_SECRET_ACCESS_KEY", &secret)
+        .env("PALISADE_ALLOWED", allowed)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", stderr(&out));
+    assert!(stdout.contains("== end"), "{stdout}");
+    assert!(!stdout.contains(&secret), "secret leaked: {stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l == format!("PALISADE_ALLOWED={allowed}")),
+        "{stdout}"
+    );
+    let audit = std::fs::read_to_string(&audit).unwrap();
+    assert!(
+        !audit.contains(&secret) && !audit.contains(allowed),
+        "{audit}"
+    );
+    let outcome: serde_json::Value = serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
+    let withheld = outcome["outcome"]["environment"]["withheld"].to_string();
+    assert!(
+        withheld.contains("PALISADE_TEST_SECRET_TOKEN")
+            && withheld.contains("AWS_SECRET_ACCESS_KEY"),
+        "{withheld}"
+    );
+    assert!(palisade_containers(&s.image).is_empty());
+}
+
+#[test]
+fn unpinned_and_mismatched_images_are_refused() {
+    let Some(s) = setup() else { return };
+    let unpinned = s.dir.path().join("unpinned.yaml");
+    std::fs::write(
+        &unpinned,
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {{name: t}}\nspec:\n  runtimeProfiles:\n    - name: t\n      image: {}\n",
+            s.image.tag
+        ),
+    )
+    .unwrap();
+    let out = Command::new(&s.palisade)
+        .arg("run")
+        .arg("--taskpack")
+        .arg(s.taskpack("none"))
+        .arg("--workspace")
+        .arg(s.workspace())
+        .arg("--runtime-profiles")
+        .arg(&unpinned)
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .args(["--", "true"])
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("DOCKER_IMAGE_UNPINNED"),
+        "{}",
+        stderr(&out)
+    );
+
+    let wrong = s.dir.path().join("wrong.yaml");
+    std::fs::write(
+        &wrong,
+        std::fs::read_to_string(s.profiles())
+            .unwrap()
+            .replace(&s.image.id, &format!("sha256:{}", "0".repeat(64))),
+    )
+    .unwrap();
+    let out = Command::new(&s.palisade)
+        .arg("run")
+        .arg("--taskpack")
+        .arg(s.taskpack("none"))
+        .arg("--workspace")
+        .arg(s.workspace())
+        .arg("--runtime-profiles")
+        .arg(&wrong)
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .args(["--", "true"])
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    // The probe already refuses the mismatched pin, so the engine finds no backend.
+    assert!(
+        stderr(&out).contains("SANDBOX_BACKEND_UNAVAILABLE") && stderr(&out).contains("pins"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+}
+
+#[test]
+fn a_timeout_removes_the_container() {
+    let Some(s) = setup() else { return };
+    let started = Instant::now();
+    let out = s.run(&["--timeout", "2s"], &["sleep", "300"]);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // SIGTERM reaches `sleep` through docker-init: the status says a signal ended it.
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+    assert!(no_process_with("sleep 300"));
+}
+
+#[test]
+fn the_process_budget_is_the_containers() {
+    let Some(s) = setup() else { return };
+    // 20 processes at most (plus docker-init): the 30th background sleep cannot start.
+    let out = s.run(
+        &["--max-procs", "20"],
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 30 ]; do sleep 5 & i=$((i+1)); done; echo started $i",
+        ],
+    );
+    assert!(
+        stderr(&out).contains("fork") || stderr(&out).contains("Resource temporarily unavailable"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+}
+
+#[test]
+fn a_sigkilled_supervisor_still_loses_its_container() {
+    let Some(s) = setup() else { return };
+    let marker = format!("palisade-docker-test-{}", std::process::id());
+    let mut child = s
+        .run_command(&[], &["sh", "-c", &format!("exec sleep 300 # {marker}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while palisade_containers(&s.image).is_empty() || no_process_with("sleep 300") {
+        assert!(Instant::now() < deadline, "the container never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup code of palisade's runs
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !palisade_containers(&s.image).is_empty() || !no_process_with("sleep 300") {
+        assert!(
+            Instant::now() < deadline,
+            "left behind: {:?}",
+            palisade_containers(&s.image)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn current_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
+
+/// Whether no process on the host has `needle` in its command line.
+fn no_process_with(needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    !entries.flatten().any(|entry| {
+        let path: &Path = &entry.path();
+        std::fs::read(path.join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .replace('\0', " ")
+                    .contains(needle)
+            })
+            .unwrap_or(false)
+    })
+}
