@@ -109,6 +109,8 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         limitations: vec![
             "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
             "read-only binds are not recursively read-only".to_owned(),
+            "no filtered egress (allowedDomains): the proxy bridge is not run inside containers"
+                .to_owned(),
         ],
     }
 }
