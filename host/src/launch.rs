@@ -314,7 +314,8 @@ fn backend_name(mechanism: Mechanism) -> &'static str {
 }
 
 /// `macos-seatbelt`: resolve the command, measure the plan's paths, build the SBPL profile and
-/// run `sandbox-exec -p PROFILE -- CMD…` as a supervised process group.
+/// run `sandbox-exec -p PROFILE -- CMD…` as a supervised process group, whose cleanup also
+/// sweeps every process carrying the run's sandbox (type-checked here, never run: no Mac).
 #[cfg(target_os = "macos")]
 fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     use palisade_shims::{pgroup, seatbelt, supervise};
@@ -333,7 +334,12 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     }
     let plan = &plan;
     let facts = seatbelt::measure(plan).map_err(|e| prepare(&e))?;
-    let profile = seatbelt::profile(plan, &facts).map_err(|e| prepare(&e))?;
+    // A fresh token per run names the profile's membership canaries, by which the cleanup
+    // sweep recognises the run's processes after they left the process group.
+    let token = seatbelt::RunToken::random().map_err(|e| prepare(&e))?;
+    let profile = seatbelt::profile(plan, &facts, &token).map_err(|e| prepare(&e))?;
+    let canary = seatbelt::canary(plan, &facts, &token).map_err(|e| prepare(&e))?;
+    let members = seatbelt::SandboxMembers::new(&canary).map_err(|e| prepare(&e))?;
     let args = seatbelt::argv(&profile, plan).map_err(|e| prepare(&e))?;
     let launch = supervise::Launch {
         program: PathBuf::from(seatbelt::SANDBOX_EXEC),
@@ -348,6 +354,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
             launch,
             &plan.budgets,
             &supervise::SuperviseOptions::default(),
+            Some(&members),
         ),
         plan,
     )?;

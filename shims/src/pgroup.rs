@@ -12,14 +12,23 @@
 //!   memory (resident, summed over the group) and process count by polling the group's members
 //!   every `poll_interval`;
 //! - cleanup: once the command has exited, SIGKILL to the group until no process is left in it
-//!   (the *process-group kill loop*), then the group is verified empty.
+//!   (the *process-group kill loop*), then the group is verified empty;
+//! - then, when the caller gives a [`Members`] finder, the *membership sweep*: SIGKILL to every
+//!   process the finder names, until it names none. A process can leave the group (`setsid`,
+//!   `setpgid`: a double-forked daemon) but not its Seatbelt sandbox, so on macOS the finder is
+//!   `seatbelt::SandboxMembers` (macOS only), which recognises the run's processes by how their
+//!   sandbox answers the run's canary paths.
 //!
 //! It is portable Unix code (`/proc` on Linux, libproc on macOS list a group's members), so the
-//! tests exercise it on Linux although only macOS launches use it.
+//! tests exercise it on Linux although only macOS launches use it; the sweep loop is tested on
+//! Linux with a finder that matches a command-line marker. The macOS finder itself
+//! (`sandbox_check`, `proc_listallpids`) is type-checked for `aarch64-apple-darwin` but has
+//! never run here.
 //!
-//! Known limits, recorded in every outcome's notes: a process that leaves the group (`setsid`,
-//! `setpgid`) is not tracked, so a double-forked daemon can outlive the run; and nothing kills
-//! the group if the supervisor itself is SIGKILLed (no parent-death signal outside Linux).
+//! Known limits, recorded in every outcome's notes: without a finder, a process that leaves
+//! the group is not tracked; with one, such a process is killed at cleanup but is not counted
+//! by the memory and process budgets nor sent the group's SIGTERM first. Nothing kills anything
+//! if the supervisor itself is SIGKILLed (no parent-death signal outside Linux).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -34,18 +43,38 @@ use crate::supervise::{
     SuperviseError, SuperviseOptions, Usage,
 };
 
-/// The notes every outcome of this supervisor carries: what it cannot do.
+/// The notes every outcome of this supervisor carries without a [`Members`] finder: what it
+/// cannot do.
 pub const LIMITATION_NOTES: [&str; 2] = [
     "cleanup covers the command's process group: a process that left it (setsid, setpgid) is not tracked",
-    "no parent-death signal: if the supervisor is killed, the command's process group is not",
+    NO_PARENT_DEATH_NOTE,
 ];
 
+/// The notes every outcome carries when cleanup includes the membership sweep.
+pub const SWEEP_LIMITATION_NOTES: [&str; 2] = [
+    "a process that left the command's process group (setsid, setpgid) is killed by the membership sweep at cleanup, but budgets count and signal only the group",
+    NO_PARENT_DEATH_NOTE,
+];
+
+const NO_PARENT_DEATH_NOTE: &str =
+    "no parent-death signal: if the supervisor is killed, the command's processes are not";
+
+/// Finds the run's processes wherever they are in the process tree (a process can leave the
+/// group; on macOS it cannot leave its sandbox).
+pub trait Members {
+    /// The pids of the run's live processes (not zombies; never the supervisor itself). Must
+    /// name only processes that certainly belong to the run: each one is SIGKILLed.
+    fn find(&self) -> Vec<libc::pid_t>;
+}
+
 /// Launches `launch` as a new process group, supervises it under `budgets`, and returns once
-/// the group is empty. See the module documentation.
+/// the group is empty and, when `members` is given, once it finds no process left. See the
+/// module documentation.
 pub fn run(
     launch: Launch,
     budgets: &Budgets,
     options: &SuperviseOptions,
+    members: Option<&dyn Members>,
 ) -> Result<Outcome, SuperviseError> {
     let _guard = crate::supervise::RUN_LOCK
         .lock()
@@ -158,11 +187,23 @@ pub fn run(
         cpu: None,
         peak_memory: None,
         peak_processes: None,
-        notes: LIMITATION_NOTES.iter().map(|n| (*n).to_owned()).collect(),
+        notes: if members.is_some() {
+            &SWEEP_LIMITATION_NOTES
+        } else {
+            &LIMITATION_NOTES
+        }
+        .iter()
+        .map(|n| (*n).to_owned())
+        .collect(),
     };
     sup.supervise();
     let exited = Instant::now();
-    let remaining = sup.kill_loop();
+    let mut remaining = sup.kill_loop();
+    let mut cleanup_mechanisms = vec![Cleanup::ProcessGroupKillLoop];
+    if let Some(members) = members {
+        cleanup_mechanisms.push(Cleanup::MembershipSweep);
+        remaining = remaining.saturating_add(sup.sweep(members));
+    }
     if let Some(fd) = tty {
         sys::give_tty(fd, sys::getpgrp());
     }
@@ -182,7 +223,7 @@ pub fn run(
         processes_killed: u64::try_from(sup.killed.len()).unwrap_or(u64::MAX),
         tree_empty: remaining == 0,
         enforcement,
-        cleanup_mechanisms: vec![Cleanup::ProcessGroupKillLoop],
+        cleanup_mechanisms,
         cleanup: end.saturating_duration_since(exited),
         usage: Usage {
             cpu_ms: sup
@@ -352,6 +393,45 @@ impl Supervisor {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+    }
+
+    /// After the kill loop: SIGKILL whatever `members` finds (processes that left the group)
+    /// until it finds nothing, or until `cleanup_timeout`. Records how many it killed in the
+    /// notes; returns how many remain (0 = none found).
+    fn sweep(&mut self, members: &dyn Members) -> usize {
+        let deadline = Instant::now() + self.options.cleanup_timeout;
+        let mut pause = Duration::from_millis(1);
+        let mut swept = std::collections::BTreeSet::new();
+        let left = loop {
+            // A fresh listing each pass: a member may fork while its siblings are killed.
+            let found = members.find();
+            if found.is_empty() {
+                break 0;
+            }
+            if Instant::now() >= deadline {
+                self.notes.push(format!(
+                    "{} processes found by the membership sweep survived SIGKILL for {:?}",
+                    found.len(),
+                    self.options.cleanup_timeout
+                ));
+                break found.len();
+            }
+            for pid in found {
+                if sys::kill(pid, libc::SIGKILL).is_ok() {
+                    self.killed.insert(pid);
+                    swept.insert(pid);
+                }
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        };
+        if !swept.is_empty() {
+            self.notes.push(format!(
+                "membership sweep killed {} processes outside the command's process group",
+                swept.len()
+            ));
+        }
+        left
     }
 }
 
@@ -701,10 +781,9 @@ mod sys {
         let bytes = libc::c_int::try_from(pids.len() * std::mem::size_of::<libc::pid_t>())
             .unwrap_or(libc::c_int::MAX);
         // SAFETY: the buffer holds `bytes` bytes; libproc writes at most that many and returns
-        // how many it wrote.
-        let written = unsafe { libc::proc_listpgrppids(pgid, pids.as_mut_ptr().cast(), bytes) };
-        let count = usize::try_from(written).unwrap_or(0) / std::mem::size_of::<libc::pid_t>();
-        pids.truncate(count);
+        // how many pids (not bytes: libproc.c divides by sizeof(int)) it wrote.
+        let count = unsafe { libc::proc_listpgrppids(pgid, pids.as_mut_ptr().cast(), bytes) };
+        pids.truncate(usize::try_from(count).unwrap_or(0));
         pids.into_iter()
             .filter(|pid| *pid > 0)
             .map(|pid| {
@@ -794,6 +873,7 @@ mod tests {
             sh(&format!("sleep {marker} & exit 3")),
             &Budgets::default(),
             &options(),
+            None,
         )
         .unwrap();
         assert_eq!(outcome.status, ExitStatus::Exit(3));
@@ -808,6 +888,115 @@ mod tests {
         assert!(!alive(&format!("sleep {marker}")));
     }
 
+    /// A stand-in for the macOS sandbox finder: live processes whose argv is exactly `argv`
+    /// (what the sandbox is to macOS, an unforgeable mark, a command line is to this test).
+    struct ByArgv(Vec<&'static str>);
+
+    impl Members for ByArgv {
+        fn find(&self) -> Vec<libc::pid_t> {
+            let wanted: Vec<u8> = self
+                .0
+                .iter()
+                .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+                .collect();
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|entry| {
+                    let pid = entry.file_name().to_str()?.parse::<libc::pid_t>().ok()?;
+                    let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+                    let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                    let zombie = stat
+                        .rsplit_once(')')
+                        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+                    (cmdline == wanted && !zombie).then_some(pid)
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_process_that_left_the_group_is_not_killed_without_a_finder() {
+        // The gap the sweep closes: `setsid` takes the sleep out of the group.
+        let daemon = ByArgv(vec!["sleep", "9875"]);
+        let tmp = tempfile::tempdir().unwrap();
+        let mut launch = sh("setsid sh -c 'touch left; exec sleep 9875' & \
+             until [ -e left ]; do sleep 0.01; done");
+        launch.cwd = Some(tmp.path().to_path_buf());
+        let outcome = run(launch, &Budgets::default(), &options(), None).unwrap();
+        assert!(outcome.tree_empty, "the group itself is empty");
+        let left = daemon.find();
+        for pid in &left {
+            sys::kill(*pid, libc::SIGKILL).unwrap();
+        }
+        assert_eq!(left.len(), 1, "the daemon outlived the run");
+        assert!(outcome.notes.iter().any(|n| n.contains("is not tracked")));
+    }
+
+    #[test]
+    fn the_membership_sweep_kills_processes_that_left_the_group() {
+        let finder = ByArgv(vec!["sleep", "9876"]);
+        // Two daemons: one that left with setsid, one that made its own group with setpgid
+        // (as a shell's job control does for a background job); and an ordinary child.
+        // Each daemon marks that it has left before it becomes `sleep 9876`, and the command
+        // exits only then, so neither is still in the group when the kill loop runs.
+        let tmp = tempfile::tempdir().unwrap();
+        let mut launch = sh("setsid sh -c 'touch a; exec sleep 9876' & \
+             perl -e 'setpgrp(0, 0); open(F, \">b\"); close(F); exec \"sleep\", \"9876\"' & \
+             sleep 9877 & \
+             until [ -e a ] && [ -e b ]; do sleep 0.01; done; exit 4");
+        launch.cwd = Some(tmp.path().to_path_buf());
+        let outcome = run(launch, &Budgets::default(), &options(), Some(&finder)).unwrap();
+        assert_eq!(outcome.status, ExitStatus::Exit(4));
+        assert!(outcome.tree_empty, "{outcome:?}");
+        assert!(finder.find().is_empty(), "a daemon survived");
+        assert!(!alive("sleep 9877"));
+        assert_eq!(
+            outcome.cleanup_mechanisms,
+            vec![Cleanup::ProcessGroupKillLoop, Cleanup::MembershipSweep]
+        );
+        assert!(
+            outcome
+                .notes
+                .iter()
+                .any(|n| n
+                    == "membership sweep killed 2 processes outside the command's process group"),
+            "{outcome:?}"
+        );
+        assert!(outcome.processes_killed >= 3, "{outcome:?}");
+        assert!(!outcome.notes.iter().any(|n| n.contains("is not tracked")));
+    }
+
+    #[test]
+    fn a_sweep_that_never_ends_is_bounded_and_reported() {
+        // A zombie child of the test: SIGKILL "succeeds" and it stays, as a process the sweep
+        // cannot remove would.
+        let mut zombie = std::process::Command::new("/bin/true").spawn().unwrap();
+        let pid = libc::pid_t::try_from(zombie.id()).unwrap();
+        struct Always(libc::pid_t);
+        impl Members for Always {
+            fn find(&self) -> Vec<libc::pid_t> {
+                vec![self.0]
+            }
+        }
+        let mut opts = options();
+        opts.cleanup_timeout = Duration::from_millis(200);
+        let result = run(sh("exit 0"), &Budgets::default(), &opts, Some(&Always(pid)));
+        zombie.wait().unwrap();
+        let Err(SuperviseError::TreeNotEmpty { remaining, outcome }) = result else {
+            panic!("expected TreeNotEmpty, got {result:?}");
+        };
+        assert_eq!(remaining, 1);
+        assert!(!outcome.tree_empty);
+        assert!(
+            outcome
+                .notes
+                .iter()
+                .any(|n| n.contains("found by the membership sweep survived SIGKILL")),
+            "{outcome:?}"
+        );
+    }
+
     #[test]
     fn wall_clock_ends_the_whole_group() {
         let outcome = run(
@@ -817,6 +1006,7 @@ mod tests {
                 ..Budgets::default()
             },
             &options(),
+            None,
         )
         .unwrap();
         assert_eq!(outcome.ended_by, EndReason::WallClock);
@@ -839,6 +1029,7 @@ mod tests {
                 ..Budgets::default()
             },
             &options(),
+            None,
         )
         .unwrap();
         assert_eq!(outcome.ended_by, EndReason::Processes);
@@ -857,6 +1048,7 @@ mod tests {
                 ..Budgets::default()
             },
             &options(),
+            None,
         )
         .unwrap();
         assert_eq!(outcome.ended_by, EndReason::Cpu);
@@ -874,7 +1066,7 @@ mod tests {
         ));
         launch.env.push(("ONLY".into(), "this".into()));
         launch.cwd = Some(tmp.path().to_path_buf());
-        run(launch, &Budgets::default(), &options()).unwrap();
+        run(launch, &Budgets::default(), &options(), None).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
         assert!(text.contains("ONLY=this"));
         assert!(!text.contains("CARGO"), "{text}");
@@ -886,13 +1078,13 @@ mod tests {
         let mut bwrap = sh("true");
         bwrap.kind = LaunchKind::Bwrap;
         assert!(matches!(
-            run(bwrap, &Budgets::default(), &options()),
+            run(bwrap, &Budgets::default(), &options(), None),
             Err(SuperviseError::InvalidLaunch(_))
         ));
         let mut missing = sh("true");
         missing.program = PathBuf::from("/nonexistent/palisade-program");
         assert!(matches!(
-            run(missing, &Budgets::default(), &options()),
+            run(missing, &Budgets::default(), &options(), None),
             Err(SuperviseError::ProgramNotFound(_))
         ));
     }

@@ -23,11 +23,26 @@
 //!    inside writable roots (*pins*: renaming `.loopwright` aside would carry
 //!    `.loopwright/policies` out of its protected path); no reading, writing, executing or
 //!    connecting to sockets under denied paths.
+//! 4. Membership canaries (see below): one read allowance just before the denials, and the
+//!    canary denials last of all.
 //!
 //! `subpath` matches a path and everything below it; `literal` matches exactly one path. Masks
 //! use `subpath` (a protected or denied name stays covered whether it is a file, a directory,
 //! or missing and created later); pins use `literal` (the pinned directory itself cannot be
 //! renamed, removed or replaced, while files inside it stay as writable as the root makes them).
+//!
+//! # Membership canaries: finding the run's processes wherever they went
+//!
+//! A Seatbelt sandbox is inherited by every descendant and cannot be shed, whereas the process
+//! group the supervisor starts can be left (`setsid`, `setpgid`: a double-forked daemon). So
+//! every profile carries two rules on run-unique paths under a per-run random [`RunToken`]
+//! (see [`Canary`]): `DIR/deny` unreadable and `DIR/allow` readable, with
+//! `DIR = <resolved run temp dir>/.palisade-sandbox-<token>`. Asking the kernel, with
+//! `sandbox_check`, how a process's sandbox answers for those two sibling paths tells whether
+//! it carries *this run's* profile ([`is_member`]): another profile would have to name both
+//! random names, and treat them oppositely, to answer the same way. The cleanup sweep of
+//! [`crate::pgroup`] kills every such process (`SandboxMembers`, macOS only). The canary
+//! directory is also unwritable, so a member cannot put a file or symlink there.
 //!
 //! # Escaping
 //!
@@ -54,6 +69,10 @@
 //!   The host resolves symlinks; it does not re-spell names.
 //! - Hard links created *after* launch to a denied file inside a writable root are not
 //!   prevented by a rule of this profile; existing ones are refused.
+//! - The membership test relies on `sandbox_check` (a private but long-stable libsystem_sandbox
+//!   call, used by WebKit and Chromium) answering path checks for another process of the same
+//!   user, for paths that do not exist. That is type-checked here, never run: this repository
+//!   has no Mac.
 //! - The rules were written from Apple's and others' public profiles; this repository cannot run
 //!   Seatbelt, so an operation name that a macOS release does not know makes `sandbox-exec` fail
 //!   before the command starts (fail closed), never a weaker sandbox.
@@ -61,6 +80,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt::Write as _;
+use std::io::{self, Read as _};
 use std::path::{Component, Path, PathBuf};
 
 use crate::fsfacts::{FsFactsError, PathFact, PathKind};
@@ -68,6 +88,255 @@ use crate::plan::{LaunchPlan, Network};
 
 /// Where macOS ships the Seatbelt front end; it is never searched for in `PATH`.
 pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// A per-run random token: the name of the run's membership canaries (see the module docs).
+/// 128 bits as 32 lowercase hex digits, so the names are unguessable and need no quoting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunToken(String);
+
+impl RunToken {
+    /// How many random bytes a token holds.
+    pub const BYTES: usize = 16;
+
+    /// The token for `bytes` (pure: tests and snapshots use fixed bytes).
+    pub fn from_bytes(bytes: [u8; Self::BYTES]) -> RunToken {
+        let mut hex = String::with_capacity(Self::BYTES * 2);
+        for b in bytes {
+            let _ = write!(hex, "{b:02x}");
+        }
+        RunToken(hex)
+    }
+
+    /// A fresh token from the OS's random source (`/dev/urandom`, on every Unix).
+    pub fn random() -> io::Result<RunToken> {
+        let mut bytes = [0_u8; Self::BYTES];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(RunToken::from_bytes(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The run's membership canaries: two sibling paths inside a directory named after the
+/// [`RunToken`], under the run temp dir's resolved path (the spelling Seatbelt matches, and
+/// the one `sandbox_check` is asked about). Nothing is created there: the rules match the path
+/// strings, and the profile forbids the command to create anything under `dir`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Canary {
+    /// `<resolved run temp dir>/.palisade-sandbox-<token>`: unwritable.
+    pub dir: PathBuf,
+    /// `dir/deny`: unreadable under this run's profile.
+    pub deny: PathBuf,
+    /// `dir/allow`: readable under this run's profile.
+    pub allow: PathBuf,
+}
+
+/// The canaries of `plan`'s run under `token`; refuses what [`profile`] would refuse for the
+/// run temp dir (no facts for it, a path a profile cannot name).
+pub fn canary(
+    plan: &LaunchPlan,
+    facts: &SeatbeltFacts,
+    token: &RunToken,
+) -> Result<Canary, SeatbeltError> {
+    let fact = facts
+        .paths
+        .get(&plan.run_temp_dir)
+        .ok_or_else(|| SeatbeltError::MissingFact(plan.run_temp_dir.clone()))?;
+    let dir = normal(&fact.real).join(format!(".palisade-sandbox-{}", token.as_str()));
+    check_path(&dir)?;
+    Ok(Canary {
+        deny: dir.join("deny"),
+        allow: dir.join("allow"),
+        dir,
+    })
+}
+
+/// What the kernel said about one process, for [`is_member`]. The `sandbox_check` results are
+/// raw: 1 = sandboxed / denied, 0 = not sandboxed / allowed, anything else an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberCheck {
+    /// The process runs as the supervisor's effective uid (the only ones it may signal, and the
+    /// only ones a run can have started without a setuid program, which the profile forbids
+    /// creating).
+    pub same_uid: bool,
+    /// The process has exited and awaits its parent: nothing left to kill.
+    pub zombie: bool,
+    /// `sandbox_check(pid, NULL, SANDBOX_FILTER_NONE)`.
+    pub sandboxed: i32,
+    /// `sandbox_check(pid, "file-read-data", SANDBOX_FILTER_PATH | SANDBOX_CHECK_NO_REPORT,
+    /// canary.deny)`.
+    pub deny_canary: i32,
+    /// The same check on `canary.allow`.
+    pub allow_canary: i32,
+}
+
+/// Whether the process carries this run's profile: same uid, alive, sandboxed, the deny canary
+/// denied and the allow canary allowed. Every unclear answer (an error from `sandbox_check`)
+/// counts as *not* a member: the sweep never kills a process it is not sure of.
+pub fn is_member(check: &MemberCheck) -> bool {
+    check.same_uid
+        && !check.zombie
+        && check.sandboxed == 1
+        && check.deny_canary == 1
+        && check.allow_canary == 0
+}
+
+/// The run's processes as the kernel's sandbox sees them, for [`crate::pgroup`]'s cleanup
+/// sweep: every live process of this user whose sandbox answers the run's [`Canary`] the way
+/// this run's profile does, wherever it is in the process tree. macOS only (libproc and
+/// libsystem_sandbox); type-checked, not run, in this repository.
+#[cfg(target_os = "macos")]
+pub struct SandboxMembers {
+    deny: std::ffi::CString,
+    allow: std::ffi::CString,
+}
+
+#[cfg(target_os = "macos")]
+impl SandboxMembers {
+    /// The finder for `canary` (whose paths [`canary`] already checked: no NUL byte).
+    pub fn new(canary: &Canary) -> Result<SandboxMembers, SeatbeltError> {
+        let c = |path: &Path| {
+            path.to_str()
+                .and_then(|text| std::ffi::CString::new(text).ok())
+                .ok_or_else(|| SeatbeltError::ControlCharacter(path.display().to_string()))
+        };
+        Ok(SandboxMembers {
+            deny: c(&canary.deny)?,
+            allow: c(&canary.allow)?,
+        })
+    }
+}
+
+#[cfg(target_os = "macos")]
+impl crate::pgroup::Members for SandboxMembers {
+    fn find(&self) -> Vec<libc::pid_t> {
+        let me = macos::getpid();
+        macos::all_pids()
+            .into_iter()
+            .filter(|pid| *pid > 1 && *pid != me)
+            .filter(|pid| is_member(&macos::check(*pid, &self.deny, &self.allow)))
+            .collect()
+    }
+}
+
+/// The system calls behind [`SandboxMembers`], each with the reason it is sound.
+#[cfg(target_os = "macos")]
+mod macos {
+    use std::ffi::{CStr, c_char, c_int};
+
+    use super::MemberCheck;
+
+    // libsystem_sandbox, re-exported by libSystem (linked into every program): private API,
+    // declared as WebKit, Chromium and LLVM's sanitizers declare it. Returns 1 when the
+    // operation is denied (or, with SANDBOX_FILTER_NONE and no operation, when the process is
+    // sandboxed), 0 when allowed, -1 on error. The filter argument follows `filter_type`.
+    #[allow(
+        unsafe_code,
+        reason = "a foreign declaration; each call states why it is sound"
+    )]
+    unsafe extern "C" {
+        fn sandbox_check(
+            pid: libc::pid_t,
+            operation: *const c_char,
+            filter_type: c_int,
+            ...
+        ) -> c_int;
+    }
+
+    /// `enum sandbox_filter_type`: no filter argument.
+    const SANDBOX_FILTER_NONE: c_int = 0;
+    /// `enum sandbox_filter_type`: the argument is a path (`const char *`).
+    const SANDBOX_FILTER_PATH: c_int = 1;
+    /// Or-ed into the filter type: do not log the (would-be) violation.
+    const SANDBOX_CHECK_NO_REPORT: c_int = 0x4000_0000;
+
+    #[allow(unsafe_code)]
+    pub fn getpid() -> libc::pid_t {
+        // SAFETY: no preconditions.
+        unsafe { libc::getpid() }
+    }
+
+    /// Every pid on the system (a snapshot: processes come and go).
+    #[allow(unsafe_code)]
+    pub fn all_pids() -> Vec<libc::pid_t> {
+        // SAFETY: a null buffer of size 0 asks only for the current count.
+        let estimate = unsafe { libc::proc_listallpids(std::ptr::null_mut(), 0) };
+        // Room for processes started between the two calls.
+        let room = usize::try_from(estimate).unwrap_or(0).saturating_add(256);
+        let mut pids: Vec<libc::pid_t> = vec![0; room];
+        let bytes =
+            c_int::try_from(room.saturating_mul(size_of::<libc::pid_t>())).unwrap_or(c_int::MAX);
+        // SAFETY: the buffer holds `bytes` bytes; libproc writes at most that many and returns
+        // how many pids (not bytes) it wrote.
+        let count = unsafe { libc::proc_listallpids(pids.as_mut_ptr().cast(), bytes) };
+        pids.truncate(usize::try_from(count).unwrap_or(0));
+        pids
+    }
+
+    /// What the kernel says about `pid` (see [`MemberCheck`]). A process that is gone, or whose
+    /// information cannot be read, is reported as neither same-uid nor sandboxed.
+    #[allow(unsafe_code)]
+    pub fn check(pid: libc::pid_t, deny: &CStr, allow: &CStr) -> MemberCheck {
+        let gone = MemberCheck {
+            same_uid: false,
+            zombie: false,
+            sandboxed: -1,
+            deny_canary: -1,
+            allow_canary: -1,
+        };
+        // SAFETY: an all-zero proc_bsdinfo is a valid value to be overwritten.
+        let mut info: libc::proc_bsdinfo = unsafe { std::mem::zeroed() };
+        let size = c_int::try_from(size_of::<libc::proc_bsdinfo>()).unwrap_or(0);
+        // SAFETY: `info` is `size` bytes; libproc fills it or returns <= 0.
+        let r = unsafe {
+            libc::proc_pidinfo(
+                pid,
+                libc::PROC_PIDTBSDINFO,
+                0,
+                std::ptr::from_mut(&mut info).cast(),
+                size,
+            )
+        };
+        if r != size {
+            return gone;
+        }
+        // SAFETY: no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        let same_uid = info.pbi_uid == euid;
+        let zombie = info.pbi_status == libc::SZOMB;
+        if !same_uid || zombie {
+            return MemberCheck {
+                same_uid,
+                zombie,
+                ..gone
+            };
+        }
+        let read_data = c"file-read-data";
+        let path_check = |path: &CStr| {
+            // SAFETY: both strings are NUL-terminated and outlive the call; with
+            // SANDBOX_FILTER_PATH the one variadic argument is a `const char *`.
+            unsafe {
+                sandbox_check(
+                    pid,
+                    read_data.as_ptr(),
+                    SANDBOX_FILTER_PATH | SANDBOX_CHECK_NO_REPORT,
+                    path.as_ptr(),
+                )
+            }
+        };
+        MemberCheck {
+            same_uid,
+            zombie,
+            // SAFETY: a null operation with SANDBOX_FILTER_NONE takes no further argument and
+            // asks only whether `pid` is sandboxed.
+            sandboxed: unsafe { sandbox_check(pid, std::ptr::null(), SANDBOX_FILTER_NONE) },
+            deny_canary: path_check(deny),
+            allow_canary: path_check(allow),
+        }
+    }
+}
 
 /// Where each path the plan names really is, measured by the host just before launch.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -169,13 +438,18 @@ pub fn trial_profiles() -> Result<Vec<String>, SeatbeltError> {
                 budgets: crate::plan::Budgets::default(),
                 egress_proxy: None,
             };
-            profile(&plan, &facts)
+            profile(&plan, &facts, &RunToken::from_bytes([0; RunToken::BYTES]))
         })
         .collect()
 }
 
-/// Builds the SBPL profile for `plan`, given the `facts` measured for it. See the module docs.
-pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, SeatbeltError> {
+/// Builds the SBPL profile for `plan`, given the `facts` measured for it and the run's
+/// `token` (which names its membership [`Canary`]). See the module docs.
+pub fn profile(
+    plan: &LaunchPlan,
+    facts: &SeatbeltFacts,
+    token: &RunToken,
+) -> Result<String, SeatbeltError> {
     if plan.egress_proxy.is_some() {
         return Err(SeatbeltError::EgressProxy);
     }
@@ -238,7 +512,12 @@ pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, Seatb
     }
     let masked: BTreeSet<PathBuf> = protected.union(&denied).cloned().collect();
     let links: BTreeSet<PathBuf> = protected_links.union(&denied_links).cloned().collect();
-    let pins = pins(&masked, &links, &roots);
+    let canary = canary(plan, facts, token)?;
+    // The canary directory is masked like a protected path, so the directories leading to it
+    // are pinned too: the path `sandbox_check` is asked about cannot be moved or re-pointed.
+    let mut masked_or_canary = masked.clone();
+    masked_or_canary.insert(canary.dir.clone());
+    let pins = pins(&masked_or_canary, &links, &roots);
 
     let mut out = Sbpl::default();
     out.line("(version 1)");
@@ -319,6 +598,17 @@ pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, Seatb
     out.section("Network");
     network(&mut out, plan.network, &writable)?;
 
+    out.section("Membership canary");
+    out.comment("Lets palisade recognise this run's processes by their sandbox, which every");
+    out.comment("descendant inherits (leaving the process group does not shed it): this path is");
+    out.comment("readable, its sibling .../deny is denied at the very end. Already allowed by");
+    out.comment("(allow file-read*); stated so the pair is explicit. No later rule matches it:");
+    out.comment("denied and protected paths never contain the run temp dir.");
+    out.line(&format!(
+        "(allow file-read* (literal {}))",
+        quote(&canary.allow)?
+    ));
+
     out.section("Denials (after every allowance, so they win)");
     out.comment("No setuid or setgid bits, even in writable roots: a run as root must not leave a");
     out.comment("setuid-root program behind.");
@@ -355,6 +645,19 @@ pub fn profile(plan: &LaunchPlan, facts: &SeatbeltFacts) -> Result<String, Seatb
             ));
         }
     }
+    out.comment(
+        "Membership canary: .../deny is unreadable (its sibling .../allow stays readable),",
+    );
+    out.comment("and nothing may be created in the canary directory, so no file or symlink the");
+    out.comment("command makes there can change how the two paths are answered. Last, so it wins.");
+    out.line(&format!(
+        "(deny file-write* (subpath {}))",
+        quote(&canary.dir)?
+    ));
+    out.line(&format!(
+        "(deny file-read* (literal {}))",
+        quote(&canary.deny)?
+    ));
     Ok(out.0)
 }
 
@@ -629,6 +932,11 @@ mod tests {
 
     use super::*;
     use crate::plan::{Budgets, Mechanism};
+
+    /// The fixed token every test profile uses (snapshots name its canaries).
+    fn token() -> RunToken {
+        RunToken::from_bytes([0xa5; RunToken::BYTES])
+    }
 
     // -----------------------------------------------------------------------------------------
     // A tiny SBPL reader: enough Scheme to check structure, written independently of the
@@ -1020,7 +1328,7 @@ mod tests {
             ("allow_outbound", Network::AllowOutbound),
         ] {
             let (plan, facts) = realistic(network);
-            let text = profile(&plan, &facts).unwrap();
+            let text = profile(&plan, &facts, &token()).unwrap();
             check_structure(&plan, &facts, &text);
             insta::assert_snapshot!(format!("profile_{name}"), text);
         }
@@ -1032,7 +1340,7 @@ mod tests {
         plan.protected_paths.clear();
         plan.writable_roots = vec![plan.workspace.clone()];
         let facts = facts(&plan, &[]);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         check_structure(&plan, &facts, &text);
         insta::assert_snapshot!("profile_minimal", text);
     }
@@ -1052,7 +1360,7 @@ mod tests {
             "/Users/dev/日本語/🔑".into(),
         ];
         let facts = facts(&plan, &[]);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         let forms = check_structure(&plan, &facts, &text);
         // The injection attempt is one string literal, not a form.
         let allows_root = forms.iter().any(|f| {
@@ -1065,13 +1373,13 @@ mod tests {
     #[test]
     fn profile_is_deterministic_and_order_independent() {
         let (plan, facts) = realistic(Network::None);
-        let a = profile(&plan, &facts).unwrap();
+        let a = profile(&plan, &facts, &token()).unwrap();
         let mut shuffled = plan.clone();
         shuffled.denied_read_paths.reverse();
         shuffled.protected_paths.reverse();
         shuffled.writable_roots.reverse();
-        assert_eq!(a, profile(&shuffled, &facts).unwrap());
-        assert_eq!(a, profile(&plan, &facts).unwrap());
+        assert_eq!(a, profile(&shuffled, &facts, &token()).unwrap());
+        assert_eq!(a, profile(&plan, &facts, &token()).unwrap());
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1080,7 +1388,7 @@ mod tests {
     #[test]
     fn denials_come_after_every_allowance() {
         let (plan, facts) = realistic(Network::AllowOutbound);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         let forms = parse(&text).unwrap();
         let last_allow = forms
             .iter()
@@ -1097,7 +1405,7 @@ mod tests {
     #[test]
     fn symlinked_paths_are_denied_at_both_spellings_and_links_are_pinned() {
         let (plan, facts) = realistic(Network::None);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         assert!(
             text.contains(
                 "(deny file-read* file-write* process-exec* (subpath \"/Users/dev/.aws\"))"
@@ -1125,7 +1433,7 @@ mod tests {
     #[test]
     fn temp_dir_is_writable_at_its_real_path_only() {
         let (plan, facts) = realistic(Network::None);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         assert!(text.contains("(allow file-write* (subpath \"/private/tmp/palisade-501/run-1\"))"));
         assert!(!text.contains("(subpath \"/tmp/palisade-501/run-1\")"));
     }
@@ -1134,7 +1442,7 @@ mod tests {
     fn network_modes() {
         let text = |n| {
             let (plan, facts) = realistic(n);
-            profile(&plan, &facts).unwrap()
+            profile(&plan, &facts, &token()).unwrap()
         };
         let none = text(Network::None);
         assert!(none.contains("(deny network*)"));
@@ -1185,7 +1493,7 @@ mod tests {
     #[test]
     fn sandbox_exec_argv() {
         let (plan, facts) = realistic(Network::None);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         let args = argv(&text, &plan).unwrap();
         assert_eq!(args[0], "-p");
         assert_eq!(args[1], OsString::from(&text));
@@ -1200,10 +1508,171 @@ mod tests {
     }
 
     // -----------------------------------------------------------------------------------------
+    // Membership canaries.
+
+    #[test]
+    fn run_tokens_are_hex_and_random() {
+        let fixed =
+            RunToken::from_bytes([0, 1, 0xab, 0xff, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        assert_eq!(fixed.as_str(), "0001abff02030405060708090a0b0c0d");
+        let a = RunToken::random().unwrap();
+        let b = RunToken::random().unwrap();
+        assert_eq!(a.as_str().len(), 32);
+        assert!(
+            a.as_str()
+                .bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn canaries_live_under_the_resolved_run_temp_dir() {
+        let (plan, facts) = realistic(Network::None);
+        let c = canary(&plan, &facts, &token()).unwrap();
+        let real = normal(&facts.paths[&plan.run_temp_dir].real);
+        assert_ne!(
+            real, plan.run_temp_dir,
+            "the fixture's temp dir goes through /tmp"
+        );
+        assert_eq!(
+            c.dir,
+            real.join(format!(".palisade-sandbox-{}", token().as_str()))
+        );
+        assert_eq!(c.deny, c.dir.join("deny"));
+        assert_eq!(c.allow, c.dir.join("allow"));
+        let other = canary(&plan, &facts, &RunToken::from_bytes([1; 16])).unwrap();
+        assert_ne!(c.dir, other.dir);
+        let mut missing = facts.clone();
+        missing.paths.remove(&plan.run_temp_dir);
+        assert!(matches!(
+            canary(&plan, &missing, &token()),
+            Err(SeatbeltError::MissingFact(_))
+        ));
+    }
+
+    #[test]
+    fn canary_rules_are_in_every_profile_and_win() {
+        for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
+            let (plan, facts) = realistic(network);
+            let c = canary(&plan, &facts, &token()).unwrap();
+            let text = profile(&plan, &facts, &token()).unwrap();
+            let forms = check_structure(&plan, &facts, &text);
+            let s = |p: &Path| p.to_str().unwrap().to_owned();
+            let at = |head: &str, op: &str, filter: &str, path: &Path| {
+                let found: Vec<usize> = forms
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| {
+                        f.head() == Some(head) && f.has_atom(op) && f.has_filter(filter, &s(path))
+                    })
+                    .map(|(i, _)| i)
+                    .collect();
+                assert_eq!(found.len(), 1, "({head} {op} ({filter} {path:?}))\n{text}");
+                found[0]
+            };
+            let deny_read = at("deny", "file-read*", "literal", &c.deny);
+            let deny_write = at("deny", "file-write*", "subpath", &c.dir);
+            let allow_read = at("allow", "file-read*", "literal", &c.allow);
+            // The denials come after every allowance (last rule wins) ...
+            let last_allow = forms.iter().rposition(|f| f.head() == Some("allow"));
+            assert!(Some(deny_read) > last_allow && Some(deny_write) > last_allow);
+            // ... and no denial after the allow canary's rule covers it.
+            for form in forms.iter().skip(allow_read + 1) {
+                if form.head() == Some("deny") && form.has_atom("file-read*") {
+                    let mut strings = Vec::new();
+                    form.strings(&mut strings);
+                    assert!(
+                        strings.iter().all(|p| !c.allow.starts_with(p)),
+                        "{form:?} covers the allow canary"
+                    );
+                }
+            }
+            // Other tokens give other canaries: the token reaches the text.
+            let other = profile(&plan, &facts, &RunToken::from_bytes([7; 16])).unwrap();
+            assert_ne!(text, other);
+        }
+    }
+
+    #[test]
+    fn the_canary_directory_is_pinned() {
+        // The directories leading to the canary (the run temp dir) cannot be renamed or
+        // replaced, so the path `sandbox_check` is asked about keeps its meaning.
+        let mut plan = plan(Network::None);
+        plan.protected_paths.clear();
+        plan.denied_read_paths.clear();
+        let facts = facts(&plan, &[]);
+        let text = profile(&plan, &facts, &token()).unwrap();
+        let real = normal(&facts.paths[&plan.run_temp_dir].real);
+        assert!(text.contains(&format!(
+            "(deny file-write* (literal {}))",
+            quote(&real).unwrap()
+        )));
+    }
+
+    #[test]
+    fn membership_needs_every_answer() {
+        let member = MemberCheck {
+            same_uid: true,
+            zombie: false,
+            sandboxed: 1,
+            deny_canary: 1,
+            allow_canary: 0,
+        };
+        assert!(is_member(&member));
+        let not = [
+            MemberCheck {
+                same_uid: false,
+                ..member
+            },
+            MemberCheck {
+                zombie: true,
+                ..member
+            },
+            // Not sandboxed at all: every path is allowed.
+            MemberCheck {
+                sandboxed: 0,
+                deny_canary: 0,
+                ..member
+            },
+            // Another sandbox that denies everything it does not know.
+            MemberCheck {
+                allow_canary: 1,
+                ..member
+            },
+            // Another sandbox that allows reading everywhere.
+            MemberCheck {
+                deny_canary: 0,
+                ..member
+            },
+            // Errors are never membership.
+            MemberCheck {
+                sandboxed: -1,
+                ..member
+            },
+            MemberCheck {
+                deny_canary: -1,
+                ..member
+            },
+            MemberCheck {
+                allow_canary: -1,
+                ..member
+            },
+            MemberCheck {
+                sandboxed: 2,
+                ..member
+            },
+        ];
+        for check in not {
+            assert!(!is_member(&check), "{check:?}");
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Refusals.
 
     fn refused(plan: &LaunchPlan, facts: &SeatbeltFacts) -> SeatbeltError {
-        profile(plan, facts).expect_err("profile should be refused")
+        profile(plan, facts, &token()).expect_err("profile should be refused")
     }
 
     #[test]
@@ -1319,7 +1788,7 @@ mod tests {
         ));
         plan.protected_paths = vec!["/etc/hosts".into()];
         let f = facts(&plan, &[("/etc/hosts", file("/private/etc/hosts", 2))]);
-        assert!(profile(&plan, &f).is_ok());
+        assert!(profile(&plan, &f, &token()).is_ok());
     }
 
     #[test]
@@ -1357,7 +1826,7 @@ mod tests {
         let fact = &facts.paths[&root.join("link/secret")];
         assert_eq!(fact.real, root.join("real/secret"));
         assert_eq!(fact.symlinks, vec![root.join("link")]);
-        let text = profile(&plan, &facts).unwrap();
+        let text = profile(&plan, &facts, &token()).unwrap();
         check_structure(&plan, &facts, &text);
         // The link is inside the writable root: pinned, so it cannot be pointed elsewhere.
         assert!(text.contains(&format!(
@@ -1429,13 +1898,13 @@ mod tests {
             tame.protected_paths = vec![tame.workspace.join("protected")];
             tame.denied_read_paths = vec!["/Users/dev/d/denied".into()];
             let tame_facts = facts(&tame, &[("/Users/dev/d/denied", dir("/Volumes/r/real"))]);
-            let tame_text = profile(&tame, &tame_facts).unwrap();
+            let tame_text = profile(&tame, &tame_facts, &token()).unwrap();
             let tame_forms = parse(&tame_text).unwrap();
 
             let has_control = [&denied, &protected, &root, &real]
                 .iter()
                 .any(|c| c.chars().any(char::is_control));
-            match profile(&weird, &weird_facts) {
+            match profile(&weird, &weird_facts, &token()) {
                 Err(SeatbeltError::ControlCharacter(_)) => prop_assert!(has_control),
                 Err(other) => prop_assert!(false, "unexpected refusal: {other}"),
                 Ok(text) => {

@@ -238,6 +238,10 @@ pub enum Cleanup {
     /// SIGKILL to the command's process group until no member is left ([`crate::pgroup`]:
     /// macOS, where there is no subreaper, PID namespace or cgroup).
     ProcessGroupKillLoop,
+    /// After the process-group kill loop: SIGKILL every process a [`crate::pgroup::Members`]
+    /// finder names (on macOS, every process carrying the run's Seatbelt sandbox, wherever it
+    /// went), until it finds none.
+    MembershipSweep,
 }
 
 /// Resource use measured by the supervisor (`None` when the mechanism cannot tell).

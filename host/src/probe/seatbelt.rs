@@ -83,7 +83,9 @@ fn available(path: &Path) -> BackendProbe {
         limitations: vec![
             "no syscall filtering: seatbelt filters operations, not syscalls".to_owned(),
             "loopback-only is the host's loopback: macOS has no network namespaces".to_owned(),
-            "process-tree cleanup kills the command's process group: a process that leaves it (setsid) is not tracked".to_owned(),
+            "process-tree cleanup kills the command's process group, then every process carrying the run's sandbox (found by sandbox_check on run-unique canary paths), also ones that left the group; that sweep is type-checked, not yet run on a Mac".to_owned(),
+            "processes that left the group are killed only at cleanup: budgets count and signal the group".to_owned(),
+            "no parent-death signal: if palisade is killed, the command's processes are not".to_owned(),
         ],
     }
 }
