@@ -514,7 +514,9 @@ fn wait_frozen(frozen: impl Fn() -> bool) {
 }
 
 /// Removes empty leftovers of supervisors that died (SIGKILL) before removing their run's
-/// cgroup: `run-<pid>-<n>` whose `<pid>` no longer exists. Non-empty ones stay (rmdir refuses).
+/// cgroup: `run-<pid>-<n>` whose `<pid>` no longer exists. Non-empty ones stay. An empty one
+/// gets [`remove_dirs`]'s short retry: right after the dead run's last task exited, the kernel
+/// may still answer `EBUSY`, and a single attempt would leave it for good.
 fn sweep_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -529,8 +531,9 @@ fn sweep_stale(parent: &Path) {
         else {
             continue;
         };
-        if pid > 0 && !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_dir(entry.path());
+        let dir = entry.path();
+        if pid > 0 && !Path::new(&format!("/proc/{pid}")).exists() && read_pids(&dir).is_empty() {
+            let _ = remove_dirs(&[dir]);
         }
     }
 }

@@ -117,6 +117,17 @@ impl Mode {
 }
 
 /// A unique `sleep` argument that marks the test's processes.
+/// Writes `dir/go` when dropped: the scripts that wait for it then end even when the test
+/// panics first, so a failed assertion fails the test instead of leaving its run (and the
+/// supervisor lock it holds) waiting forever.
+struct GoOnDrop(PathBuf);
+
+impl Drop for GoOnDrop {
+    fn drop(&mut self) {
+        let _ = fs::write(self.0.join("go"), "");
+    }
+}
+
 struct Marker {
     value: String,
 }
@@ -401,6 +412,7 @@ fn double_forked_setsid_daemon_is_gone_after_the_run() {
             Budgets::default(),
             Duration::from_secs(1),
         );
+        let _go = GoOnDrop(dir.path().to_path_buf());
         let daemon = marker.wait_for(1)[0];
         // Proof that the escape happened: the daemon leads its own session and is not a
         // descendant of the command (its parent is the subreaper, or the namespace's init).
@@ -438,6 +450,7 @@ fn setpgid_escape_is_gone_after_the_run() {
             Budgets::default(),
             Duration::from_secs(1),
         );
+        let _go = GoOnDrop(dir.path().to_path_buf());
         let escaped = marker.wait_for(1)[0];
         // Proof: the process left the command's process group for one of its own.
         assert_eq!(
@@ -515,6 +528,7 @@ fn child_still_running_when_the_command_exits_is_killed() {
             Budgets::default(),
             Duration::from_secs(1),
         );
+        let _go = GoOnDrop(dir.path().to_path_buf());
         marker.wait_for(1);
         fs::write(dir.path().join("go"), "").unwrap();
         let outcome = run.join().unwrap();
@@ -552,6 +566,16 @@ fn sigkill_of_the_supervisor_takes_the_whole_tree_down() {
             // The dead supervisor's cgroup is swept by the next run.
             let stale =
                 Path::new("/sys/fs/cgroup/pids/palisade").join(format!("run-{}-0", guard.0.id()));
+            // The sweep removes *empty* leftovers; the dead run's last tasks may still be
+            // exiting after the markers are gone (seen once in CI under load), so wait for the
+            // kernel to empty it first (a precondition, not a timing assertion).
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while std::fs::read_to_string(stale.join("cgroup.procs"))
+                .is_ok_and(|procs| !procs.trim().is_empty())
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             run(
                 mode,
                 "true",
