@@ -58,6 +58,16 @@ impl Setup {
 
     /// `palisade run` under docker with `extra` flags before `--`.
     fn run_command(&self, extra: &[&str], command: &[&str]) -> Command {
+        self.run_command_with_profiles(&self.profiles(), extra, command)
+    }
+
+    /// [`Setup::run_command`] with another runtime profile file.
+    fn run_command_with_profiles(
+        &self,
+        profiles: &Path,
+        extra: &[&str],
+        command: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(&self.palisade);
         cmd.arg("run")
             .arg("--taskpack")
@@ -65,7 +75,7 @@ impl Setup {
             .arg("--workspace")
             .arg(self.workspace())
             .arg("--runtime-profiles")
-            .arg(self.profiles())
+            .arg(profiles)
             .arg("--docker-socket")
             .arg(&self.image.socket)
             .arg("--no-cache")
@@ -285,18 +295,8 @@ fn unpinned_and_mismatched_images_are_refused() {
         ),
     )
     .unwrap();
-    let out = Command::new(&s.palisade)
-        .arg("run")
-        .arg("--taskpack")
-        .arg(s.taskpack("none"))
-        .arg("--workspace")
-        .arg(s.workspace())
-        .arg("--runtime-profiles")
-        .arg(&unpinned)
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .args(["--", "true"])
-        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+    let out = s
+        .run_command_with_profiles(&unpinned, &[], &["true"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125));
@@ -314,18 +314,8 @@ fn unpinned_and_mismatched_images_are_refused() {
             .replace(&s.image.id, &format!("sha256:{}", "0".repeat(64))),
     )
     .unwrap();
-    let out = Command::new(&s.palisade)
-        .arg("run")
-        .arg("--taskpack")
-        .arg(s.taskpack("none"))
-        .arg("--workspace")
-        .arg(s.workspace())
-        .arg("--runtime-profiles")
-        .arg(&wrong)
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .args(["--", "true"])
-        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+    let out = s
+        .run_command_with_profiles(&wrong, &[], &["true"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125));

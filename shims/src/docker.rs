@@ -26,7 +26,9 @@
 //!   loopback, not the host's); `allow-outbound` → `--network host` (the host's network
 //!   namespace, as bwrap's `allow-outbound`: the daemon Palisade targets runs with
 //!   `--bridge=none`, so there is no default bridge to fall back on, and the plan asked for
-//!   unrestricted traffic). A domain allowlist will add its arm here (the proxy socket bound in).
+//!   unrestricted traffic). A domain allowlist has no arm here: the probe reports no domain
+//!   filtering, and [`argv`] refuses a plan with an egress proxy (the in-sandbox bridge is the
+//!   host's `palisade`, which an arbitrary image cannot run).
 //! - Budgets: `--memory`/`--memory-swap` (the container's cgroup), `--pids-limit` (plus one
 //!   for `docker-init`), CPU seconds as `--ulimit cpu=N:N` (per process, like the rlimit
 //!   fallback of the other backends); the wall clock is the supervisor's timer on the client.

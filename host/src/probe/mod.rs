@@ -163,14 +163,20 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
     }
 }
 
-/// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that
-/// what was probed is what runs.
-pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
-    let search_path = options
+/// Where [`locate_bwrap`] and [`locate_docker`] search: the options' path, else `PATH`, else
+/// the fallback.
+fn launch_search_path(options: &ProbeOptions) -> OsString {
+    options
         .search_path
         .clone()
         .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH))
+}
+
+/// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that
+/// what was probed is what runs.
+pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = launch_search_path(options);
     Located::find(
         options.bwrap_path.as_deref(),
         "bwrap",
@@ -183,11 +189,7 @@ pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
 
 /// The `docker` CLI the probe would use (and `palisade run` launches).
 pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
-    let search_path = options
-        .search_path
-        .clone()
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+    let search_path = launch_search_path(options);
     Located::find(
         options.docker_cli.as_deref(),
         "docker",

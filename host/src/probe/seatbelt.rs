@@ -86,6 +86,7 @@ fn available(path: &Path) -> BackendProbe {
             "process-tree cleanup kills the command's process group, then every process carrying the run's sandbox (found by sandbox_check on run-unique canary paths), also ones that left the group; that sweep is type-checked, not yet run on a Mac".to_owned(),
             "processes that left the group are killed only at cleanup: budgets count and signal the group".to_owned(),
             "no parent-death signal: if palisade is killed, the command's processes are not".to_owned(),
+            "no filtered egress (allowedDomains): without a network namespace the proxy bridge's port would be open to every local process".to_owned(),
         ],
     }
 }
