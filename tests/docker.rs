@@ -18,9 +18,12 @@
 #[path = "support/docker_image.rs"]
 mod docker_image;
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use docker_image::TestImage;
@@ -68,10 +71,21 @@ impl Setup {
         extra: &[&str],
         command: &[&str],
     ) -> Command {
+        self.run_command_with(&self.taskpack("none"), profiles, extra, command)
+    }
+
+    /// [`Setup::run_command`] with another taskpack and runtime profile file.
+    fn run_command_with(
+        &self,
+        taskpack: &Path,
+        profiles: &Path,
+        extra: &[&str],
+        command: &[&str],
+    ) -> Command {
         let mut cmd = Command::new(&self.palisade);
         cmd.arg("run")
             .arg("--taskpack")
-            .arg(self.taskpack("none"))
+            .arg(taskpack)
             .arg("--workspace")
             .arg(self.workspace())
             .arg("--runtime-profiles")
@@ -279,6 +293,176 @@ fn a_planted_secret_stays_outside_and_an_allowlisted_variable_arrives() {
         withheld.contains("PALISADE_TEST_SECRET_TOKEN")
             && withheld.contains("AWS_SECRET_ACCESS_KEY"),
         "{withheld}"
+    );
+    assert!(palisade_containers(&s.image).is_empty());
+}
+
+/// An HTTP server on the host's loopback that answers every request with `tag` and counts the
+/// connections that reached it (the oracle: bytes that arrive where they must not are an escape).
+struct Upstream {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+}
+
+impl Upstream {
+    fn start(ip: &str, tag: &'static str) -> Upstream {
+        let listener = TcpListener::bind((ip, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&connections);
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{tag}",
+                    tag.len()
+                );
+            }
+        });
+        Upstream { port, connections }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
+    let Some(s) = setup() else { return };
+    let allowed = Upstream::start("127.0.0.2", "allowed-upstream");
+    let denied = Upstream::start("127.0.0.3", "denied-upstream");
+    let busybox = ["/bin/busybox", "/usr/bin/busybox"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    // Control: unconfined, the same wget reaches both upstreams directly.
+    for (upstream, tag) in [(&allowed, "allowed-upstream"), (&denied, "denied-upstream")] {
+        let ip = if tag.starts_with("allowed") {
+            "127.0.0.2"
+        } else {
+            "127.0.0.3"
+        };
+        let out = Command::new(busybox)
+            .args(["wget", "-q", "-O", "-", "-Y", "off"])
+            .arg(format!("http://{ip}:{}/", upstream.port))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            tag,
+            "control for {tag}"
+        );
+    }
+    let (allowed_before, denied_before) = (allowed.connections(), denied.connections());
+
+    // Without a bridge the docker probe offers no domain filtering, and the run is refused.
+    let taskpack = s.dir.path().join("taskpack-egress.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: docker-egress}\nspec:\n  sandbox:\n    preferredBackends: [docker]\n    allowedDomains: [allowed.test, 127.0.0.2]\n",
+    )
+    .unwrap();
+    let resolve = [
+        "--proxy-resolve",
+        "allowed.test=127.0.0.2",
+        "--proxy-resolve",
+        "denied.test=127.0.0.3",
+    ];
+    let out = s
+        .run_command_with(&taskpack, &s.profiles(), &resolve, &["true"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("SANDBOX_CAPABILITY_INSUFFICIENT"),
+        "{}",
+        stderr(&out)
+    );
+
+    let bridged = s.dir.path().join("bridged.yaml");
+    let bridge = docker_image::static_bridge().unwrap();
+    s.image
+        .write_profile_with_bridge(&bridged, &[], Some(&bridge));
+    let doctor = Command::new(&s.palisade)
+        .args(["doctor", "--json", "--runtime-profiles"])
+        .arg(&bridged)
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    let docker = report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "docker")
+        .unwrap()
+        .clone();
+    assert_eq!(docker["domainFiltering"], true, "{docker}");
+
+    let audit = s.dir.path().join("egress-audit.jsonl");
+    let mut extra = resolve.to_vec();
+    extra.extend(["--audit", audit.to_str().unwrap()]);
+    let script = format!(
+        "wget -q -O - http://allowed.test:{a}/; echo \" allowed=$?\"; \
+         wget -q -O - http://denied.test:{d}/; echo \" denied=$?\"; \
+         wget -q -O - http://127.0.0.3:{d}/; echo \" proxied-ip=$?\"; \
+         wget -q -O - -Y off http://127.0.0.2:{a}/; echo \" direct=$?\"; \
+         wget -q -O - -Y off http://127.0.0.3:{d}/; echo \" direct-denied=$?\"",
+        a = allowed.port,
+        d = denied.port
+    );
+    let out = s
+        .run_command_with(&taskpack, &bridged, &extra, &["sh", "-c", &script])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", stderr(&out));
+    assert!(stdout.contains("allowed-upstream allowed=0"), "{stdout}");
+    for refused in ["denied", "proxied-ip", "direct", "direct-denied"] {
+        assert!(
+            !stdout.contains(&format!(" {refused}=0")) && stdout.contains(&format!(" {refused}=")),
+            "{refused}: {stdout}"
+        );
+    }
+    assert!(!stdout.contains("denied-upstream"), "{stdout}");
+    // The oracle: one connection reached the allowed upstream (the proxy's), none the denied.
+    assert_eq!(allowed.connections() - allowed_before, 1, "{stdout}");
+    assert_eq!(denied.connections() - denied_before, 0, "{stdout}");
+
+    let audit = std::fs::read_to_string(&audit).unwrap();
+    let outcome: serde_json::Value = serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
+    let egress = &outcome["outcome"]["egress"];
+    assert!(
+        egress["admitted"].as_str().unwrap().contains("container"),
+        "{egress}"
+    );
+    assert_eq!(egress["bridgeProgram"], bridge.display().to_string());
+    let verdicts: Vec<(String, String)> = egress["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["host"].as_str().unwrap_or_default().to_owned(),
+                c["verdict"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("allowed.test".to_owned(), "allowed".to_owned()),
+            ("denied.test".to_owned(), "refused".to_owned()),
+            ("127.0.0.3".to_owned(), "refused".to_owned())
+        ],
+        "{egress}"
     );
     assert!(palisade_containers(&s.image).is_empty());
 }

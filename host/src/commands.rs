@@ -44,7 +44,8 @@ fn probe_options(
             Some(profile) => Some(profile.image.clone()),
             None => host.docker_image.clone(),
         },
-        docker_image_pin: profile.map(|profile| profile.pin),
+        docker_image_pin: profile.as_ref().map(|profile| profile.pin.clone()),
+        docker_egress_bridge: profile.and_then(|profile| profile.egress_bridge),
         timeout: Duration::from_secs(2),
         cache_dir: cache_dir(),
         use_cache,
@@ -108,7 +109,7 @@ fn docker_spec(
     config: &HostConfig,
     probe_opts: &ProbeOptions,
     run_id: &str,
-) -> Result<palisade_shims::docker::DockerSpec, Failure> {
+) -> Result<(palisade_shims::docker::DockerSpec, Option<PathBuf>), Failure> {
     let profile = runtime_profile(host, config)?.ok_or_else(|| {
         Failure::new(
             ErrorCode::DockerImageUnpinned,
@@ -126,13 +127,25 @@ fn docker_spec(
     })?;
     let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
-    Ok(palisade_shims::docker::DockerSpec {
+    // Checked again now, like the image: it runs inside the container.
+    let bridge = match profile.egress_bridge {
+        Some(bridge) => {
+            probe::docker::check_egress_bridge(&bridge, probe::user_ids().1).map_err(|why| {
+                Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
+                    .hint("nothing was run; `palisade doctor` shows the docker probe")
+            })?;
+            Some(bridge)
+        }
+        None => None,
+    };
+    let spec = palisade_shims::docker::DockerSpec {
         cli,
         socket,
         image_id,
         run_id: run_id.to_owned(),
         read_only_binds: profile.read_only_paths,
-    })
+    };
+    Ok((spec, bridge))
 }
 
 /// The host configuration in force (system file, then the per-user file or `--host-config`)
@@ -695,10 +708,31 @@ pub fn run(args: &RunArgs) -> CommandResult {
     }
 
     let internal = |e: launch::LaunchError| Failure::new(ErrorCode::Internal, e.to_string());
+    // The image is checked against its pin right before the launch, and before the proxy
+    // starts: a docker run's proxy admits that container.
+    let docker = match launch::mechanism(&outcome.canonical_json).map_err(internal)? {
+        palisade_shims::plan::Mechanism::Docker => {
+            Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?)
+        }
+        _ => None,
+    };
     // Filtered egress: the proxy listens before the sandbox exists.
     let egress = match launch::domain_allowlist(&outcome.canonical_json).map_err(internal)? {
         Some(list) => {
-            Some(egress::EgressSession::start(&run_id, &list, &overrides).map_err(internal)?)
+            let site = match &docker {
+                None => egress::RunSite::Sandbox,
+                Some((spec, bridge)) => egress::RunSite::Container {
+                    socket: spec.socket.clone(),
+                    name: spec.container_name(),
+                    bridge: bridge.clone().ok_or_else(|| {
+                        Failure::new(
+                            ErrorCode::SandboxCapabilityInsufficient,
+                            "filtered egress under docker needs the runtime profiles' `spec.egressBridge` (it was there when probed); nothing was run",
+                        )
+                    })?,
+                },
+            };
+            Some(egress::EgressSession::start(&run_id, &list, &overrides, site).map_err(internal)?)
         }
         None if !overrides.is_empty() => {
             return Err(Failure::new(
@@ -737,17 +771,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
             "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
         );
     }
-    let docker = match plan.mechanism {
-        palisade_shims::plan::Mechanism::Docker => {
-            Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?)
-        }
-        _ => None,
-    };
     let mut result = launch::execute(
         &plan,
         &launch::ExecuteOptions {
             bwrap: probe::locate_bwrap(&probe_opts),
-            docker,
+            docker: docker.map(|(spec, _)| spec),
         },
     );
     if let Some(session) = egress {

@@ -19,7 +19,14 @@
 //!       image: palisade-build:1
 //!       imageId: sha256:0123…           # or `digest: sha256:…` (a registry digest)
 //!       readOnlyPaths: [/opt/toolchain]  # host paths the container may read (optional)
+//!   egressBridge: /usr/local/lib/palisade/palisade-bridge   # optional, see below
 //! ```
+//!
+//! `spec.egressBridge` names a statically linked `palisade-bridge` (built as the README says).
+//! With one, the docker backend offers filtered egress (`allowedDomains`): the bridge is mounted
+//! read-only into the container and runs as its entrypoint, as `palisade __proxy-bridge` does
+//! under bwrap. The probe checks that it is a static executable for this machine that only root
+//! or the caller can change; without a usable one, docker offers no domain filtering.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -52,6 +59,8 @@ pub struct RuntimeProfile {
     pub pin: String,
     /// Host paths visible read-only in the container.
     pub read_only_paths: Vec<PathBuf>,
+    /// The file's `spec.egressBridge`: the static bridge for filtered egress.
+    pub egress_bridge: Option<PathBuf>,
 }
 
 /// Why a runtime profile file cannot be used. The codes are printed by the CLI.
@@ -113,6 +122,8 @@ struct Metadata {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Spec {
     runtime_profiles: Vec<ProfileDoc>,
+    #[serde(default)]
+    egress_bridge: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -134,7 +145,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileEr
         path: path.to_path_buf(),
         source,
     })?;
-    let profiles = parse(&text).map_err(|message| ProfileError::Invalid {
+    let (profiles, egress_bridge) = parse(&text).map_err(|message| ProfileError::Invalid {
         path: path.to_path_buf(),
         message,
     })?;
@@ -144,7 +155,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileEr
             .find(|p| p.name == name)
             .ok_or_else(|| {
                 let available = parse(&text)
-                    .map(|all| {
+                    .map(|(all, _)| {
                         all.into_iter()
                             .map(|p| p.name)
                             .collect::<Vec<_>>()
@@ -176,6 +187,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileEr
             image: chosen.image,
             pin,
             read_only_paths: chosen.read_only_paths,
+            egress_bridge,
         }),
         None => Err(ProfileError::Unpinned { name: chosen.name }),
     }
@@ -189,8 +201,9 @@ struct Parsed {
     read_only_paths: Vec<PathBuf>,
 }
 
-/// Parses and validates a whole file; every problem, each with its field path, in one message.
-fn parse(text: &str) -> Result<Vec<Parsed>, String> {
+/// Parses and validates a whole file (its profiles and `spec.egressBridge`); every problem, each
+/// with its field path, in one message.
+fn parse(text: &str) -> Result<(Vec<Parsed>, Option<PathBuf>), String> {
     let doc: Document =
         serde_yaml::from_str(text).map_err(|e| crate::report::one_line(&e.to_string()))?;
     let mut problems = Vec::new();
@@ -205,6 +218,14 @@ fn parse(text: &str) -> Result<Vec<Parsed>, String> {
     }
     if doc.spec.runtime_profiles.is_empty() {
         problems.push("spec.runtimeProfiles: must list at least one profile".to_owned());
+    }
+    if let Some(bridge) = &doc.spec.egress_bridge
+        && (!bridge.is_absolute() || bridge.components().any(|c| c == Component::ParentDir))
+    {
+        problems.push(format!(
+            "spec.egressBridge: `{}` must be absolute, without `..`",
+            bridge.display()
+        ));
     }
     let mut seen = Vec::new();
     let mut parsed = Vec::new();
@@ -259,7 +280,7 @@ fn parse(text: &str) -> Result<Vec<Parsed>, String> {
         });
     }
     if problems.is_empty() {
-        Ok(parsed)
+        Ok((parsed, doc.spec.egress_bridge))
     } else {
         Err(problems.join("; "))
     }
@@ -412,11 +433,31 @@ mod tests {
                 image: "palisade-build:1".into(),
                 pin: ID.into(),
                 read_only_paths: vec![PathBuf::from("/opt/tools")],
+                egress_bridge: None,
             }
         );
         assert_eq!(load(&path, Some("build")).unwrap(), profile);
         let err = load(&path, Some("other")).unwrap_err();
         assert!(err.to_string().contains("it has: build"), "{err}");
+    }
+
+    #[test]
+    fn the_egress_bridge_is_the_files_and_must_be_absolute() {
+        let profile = format!("    - name: build\n      image: b:1\n      imageId: {ID}\n");
+        let (_dir, path) = file(&format!(
+            "{}  egressBridge: /opt/palisade-bridge\n",
+            doc(&profile)
+        ));
+        assert_eq!(
+            load(&path, None).unwrap().egress_bridge,
+            Some(PathBuf::from("/opt/palisade-bridge"))
+        );
+        let (_dir, path) = file(&format!("{}  egressBridge: bin/bridge\n", doc(&profile)));
+        let text = load(&path, None).unwrap_err().to_string();
+        assert!(
+            text.contains("spec.egressBridge: `bin/bridge` must be absolute"),
+            "{text}"
+        );
     }
 
     #[test]

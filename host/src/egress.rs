@@ -11,14 +11,34 @@
 //! Why the proxy admits only descendants of this process: the socket is reachable by path to any
 //! process of the same user on the host. The supervisor runs one command tree at a time and is
 //! its subreaper, so "a descendant of this process" is exactly "inside this run's sandbox".
+//!
+//! Under docker the same holds with two substitutions ([`RunSite::Container`]): the container's
+//! processes are the daemon's children, not ours, so the proxy admits exactly the processes in
+//! the run's container's cgroup; and the image need not be able to run the host's `palisade`,
+//! so the bridge is the statically linked `palisade-bridge` the runtime profile file names.
 
 use std::ffi::OsString;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use crate::launch::LaunchError;
 
 #[cfg(target_os = "linux")]
 pub use linux::{EgressSession, bridge_main};
+
+/// Where the run's processes live: who may use the proxy, and which bridge program runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunSite {
+    /// bwrap: this supervisor's descendants; the bridge is this `palisade` binary.
+    Sandbox,
+    /// docker: the container `name` on the daemon at `socket`; the bridge is `bridge`, the
+    /// static `palisade-bridge`.
+    Container {
+        socket: PathBuf,
+        name: String,
+        bridge: PathBuf,
+    },
+}
 
 /// Elsewhere filtered egress is never planned (no probe claims it); starting one refuses.
 #[cfg(not(target_os = "linux"))]
@@ -30,6 +50,7 @@ impl EgressSession {
         _run_id: &str,
         _allowlist: &[String],
         _overrides: &[(String, IpAddr)],
+        _site: RunSite,
     ) -> Result<EgressSession, LaunchError> {
         Err(LaunchError::Unsupported(
             "filtered egress (allowedDomains) outside linux-bwrap".into(),
@@ -94,18 +115,18 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), LaunchError> {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use std::ffi::{CString, OsString};
+    use std::ffi::OsString;
     use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-    use std::os::unix::ffi::OsStrExt;
     use std::os::unix::net::UnixListener;
     use std::path::PathBuf;
-    use std::time::Duration;
+    use std::sync::OnceLock;
+    use std::time::{Duration, Instant};
 
     use palisade_proxy::{Allowlist, PeerInfo, Proxy, ProxyConfig, ProxyHandle, Resolver};
     use palisade_shims::plan::EgressProxy;
     use serde::Serialize;
 
-    use super::BRIDGE_PORT;
+    use super::{BRIDGE_PORT, RunSite};
     use crate::launch::{LaunchError, RunTempDir};
 
     /// How long the proxy may take to finish its connections' records after the run.
@@ -117,6 +138,7 @@ mod linux {
         socket: PathBuf,
         allowlist: Vec<String>,
         overrides: Vec<(String, IpAddr)>,
+        site: RunSite,
         /// Removed (with the socket) when the session ends.
         _dir: RunTempDir,
     }
@@ -127,6 +149,10 @@ mod linux {
     pub struct EgressRecord {
         pub allowlist: Vec<String>,
         pub bridge: String,
+        /// The bridge program that ran in the sandbox.
+        pub bridge_program: String,
+        /// Whom the proxy admitted: the supervisor's descendants, or one container's cgroup.
+        pub admitted: String,
         /// `--proxy-resolve` overrides in force.
         pub resolve_overrides: Vec<String>,
         pub connections: Vec<palisade_proxy::ConnectionRecord>,
@@ -140,6 +166,7 @@ mod linux {
             run_id: &str,
             allowlist: &[String],
             overrides: &[(String, IpAddr)],
+            site: RunSite,
         ) -> Result<EgressSession, LaunchError> {
             let prepare = |what: &str, e: &dyn std::fmt::Display| {
                 LaunchError::Prepare(format!("filtered egress: {what}: {e}"))
@@ -156,26 +183,46 @@ mod linux {
             let socket = dir.path().join("proxy.sock");
             let listener = bind_long(&socket).map_err(|e| prepare("socket", &e))?;
             let mut config = ProxyConfig::new(parsed, resolver);
-            let supervisor = std::process::id();
-            config.client_check = Box::new(move |peer| match peer {
-                PeerInfo::Unix { pid, .. } => is_descendant(*pid, supervisor),
-                PeerInfo::Tcp { .. } | PeerInfo::Unknown => false,
-            });
+            config.client_check = match &site {
+                RunSite::Sandbox => {
+                    let supervisor = std::process::id();
+                    Box::new(move |peer| match peer {
+                        PeerInfo::Unix { pid, .. } => is_descendant(*pid, supervisor),
+                        PeerInfo::Tcp { .. } | PeerInfo::Unknown => false,
+                    })
+                }
+                RunSite::Container { socket, name, .. } => {
+                    let container = ContainerCgroup {
+                        socket: socket.clone(),
+                        name: name.clone(),
+                        known: OnceLock::new(),
+                    };
+                    Box::new(move |peer| match peer {
+                        PeerInfo::Unix { pid, .. } => container.admits(*pid),
+                        PeerInfo::Tcp { .. } | PeerInfo::Unknown => false,
+                    })
+                }
+            };
             let handle = Proxy::start(config, listener).map_err(|e| prepare("proxy", &e))?;
             Ok(EgressSession {
                 handle,
                 socket,
                 allowlist: allowlist.to_vec(),
                 overrides: overrides.to_vec(),
+                site,
                 _dir: dir,
             })
         }
 
-        /// The shim's side of the session: the socket, and this binary as the bridge.
+        /// The shim's side of the session: the socket, and the bridge program (this binary, or
+        /// the static bridge for a container).
         pub fn plan(&self) -> Result<EgressProxy, LaunchError> {
-            let bridge_program = std::env::current_exe().map_err(|e| {
-                LaunchError::Prepare(format!("filtered egress: cannot find this binary: {e}"))
-            })?;
+            let bridge_program = match &self.site {
+                RunSite::Sandbox => std::env::current_exe().map_err(|e| {
+                    LaunchError::Prepare(format!("filtered egress: cannot find this binary: {e}"))
+                })?,
+                RunSite::Container { bridge, .. } => bridge.clone(),
+            };
             Ok(EgressProxy {
                 socket: self.socket.clone(),
                 bridge_program,
@@ -186,9 +233,23 @@ mod linux {
         /// Stops the proxy and returns its account of every connection, for the audit outcome.
         pub fn finish(self) -> serde_json::Value {
             let report = self.handle.shutdown(SHUTDOWN_BOUND);
+            let (bridge_program, admitted) = match &self.site {
+                RunSite::Sandbox => (
+                    std::env::current_exe()
+                        .map(|exe| exe.display().to_string())
+                        .unwrap_or_default(),
+                    format!("descendants of the supervisor (pid {})", std::process::id()),
+                ),
+                RunSite::Container { name, bridge, .. } => (
+                    bridge.display().to_string(),
+                    format!("processes in container `{name}`'s cgroup"),
+                ),
+            };
             let record = EgressRecord {
                 allowlist: self.allowlist,
                 bridge: SocketAddr::from((Ipv4Addr::LOCALHOST, BRIDGE_PORT)).to_string(),
+                bridge_program,
+                admitted,
                 resolve_overrides: self
                     .overrides
                     .iter()
@@ -216,6 +277,60 @@ mod linux {
         ))
         .join(name);
         UnixListener::bind(short)
+    }
+
+    /// Admits the processes of one container: those whose cgroup is the container's. The
+    /// container exists only once the run started, so its cgroup is looked up (over the daemon's
+    /// API, by the run's container name, which nothing in the run can choose) on the first
+    /// connection and kept; a failed lookup admits nobody and is retried next time.
+    struct ContainerCgroup {
+        socket: PathBuf,
+        name: String,
+        known: OnceLock<String>,
+    }
+
+    impl ContainerCgroup {
+        fn admits(&self, pid: i32) -> bool {
+            let Some(container) = self.cgroup() else {
+                return false;
+            };
+            cgroup_of(pid).is_some_and(|cgroup| cgroup == *container)
+        }
+
+        fn cgroup(&self) -> Option<&String> {
+            if let Some(known) = self.known.get() {
+                return Some(known);
+            }
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let (id, pid) =
+                crate::probe::docker::container_process(&self.socket, &self.name, deadline)?;
+            let cgroup = cgroup_of(pid)?;
+            // The container's own cgroup names its full ID (`/docker/<id>` or
+            // `…/docker-<id>.scope`); anything else (a pid reused since, the host's root) is
+            // not the container's.
+            if !container_owns(&cgroup, &id) {
+                return None;
+            }
+            Some(self.known.get_or_init(|| cgroup))
+        }
+    }
+
+    /// `/proc/<pid>/cgroup`, as this (the host's) cgroup namespace sees it.
+    fn cgroup_of(pid: i32) -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()
+    }
+
+    /// Whether every line of a `/proc/<pid>/cgroup` names the container with ID `id` (64 hex
+    /// digits): the path's last component contains the ID.
+    pub(super) fn container_owns(cgroup: &str, id: &str) -> bool {
+        id.len() == 64
+            && id.bytes().all(|b| b.is_ascii_hexdigit())
+            && cgroup.lines().count() > 0
+            && cgroup.lines().all(|line| {
+                line.rsplit_once(':')
+                    .and_then(|(_, path)| path.rsplit('/').next())
+                    .is_some_and(|leaf| leaf.contains(id))
+            })
     }
 
     /// Whether `pid` is `ancestor` or one of its descendants, by walking parent ids in `/proc`.
@@ -251,33 +366,7 @@ mod linux {
     /// to an absolute path by the launcher) with this process's environment. Returns only on
     /// failure, with a message.
     pub fn bridge_main(port: u16, socket: &std::path::Path, command: &[OsString]) -> String {
-        let Some(program) = command.first() else {
-            return String::from("no command after `--`");
-        };
-        let to_c = |bytes: &[u8]| CString::new(bytes.to_vec()).ok();
-        let Some(program_c) = to_c(program.as_bytes()) else {
-            return String::from("the command contains a NUL byte");
-        };
-        let argv: Option<Vec<CString>> = command.iter().map(|a| to_c(a.as_bytes())).collect();
-        let env: Option<Vec<CString>> = std::env::vars_os()
-            .map(|(name, value)| {
-                let mut pair = name.as_bytes().to_vec();
-                pair.push(b'=');
-                pair.extend_from_slice(value.as_bytes());
-                to_c(&pair)
-            })
-            .collect();
-        let (Some(argv), Some(env)) = (argv, env) else {
-            return String::from("an argument or variable contains a NUL byte");
-        };
-        let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        let error = palisade_proxy::bridge::start_detached_then_exec(
-            listen, socket, &program_c, &argv, &env,
-        );
-        format!(
-            "cannot start `{}` behind the egress bridge: {error}",
-            program.to_string_lossy()
-        )
+        palisade_proxy::bridge::exec_main(port, socket, command)
     }
 }
 
@@ -317,6 +406,35 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!is_descendant(pid, me), "a reaped child is not admitted");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn only_the_containers_own_cgroup_is_admitted() {
+        use super::linux::container_owns;
+        let id = "0123456789abcdef".repeat(4);
+        assert!(container_owns(&format!("0::/docker/{id}\n"), &id));
+        assert!(container_owns(
+            &format!("0::/system.slice/docker-{id}.scope\n"),
+            &id
+        ));
+        assert!(container_owns(
+            &format!("12:pids:/docker/{id}\n1:name=systemd:/docker/{id}\n"),
+            &id
+        ));
+        for other in [
+            "0::/\n".to_owned(),
+            "0::/user.slice/user-0.slice/session-1.scope\n".to_owned(),
+            format!("0::/docker/{id}/child\n"),
+            format!("0::/docker/{id}\n1:cpu:/\n"),
+            String::new(),
+        ] {
+            assert!(!container_owns(&other, &id), "{other:?}");
+        }
+        assert!(
+            !container_owns("0::/docker/\n", ""),
+            "an empty id matches nothing"
+        );
     }
 
     #[test]

@@ -94,6 +94,24 @@ pub fn domain_allowlist(canonical_json: &str) -> Result<Option<Vec<String>>, Lau
     Ok(view.plan.domain_allowlist)
 }
 
+/// The mechanism that launches a decision's backend.
+pub fn mechanism(canonical_json: &str) -> Result<Mechanism, LaunchError> {
+    let view: DecisionView =
+        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
+    mechanism_of(&view.backend)
+}
+
+fn mechanism_of(backend: &str) -> Result<Mechanism, LaunchError> {
+    Ok(match backend {
+        "linux-bwrap" => Mechanism::Bwrap,
+        "linux-landlock" => Mechanism::Landlock,
+        "direct-dedicated" => Mechanism::Direct,
+        "macos-seatbelt" => Mechanism::Seatbelt,
+        "docker" => Mechanism::Docker,
+        other => return Err(LaunchError::Unsupported(other.to_owned())),
+    })
+}
+
 /// Builds the launch plan for a decision's canonical JSON. `egress` must be given exactly when
 /// the plan filters egress (a plan and a proxy that disagree launch nothing).
 pub fn plan_from_decision(
@@ -106,14 +124,7 @@ pub fn plan_from_decision(
 ) -> Result<LaunchPlan, LaunchError> {
     let view: DecisionView =
         serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
-    let mechanism = match view.backend.as_str() {
-        "linux-bwrap" => Mechanism::Bwrap,
-        "linux-landlock" => Mechanism::Landlock,
-        "direct-dedicated" => Mechanism::Direct,
-        "macos-seatbelt" => Mechanism::Seatbelt,
-        "docker" => Mechanism::Docker,
-        other => return Err(LaunchError::Unsupported(other.to_owned())),
-    };
+    let mechanism = mechanism_of(&view.backend)?;
     let mut network = match view.plan.network_mode.as_str() {
         "none" => Network::None,
         "loopback-only" => Network::LoopbackOnly,
@@ -123,9 +134,9 @@ pub fn plan_from_decision(
     match (&view.plan.domain_allowlist, &egress) {
         (None, None) => {}
         (Some(_), Some(proxy)) => {
-            if mechanism != Mechanism::Bwrap {
+            if !matches!(mechanism, Mechanism::Bwrap | Mechanism::Docker) {
                 return Err(LaunchError::Plan(format!(
-                    "filtered egress is only launched under linux-bwrap, not `{}`",
+                    "filtered egress is only launched under linux-bwrap and docker, not `{}`",
                     view.backend
                 )));
             }
@@ -448,11 +459,9 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
             backend_name(plan.mechanism).to_owned(),
         )),
-        Mechanism::Docker | Mechanism::Landlock | Mechanism::Direct
-            if plan.egress_proxy.is_some() =>
-        {
+        Mechanism::Landlock | Mechanism::Direct if plan.egress_proxy.is_some() => {
             Err(LaunchError::Plan(
-                "filtered egress is only launched under linux-bwrap".into(),
+                "filtered egress is only launched under linux-bwrap and docker".into(),
             ))
         }
         Mechanism::Docker => match &options.docker {

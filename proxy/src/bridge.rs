@@ -3,10 +3,11 @@
 //! the proxy's Unix socket (bind-mounted into the sandbox). The bridge applies no policy; the
 //! proxy on the host side of the socket does, and it sees the bridge as its client.
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -123,4 +124,151 @@ pub fn start_detached_then_exec(
         Err(e) => return e,
     }
     sys::execve(program, argv, env)
+}
+
+/// The bridge's command line, shared by `palisade __proxy-bridge` (bwrap, where the host's own
+/// binary runs in the sandbox) and the static `palisade-bridge` (Docker, where the image may have
+/// no libc): `__proxy-bridge --port N --socket PATH -- PROGRAM ARGS…`. One spelling keeps the
+/// launch plans of both backends alike.
+pub const SUBCOMMAND: &str = "__proxy-bridge";
+
+/// Binds the bridge on `127.0.0.1:port`, detaches it and execs `command` with this process's
+/// environment. A `command[0]` without `/` is looked up in this process's `PATH` (inside a
+/// container that is the image's, which the launcher cannot resolve). Returns only on failure,
+/// with a message.
+pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> String {
+    let Some(program) = command.first() else {
+        return String::from("no command after `--`");
+    };
+    let to_c = |bytes: &[u8]| CString::new(bytes.to_vec()).ok();
+    let resolved = match resolve_program(program, std::env::var_os("PATH").as_deref()) {
+        Ok(path) => path,
+        Err(message) => return message,
+    };
+    let Some(program_c) = to_c(resolved.as_os_str().as_bytes()) else {
+        return String::from("the command contains a NUL byte");
+    };
+    let argv: Option<Vec<CString>> = command.iter().map(|a| to_c(a.as_bytes())).collect();
+    let env: Option<Vec<CString>> = std::env::vars_os()
+        .map(|(name, value)| {
+            let mut pair = name.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            to_c(&pair)
+        })
+        .collect();
+    let (Some(argv), Some(env)) = (argv, env) else {
+        return String::from("an argument or variable contains a NUL byte");
+    };
+    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let error = start_detached_then_exec(listen, socket, &program_c, &argv, &env);
+    format!(
+        "cannot start `{}` behind the egress bridge: {error}",
+        program.to_string_lossy()
+    )
+}
+
+/// `program` itself when it names a path (has a `/`), else the first executable regular file
+/// called `program` in `path` (`execvp`'s rule; empty entries mean the current directory).
+pub fn resolve_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, String> {
+    if program.is_empty() {
+        return Err(String::from("the command is empty"));
+    }
+    if program.as_bytes().contains(&b'/') {
+        return Ok(PathBuf::from(program));
+    }
+    let search = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    for dir in search.as_bytes().split(|&b| b == b':') {
+        let dir = if dir.is_empty() { b".".as_slice() } else { dir };
+        let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
+        if is_executable_file(&candidate) {
+            return Ok(candidate);
+        }
+    }
+    Err(format!(
+        "`{}` not found in PATH `{}`",
+        program.to_string_lossy(),
+        search.to_string_lossy()
+    ))
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Parses the bridge's arguments after [`SUBCOMMAND`]: `--port N --socket PATH -- COMMAND…`.
+pub fn parse_args(args: &[OsString]) -> Result<(u16, PathBuf, Vec<OsString>), String> {
+    let mut port = None;
+    let mut socket = None;
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.to_str() {
+            Some("--port") => {
+                let value = rest.next().and_then(|v| v.to_str()?.parse::<u16>().ok());
+                port = Some(value.ok_or("--port needs a port number")?);
+            }
+            Some("--socket") => {
+                socket = Some(PathBuf::from(rest.next().ok_or("--socket needs a path")?));
+            }
+            Some("--") => break,
+            _ => return Err(format!("unexpected argument `{}`", arg.to_string_lossy())),
+        }
+    }
+    let command: Vec<OsString> = rest.cloned().collect();
+    match (port, socket) {
+        (Some(port), Some(socket)) if !command.is_empty() => Ok((port, socket, command)),
+        _ => Err(String::from(
+            "usage: __proxy-bridge --port N --socket PATH -- COMMAND [ARGS…]",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+
+    #[test]
+    fn arguments_parse_and_refuse_what_is_missing() {
+        let args = |text: &str| -> Vec<OsString> { text.split(' ').map(OsString::from).collect() };
+        let (port, socket, command) =
+            parse_args(&args("--port 3128 --socket /run/s.sock -- ls -l --port")).unwrap();
+        assert_eq!((port, socket), (3128, PathBuf::from("/run/s.sock")));
+        assert_eq!(command, args("ls -l --port"));
+        for bad in [
+            "--port 3128 --socket /s --",
+            "--socket /s -- ls",
+            "--port x --socket /s -- ls",
+            "--port 1 --socket /s --extra -- ls",
+        ] {
+            assert!(parse_args(&args(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn programs_resolve_like_execvp() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = dir.path().join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = OsString::from(format!("/nonexistent:{}", dir.path().display()));
+        assert_eq!(
+            resolve_program(OsStr::new("tool"), Some(&path)).unwrap(),
+            tool
+        );
+        assert!(
+            resolve_program(OsStr::new("plain"), Some(&path)).is_err(),
+            "not executable"
+        );
+        assert!(resolve_program(OsStr::new("absent"), Some(&path)).is_err());
+        assert_eq!(
+            resolve_program(OsStr::new("./x"), Some(&path)).unwrap(),
+            PathBuf::from("./x")
+        );
+        assert!(resolve_program(OsStr::new(""), Some(&path)).is_err());
+    }
 }

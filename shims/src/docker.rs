@@ -26,9 +26,12 @@
 //!   loopback, not the host's); `allow-outbound` → `--network host` (the host's network
 //!   namespace, as bwrap's `allow-outbound`: the daemon Palisade targets runs with
 //!   `--bridge=none`, so there is no default bridge to fall back on, and the plan asked for
-//!   unrestricted traffic). A domain allowlist has no arm here: the probe reports no domain
-//!   filtering, and [`argv`] refuses a plan with an egress proxy (the in-sandbox bridge is the
-//!   host's `palisade`, which an arbitrary image cannot run).
+//!   unrestricted traffic). A domain allowlist (the plan's egress proxy) → `--network none`,
+//!   the proxy's Unix socket and the static `palisade-bridge` bound read-only on the private
+//!   `/run` (at bwrap's paths), and the bridge as the entrypoint: it listens on the container's
+//!   `127.0.0.1:<port>`, detaches, and execs the command, which reaches the outside only through
+//!   the host's filtering proxy. The bridge is static because an image need not have the host's
+//!   libc; the host checks that it is (see the probe).
 //! - Budgets: `--memory`/`--memory-swap` (the container's cgroup), `--pids-limit` (plus one
 //!   for `docker-init`), CPU seconds as `--ulimit cpu=N:N` (per process, like the rlimit
 //!   fallback of the other backends); the wall clock is the supervisor's timer on the client.
@@ -84,7 +87,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::bwrap::{self, BwrapError, Mount};
+use crate::bwrap::{self, BwrapError, EGRESS_BRIDGE, EGRESS_SOCKET, Mount};
 use crate::fsfacts::{self, FsFacts, PathKind};
 use crate::plan::{Budgets, LaunchPlan, Network};
 use crate::seccomp;
@@ -149,10 +152,6 @@ pub struct Limits {
 pub enum DockerError {
     #[error(transparent)]
     Plan(#[from] BwrapError),
-    #[error(
-        "filtered egress is not implemented for docker (the engine never picks it for an allowlist)"
-    )]
-    EgressUnsupported,
     #[error("image `{0}` is not an image ID (`sha256:` and 64 hex digits)")]
     ImageId(String),
     #[error("run id `{0}` is not a valid container name part")]
@@ -185,10 +184,15 @@ pub fn argv(
     mask_file: &Path,
     seccomp_profile: Option<&str>,
 ) -> Result<DockerArgs, DockerError> {
-    // The docker probe reports no domain filtering, so a decision never asks for it here; a
-    // plan that does anyway is refused rather than run with `--network none` silently.
+    // Filtered egress: the container's own network namespace, and the private /run the
+    // socket and bridge are mounted on (as under bwrap).
     if plan.egress_proxy.is_some() {
-        return Err(DockerError::EgressUnsupported);
+        if plan.network != Network::LoopbackOnly {
+            return Err(BwrapError::EgressNetwork(plan.network).into());
+        }
+        if !facts.private_dirs.iter().any(|d| d == Path::new("/run")) {
+            return Err(BwrapError::EgressNoPrivateRun.into());
+        }
     }
     if !valid_image_id(&spec.image_id) {
         return Err(DockerError::ImageId(spec.image_id.clone()));
@@ -332,6 +336,22 @@ pub fn argv(
             ),
         }
     }
+    if let Some(egress) = &plan.egress_proxy {
+        // The proxy's socket and the static bridge, read-only on the container's private /run
+        // (a read-only bind still accepts `connect`).
+        for (source, target) in [
+            (&egress.socket, EGRESS_SOCKET),
+            (&egress.bridge_program, EGRESS_BRIDGE),
+        ] {
+            args.op(
+                "--mount",
+                format!(
+                    "type=bind,source={},target={target},readonly",
+                    mount_path(source)?
+                ),
+            );
+        }
+    }
     args.op("--workdir", mount_path(&filesystem.workspace)?);
 
     let mut env = Vec::new();
@@ -359,8 +379,31 @@ pub fn argv(
     let Some((program, rest)) = plan.command.split_first() else {
         return Err(BwrapError::EmptyCommand.into());
     };
-    args.op("--entrypoint", program.clone());
-    args.flag(&spec.image_id);
+    match &plan.egress_proxy {
+        // The bridge listens on the container's loopback, detaches, and execs the command
+        // (looked up in the image's PATH, as Docker's entrypoint would be).
+        Some(egress) => {
+            args.op("--entrypoint", EGRESS_BRIDGE);
+            args.flag(&spec.image_id);
+            let port = egress.bridge_port.to_string();
+            args.0.extend(
+                [
+                    "__proxy-bridge",
+                    "--port",
+                    &port,
+                    "--socket",
+                    EGRESS_SOCKET,
+                    "--",
+                ]
+                .map(OsString::from),
+            );
+            args.0.push(program.clone());
+        }
+        None => {
+            args.op("--entrypoint", program.clone());
+            args.flag(&spec.image_id);
+        }
+    }
     args.0.extend(rest.iter().cloned());
     Ok(DockerArgs {
         args: args.0,
@@ -899,16 +942,70 @@ mod tests {
         assert_eq!(network(Network::AllowOutbound), "host");
     }
 
-    #[test]
-    fn filtered_egress_is_refused_not_run_without_network() {
-        let mut plan = plan(Network::LoopbackOnly);
-        plan.egress_proxy = Some(crate::plan::EgressProxy {
-            socket: "/run/user/1000/p/proxy.sock".into(),
-            bridge_program: "/usr/local/bin/palisade".into(),
+    fn egress() -> crate::plan::EgressProxy {
+        crate::plan::EgressProxy {
+            socket: "/tmp/run-1-egress/proxy.sock".into(),
+            bridge_program: "/usr/local/lib/palisade/palisade-bridge".into(),
             bridge_port: 3128,
-        });
-        let built = argv(&plan, &facts(), &spec(), Path::new("/tmp/run-1.mask"), None);
-        assert!(matches!(built, Err(DockerError::EgressUnsupported)));
+        }
+    }
+
+    #[test]
+    fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
+        let mut plan = plan(Network::LoopbackOnly);
+        plan.egress_proxy = Some(egress());
+        let args = strings(&build(&plan, &spec()).args);
+        let at = args.iter().position(|a| a == "--network").unwrap();
+        assert_eq!(args[at + 1], "none", "the container's own loopback only");
+        for mount in [
+            "type=bind,source=/tmp/run-1-egress/proxy.sock,target=/run/palisade-egress/proxy.sock,readonly",
+            "type=bind,source=/usr/local/lib/palisade/palisade-bridge,target=/run/palisade-egress/palisade,readonly",
+        ] {
+            let at = args.iter().position(|a| a == mount).unwrap();
+            assert_eq!(args[at - 1], "--mount");
+        }
+        let image = args.iter().position(|a| a == &spec().image_id).unwrap();
+        assert_eq!(args[image - 2..image], ["--entrypoint", EGRESS_BRIDGE]);
+        assert_eq!(
+            args[image + 1..],
+            [
+                "__proxy-bridge",
+                "--port",
+                "3128",
+                "--socket",
+                EGRESS_SOCKET,
+                "--",
+                "make",
+                "test",
+                "--secret-looking=no"
+            ]
+        );
+    }
+
+    #[test]
+    fn filtered_egress_needs_its_own_network_and_a_private_run() {
+        let mut shared = plan(Network::AllowOutbound);
+        shared.egress_proxy = Some(egress());
+        let built = argv(
+            &shared,
+            &facts(),
+            &spec(),
+            Path::new("/tmp/run-1.mask"),
+            None,
+        );
+        assert!(matches!(
+            built,
+            Err(DockerError::Plan(BwrapError::EgressNetwork(_)))
+        ));
+        let mut plan = plan(Network::LoopbackOnly);
+        plan.egress_proxy = Some(egress());
+        let mut facts = facts();
+        facts.private_dirs.retain(|d| d != Path::new("/run"));
+        let built = argv(&plan, &facts, &spec(), Path::new("/tmp/run-1.mask"), None);
+        assert!(matches!(
+            built,
+            Err(DockerError::Plan(BwrapError::EgressNoPrivateRun))
+        ));
     }
 
     #[test]

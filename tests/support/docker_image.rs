@@ -38,6 +38,16 @@ pub struct TestImage {
 impl TestImage {
     /// A runtime profile file pinning this image, making `read_only` visible in the container.
     pub fn write_profile(&self, path: &Path, read_only: &[PathBuf]) {
+        self.write_profile_with_bridge(path, read_only, None);
+    }
+
+    /// [`TestImage::write_profile`], naming `bridge` as the file's `spec.egressBridge`.
+    pub fn write_profile_with_bridge(
+        &self,
+        path: &Path,
+        read_only: &[PathBuf],
+        bridge: Option<&Path>,
+    ) {
         let paths: Vec<String> = read_only
             .iter()
             .map(|p| serde_json::to_string(&p.display().to_string()).unwrap())
@@ -48,6 +58,10 @@ impl TestImage {
             self.id,
             paths.join(", ")
         );
+        let text = match bridge {
+            Some(bridge) => format!("{text}  egressBridge: {}\n", bridge.display()),
+            None => text,
+        };
         std::fs::write(path, text).unwrap();
     }
 
@@ -232,10 +246,26 @@ fn inspect_id(socket: &Path, tag: &str) -> Option<String> {
     (out.status.success() && id.starts_with("sha256:")).then_some(id)
 }
 
-/// The attack binary, linked statically (the image has no libc): a nested cargo build of this
-/// workspace's `palisade-attack` with `+crt-static`, in its own target directory (the outer
-/// build holds the lock on the usual one).
+/// The static `palisade-bridge` (filtered egress under docker: a runtime profile file's
+/// `spec.egressBridge`), built with the attack binary.
+pub fn static_bridge() -> Result<PathBuf, String> {
+    Ok(static_build()?.join("palisade-bridge"))
+}
+
 fn static_attack() -> Result<PathBuf, String> {
+    Ok(static_build()?.join("palisade-attack"))
+}
+
+/// The directory holding the attack binary and the egress bridge, linked statically (the image
+/// has no libc): one nested cargo build of this workspace's `palisade-attack` and
+/// `palisade-bridge` with `+crt-static`, in its own target directory (the outer build holds the
+/// lock on the usual one). Built once per process.
+fn static_build() -> Result<PathBuf, String> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT.get_or_init(build_static).clone()
+}
+
+fn build_static() -> Result<PathBuf, String> {
     let target_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .unwrap()
@@ -251,6 +281,10 @@ fn static_attack() -> Result<PathBuf, String> {
             "palisade-suite",
             "--bin",
             "palisade-attack",
+            "-p",
+            "palisade-proxy",
+            "--bin",
+            "palisade-bridge",
         ])
         .args(["--target", &triple])
         .env("CARGO_TARGET_DIR", &target_dir)
@@ -260,11 +294,11 @@ fn static_attack() -> Result<PathBuf, String> {
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "building the static attack binary failed: {}",
+            "building the static attack binary and bridge failed: {}",
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    Ok(target_dir.join(triple).join("debug/palisade-attack"))
+    Ok(target_dir.join(triple).join("debug"))
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

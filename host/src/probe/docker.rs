@@ -94,6 +94,27 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         return with_version(mismatch);
     }
 
+    let mut limitations = vec![
+        "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
+        "read-only binds are not recursively read-only".to_owned(),
+    ];
+    let bridge = match &inputs.docker_egress_bridge {
+        None => Err("no static bridge configured (runtime profiles' `spec.egressBridge`)".into()),
+        Some(located) => match located.usable() {
+            None => Err(format!(
+                "egress bridge `{}` is not an executable file",
+                located.path.as_deref().unwrap_or(Path::new("")).display()
+            )),
+            Some(path) => check_egress_bridge(path, inputs.euid),
+        },
+    };
+    let domain_filtering = match bridge {
+        Ok(()) => true,
+        Err(why) => {
+            limitations.push(format!("no filtered egress (allowedDomains): {why}"));
+            false
+        }
+    };
     BackendProbe {
         backend: Backend::Docker,
         available: true,
@@ -104,15 +125,112 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         ),
         capabilities: Capability::ALL.to_vec(),
         network_modes: NetworkMode::ALL.to_vec(),
-        domain_filtering: false,
+        domain_filtering,
         version,
-        limitations: vec![
-            "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
-            "read-only binds are not recursively read-only".to_owned(),
-            "no filtered egress (allowedDomains): the proxy bridge is not run inside containers"
-                .to_owned(),
-        ],
+        limitations,
     }
+}
+
+/// Whether `path` can serve as the in-container egress bridge: a statically linked ELF
+/// executable for this machine (an image need not have the host's libc, or any), that only
+/// root or `euid` can replace (it runs inside every filtered container). `Err` says why not.
+pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
+    if !meta.is_file() || meta.mode() & 0o111 == 0 {
+        return Err(format!("egress bridge `{shown}` is not an executable file"));
+    }
+    if meta.mode() & 0o022 != 0 || (meta.uid() != 0 && meta.uid() != euid) {
+        return Err(format!(
+            "egress bridge `{shown}` may be changed by others (owner {}, mode {:o}); it must be \
+             owned by root or you and not writable by group or others",
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(64 * 1024).read_to_end(&mut head))
+        .map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
+    elf_is_static_for_this_machine(&head).map_err(|why| format!("egress bridge `{shown}` {why}"))
+}
+
+/// Checks an ELF image's first bytes: 64-bit little-endian, this machine's architecture, and no
+/// `PT_INTERP` program header (no dynamic loader: statically linked, static-pie included).
+pub fn elf_is_static_for_this_machine(head: &[u8]) -> Result<(), String> {
+    const PT_INTERP: u32 = 3;
+    let machine: u16 = match std::env::consts::ARCH {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        other => return Err(format!("cannot be checked on {other}")),
+    };
+    let u16_at = |at: usize| -> Option<u16> {
+        Some(u16::from_le_bytes(head.get(at..at + 2)?.try_into().ok()?))
+    };
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(head.get(at..at + 4)?.try_into().ok()?))
+    };
+    let u64_at = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(head.get(at..at + 8)?.try_into().ok()?))
+    };
+    if head.get(..4) != Some(b"\x7fELF".as_slice()) {
+        return Err("is not an ELF executable".into());
+    }
+    // EI_CLASS 2 = 64-bit, EI_DATA 1 = little-endian.
+    if head.get(4) != Some(&2) || head.get(5) != Some(&1) {
+        return Err("is not a 64-bit little-endian ELF".into());
+    }
+    if u16_at(18) != Some(machine) {
+        return Err(format!("is not built for {}", std::env::consts::ARCH));
+    }
+    let (Some(phoff), Some(phentsize), Some(phnum)) = (u64_at(32), u16_at(54), u16_at(56)) else {
+        return Err("has a truncated ELF header".into());
+    };
+    let phoff = usize::try_from(phoff).map_err(|_| "has an ELF header out of range")?;
+    for index in 0..usize::from(phnum) {
+        let at = phoff.saturating_add(index.saturating_mul(usize::from(phentsize)));
+        match u32_at(at) {
+            Some(PT_INTERP) => {
+                return Err(
+                    "is dynamically linked (it names a program interpreter); build it with \
+                     `-C target-feature=+crt-static` (README)"
+                        .into(),
+                );
+            }
+            Some(_) => {}
+            None => return Err("has program headers past its first 64 KiB".into()),
+        }
+    }
+    Ok(())
+}
+
+/// A running container's full ID and its init process's pid (in this pid namespace), by name;
+/// `None` when it is not running or the daemon does not say.
+pub fn container_process(socket: &Path, name: &str, deadline: Instant) -> Option<(String, i32)> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Container {
+        id: String,
+        state: State,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct State {
+        running: bool,
+        pid: i32,
+    }
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+    if name.is_empty() || !name.bytes().all(plain) {
+        return None;
+    }
+    let response = get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    let container: Container = serde_json::from_slice(&response.body).ok()?;
+    (container.state.running && container.state.pid > 0)
+        .then_some((container.id, container.state.pid))
 }
 
 /// What the daemon says about an image.
@@ -334,9 +452,72 @@ fn parse_response(raw: &[u8]) -> Result<Response, HttpError> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        reason = "tests fail loudly"
+    )]
 
     use super::*;
+
+    /// A minimal ELF header for this machine with one program header of type `p_type`.
+    fn elf(p_type: u32) -> Vec<u8> {
+        let machine: u16 = if cfg!(target_arch = "aarch64") {
+            183
+        } else {
+            62
+        };
+        let mut head = vec![0u8; 64 + 56];
+        head[..4].copy_from_slice(b"\x7fELF");
+        head[4] = 2;
+        head[5] = 1;
+        head[18..20].copy_from_slice(&machine.to_le_bytes());
+        head[32..40].copy_from_slice(&64u64.to_le_bytes());
+        head[54..56].copy_from_slice(&56u16.to_le_bytes());
+        head[56..58].copy_from_slice(&1u16.to_le_bytes());
+        head[64..68].copy_from_slice(&p_type.to_le_bytes());
+        head
+    }
+
+    #[test]
+    fn only_static_elf_for_this_machine_may_bridge() {
+        assert!(
+            elf_is_static_for_this_machine(&elf(1)).is_ok(),
+            "PT_LOAD only"
+        );
+        let dynamic = elf_is_static_for_this_machine(&elf(3)).unwrap_err();
+        assert!(dynamic.contains("dynamically linked"), "{dynamic}");
+        // This test binary itself is dynamically linked.
+        let me = std::fs::read("/proc/self/exe").unwrap();
+        assert!(elf_is_static_for_this_machine(&me).is_err());
+        assert!(elf_is_static_for_this_machine(b"#!/bin/sh\n").is_err());
+        let mut other = elf(1);
+        other[18] = 40; // ARM (32-bit)
+        assert!(elf_is_static_for_this_machine(&other).is_err());
+        assert!(
+            elf_is_static_for_this_machine(&elf(1)[..40]).is_err(),
+            "truncated"
+        );
+    }
+
+    #[test]
+    fn a_bridge_others_may_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bridge = dir.path().join("palisade-bridge");
+        std::fs::write(&bridge, elf(1)).unwrap();
+        std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let euid = crate::probe::user_ids().1;
+        assert_eq!(check_egress_bridge(&bridge, euid), Ok(()));
+        std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o775)).unwrap();
+        let err = check_egress_bridge(&bridge, euid).unwrap_err();
+        assert!(err.contains("may be changed by others"), "{err}");
+        std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(
+            check_egress_bridge(&bridge, euid).is_err(),
+            "not executable"
+        );
+    }
 
     #[test]
     fn parses_a_response() {

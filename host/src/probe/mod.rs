@@ -45,7 +45,7 @@ pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 const FALLBACK_SEARCH_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 2;
+const PROBE_SCHEMA: u32 = 3;
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
@@ -62,6 +62,9 @@ pub struct ProbeOptions {
     /// The image ID or registry digest a runtime profile pins `docker_image` to; without one
     /// the docker backend is unavailable (palisade runs only pinned images).
     pub docker_image_pin: Option<String>,
+    /// The static `palisade-bridge` a runtime profile file names (`spec.egressBridge`); with a
+    /// usable one the docker backend offers filtered egress.
+    pub docker_egress_bridge: Option<PathBuf>,
     /// Time box for each probe (they run in parallel, so also roughly for all of them).
     pub timeout: Duration,
     /// Where `probes.json` lives; `None` means no cache is read or written.
@@ -83,6 +86,7 @@ impl Default for ProbeOptions {
             docker_socket: None,
             docker_image: None,
             docker_image_pin: None,
+            docker_egress_bridge: None,
             timeout: DEFAULT_TIMEOUT,
             cache_dir: None,
             use_cache: true,
@@ -348,6 +352,7 @@ pub(crate) struct Inputs {
     pub docker_socket: DockerTarget,
     pub docker_image: Option<String>,
     pub docker_image_pin: Option<String>,
+    pub docker_egress_bridge: Option<Located>,
     pub sandbox_exec: Located,
     pub kernel_release: Option<String>,
     pub boot_id: Option<String>,
@@ -392,6 +397,7 @@ impl Inputs {
             docker_socket: DockerTarget::resolve(options.docker_socket.as_deref()),
             docker_image: options.docker_image.clone(),
             docker_image_pin: options.docker_image_pin.clone(),
+            docker_egress_bridge: options.docker_egress_bridge.as_deref().map(Located::exact),
             sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
@@ -555,7 +561,8 @@ fn read_trimmed(path: &str) -> Option<String> {
 }
 
 #[allow(unsafe_code)]
-fn user_ids() -> (u32, u32) {
+/// The real and effective user ids of this process.
+pub fn user_ids() -> (u32, u32) {
     // SAFETY: getuid(2) and geteuid(2) take no arguments, always succeed and touch no memory.
     unsafe { (libc::getuid(), libc::geteuid()) }
 }
