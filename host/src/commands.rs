@@ -38,6 +38,18 @@ fn probe_options(
     use_cache: bool,
 ) -> Result<ProbeOptions, Failure> {
     let profile = runtime_profile(host, config)?;
+    // clap refuses `--docker-image` with `--runtime-profiles`; a file the host configuration
+    // names is refused the same way rather than silently winning.
+    if let (Some(image), Some(profile)) = (&host.docker_image, &profile) {
+        return Err(Failure::new(
+            ErrorCode::HostConfigForbidden,
+            format!(
+                "--docker-image {image} conflicts with the host configuration's dockerRuntimeProfiles (profile `{}`, image `{}`)",
+                profile.name, profile.image
+            ),
+        )
+        .hint("drop --docker-image; the runtime profile names the image"));
+    }
     Ok(ProbeOptions {
         docker_socket: host.docker_socket.clone(),
         docker_image: match &profile {

@@ -485,6 +485,23 @@ fn the_configuration_reaches_the_decision_and_every_audit_record() {
             ),
         }
     }
+    // Nor may `--docker-image` name another image than the configured profile's.
+    let out = env.run(&[
+        "decide",
+        "--host-config",
+        config,
+        "--taskpack",
+        &taskpack,
+        "--docker-image",
+        "other:1",
+    ]);
+    assert!(
+        out.status.code() != Some(0)
+            && text(&out.stderr).starts_with("error[HOST_CONFIG_FORBIDDEN]")
+            && text(&out.stderr).contains("--docker-image other:1"),
+        "{}",
+        text(&out.stderr)
+    );
     // A configured file that cannot be read stops the decision: the host's pins are unknown.
     std::fs::remove_file(&profiles).unwrap();
     let out = env.run(&["decide", "--host-config", config, "--taskpack", &taskpack]);
