@@ -138,6 +138,27 @@ fn setup() -> Option<Setup> {
     Some(setup)
 }
 
+/// The docker probe `palisade doctor --json` reports with the runtime profile file `profiles`.
+fn doctor_docker_probe(s: &Setup, profiles: &Path) -> serde_json::Value {
+    let out = Command::new(&s.palisade)
+        .args(["doctor", "--json", "--runtime-profiles"])
+        .arg(profiles)
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json: {e}: {}", stderr(&out)));
+    report["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["backend"] == "docker")
+        .unwrap()
+        .clone()
+}
+
 /// Containers of palisade runs still on the daemon.
 fn palisade_containers(image: &TestImage) -> Vec<String> {
     image
@@ -165,23 +186,12 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn doctor_shows_docker_available_with_a_pinned_profile() {
     let Some(s) = setup() else { return };
-    let out = Command::new(&s.palisade)
-        .args(["doctor", "--json", "--runtime-profiles"])
-        .arg(s.profiles())
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let docker = report["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["backend"] == "docker")
-        .unwrap();
+    let docker = doctor_docker_probe(&s, &s.profiles());
     assert_eq!(docker["available"], true, "{docker}");
+    assert_eq!(
+        docker["domainFiltering"], false,
+        "no bridge configured: {docker}"
+    );
     assert_eq!(docker["capabilities"].as_array().unwrap().len(), 6);
 
     // The same image pinned to another ID: unavailable, and the reason says why.
@@ -193,21 +203,7 @@ fn doctor_shows_docker_available_with_a_pinned_profile() {
             .replace(&s.image.id, &format!("sha256:{}", "0".repeat(64))),
     )
     .unwrap();
-    let out = Command::new(&s.palisade)
-        .args(["doctor", "--json", "--runtime-profiles"])
-        .arg(&wrong)
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let docker = report["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["backend"] == "docker")
-        .unwrap();
+    let docker = doctor_docker_probe(&s, &wrong);
     assert_eq!(docker["available"], false);
     assert!(
         docker["reason"].as_str().unwrap().contains("pins"),
@@ -388,23 +384,20 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
     let bridge = docker_image::static_bridge().unwrap();
     s.image
         .write_profile_with_bridge(&bridged, &[], Some(&bridge));
-    let doctor = Command::new(&s.palisade)
-        .args(["doctor", "--json", "--runtime-profiles"])
-        .arg(&bridged)
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .env("PALISADE_CACHE_DIR", s.dir.path().join("cache"))
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).unwrap();
-    let docker = report["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["backend"] == "docker")
-        .unwrap()
-        .clone();
+    let docker = doctor_docker_probe(&s, &bridged);
     assert_eq!(docker["domainFiltering"], true, "{docker}");
+    // The host's own palisade is dynamically linked: an image need not have its libc.
+    let dynamic = s.dir.path().join("dynamic-bridge.yaml");
+    s.image
+        .write_profile_with_bridge(&dynamic, &[], Some(&s.palisade));
+    let docker = doctor_docker_probe(&s, &dynamic);
+    assert_eq!(docker["domainFiltering"], false, "{docker}");
+    assert!(
+        docker["limitations"]
+            .to_string()
+            .contains("dynamically linked"),
+        "{docker}"
+    );
 
     let audit = s.dir.path().join("egress-audit.jsonl");
     let mut extra = resolve.to_vec();
