@@ -3,7 +3,8 @@
 //!
 //! Docker (when `DOCKER_HOST` names a running daemon, e.g. `eval "$(bash .ci/dockerd.sh
 //! start)"`): `palisade run -- true` under the docker backend against bare `docker run --rm
-//! --network none IMAGE true`, on the tests' local image.
+//! --network none IMAGE true`, on the tests' local image; and the same run with filtered egress
+//! (the host proxy plus the static bridge as the container's entrypoint).
 //!
 //! Run with `cargo build --release -p palisade && cargo bench -p palisade-suite --bench run`.
 //! Under `cargo test --all-targets` each benchmark runs once as a smoke test.
@@ -191,12 +192,42 @@ fn docker(c: &mut Criterion) {
                 .args(["run", "--rm", "--network", "none", &image.id, "true"]),
         )
     };
+    // Filtered egress: the proxy on the host, the static bridge as the container's entrypoint.
+    let egress_taskpack = dir.path().join("docker-egress.yaml");
+    std::fs::write(
+        &egress_taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: bench}\nspec:\n  sandbox:\n    preferredBackends: [docker]\n    allowedDomains: [example.test]\n",
+    )
+    .unwrap();
+    let bridged = dir.path().join("bridged.yaml");
+    let bridge = docker_image::static_bridge().unwrap();
+    image.write_profile_with_bridge(&bridged, &[], Some(&bridge));
+    let palisade_egress_run = || {
+        status_ok(
+            Command::new(&palisade)
+                .arg("run")
+                .arg("--taskpack")
+                .arg(&egress_taskpack)
+                .arg("--workspace")
+                .arg(&workspace)
+                .arg("--runtime-profiles")
+                .arg(&bridged)
+                .arg("--docker-socket")
+                .arg(&image.socket)
+                .env("PALISADE_CACHE_DIR", &cache)
+                .args(["--", "true"]),
+        )
+    };
     palisade_run(); // warm the probe and compiled-component caches
+    palisade_egress_run();
 
     let mut group = c.benchmark_group("docker-launch-true");
     group.sample_size(20);
     group.bench_function("bare-docker-run", |b| b.iter(bare_run));
     group.bench_function("palisade-run-docker", |b| b.iter(palisade_run));
+    group.bench_function("palisade-run-docker-egress", |b| {
+        b.iter(palisade_egress_run)
+    });
     group.finish();
 }
 
