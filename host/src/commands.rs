@@ -141,13 +141,12 @@ fn docker_spec(
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
     // Checked again now, like the image: it runs inside the container.
     let bridge = match profile.egress_bridge {
-        Some(bridge) => {
+        Some(bridge) => Some(
             probe::docker::check_egress_bridge(&bridge, probe::user_ids().1).map_err(|why| {
                 Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
                     .hint("nothing was run; `palisade doctor` shows the docker probe")
-            })?;
-            Some(bridge)
-        }
+            })?,
+        ),
         None => None,
     };
     let spec = palisade_shims::docker::DockerSpec {

@@ -248,8 +248,35 @@ fn inspect_id(socket: &Path, tag: &str) -> Option<String> {
 
 /// The static `palisade-bridge` (filtered egress under docker: a runtime profile file's
 /// `spec.egressBridge`), built with the attack binary.
+///
+/// Palisade trusts a bridge only where nobody but root or the caller can replace it, all the way
+/// up to `/`, and a checkout may sit below directories of another owner. So the tests use a copy
+/// in a private directory of the system temp dir, one per content (`palisade-test-bridge-<hash>`,
+/// reused by later runs).
 pub fn static_bridge() -> Result<PathBuf, String> {
-    Ok(static_build()?.join("palisade-bridge"))
+    static COPY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    COPY.get_or_init(|| {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let built = std::fs::read(static_build()?.join("palisade-bridge"))
+            .map_err(|e| format!("cannot read the static bridge: {e}"))?;
+        let hash = sha256_hex(&built);
+        let dir = std::env::temp_dir().join(format!("palisade-test-bridge-{}", &hash[..16]));
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        let copy = dir.join("palisade-bridge");
+        if std::fs::read(&copy).ok().as_deref() != Some(built.as_slice()) {
+            let partial = dir.join(format!(".palisade-bridge.{}", std::process::id()));
+            std::fs::write(&partial, &built).map_err(|e| format!("copy the bridge: {e}"))?;
+            std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| format!("chmod the bridge: {e}"))?;
+            std::fs::rename(&partial, &copy).map_err(|e| format!("place the bridge: {e}"))?;
+        }
+        Ok(copy)
+    })
+    .clone()
 }
 
 fn static_attack() -> Result<PathBuf, String> {

@@ -6,7 +6,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
@@ -105,7 +105,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
                 "egress bridge `{}` is not an executable file",
                 located.path.as_deref().unwrap_or(Path::new("")).display()
             )),
-            Some(path) => check_egress_bridge(path, inputs.euid),
+            Some(path) => check_egress_bridge(path, inputs.euid).map(|_| ()),
         },
     };
     let domain_filtering = match bridge {
@@ -132,16 +132,19 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
 }
 
 /// Whether `path` can serve as the in-container egress bridge: a statically linked ELF
-/// executable for this machine (an image need not have the host's libc, or any), that only
-/// root or `euid` can replace (it runs inside every filtered container). `Err` says why not.
-pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<(), String> {
+/// executable for this machine (an image need not have the host's libc, or any) that only root
+/// or `euid` can replace, nor any directory above it (it runs inside every filtered container).
+/// Returns the resolved path, which is what gets mounted; `Err` says why not.
+pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<PathBuf, String> {
     use std::os::unix::fs::MetadataExt;
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
+    let real = std::fs::canonicalize(path).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
+    let meta = std::fs::metadata(&real).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
     if !meta.is_file() || meta.mode() & 0o111 == 0 {
         return Err(format!("egress bridge `{shown}` is not an executable file"));
     }
-    if meta.mode() & 0o022 != 0 || (meta.uid() != 0 && meta.uid() != euid) {
+    let trusted_owner = |uid: u32| uid == 0 || uid == euid;
+    if meta.mode() & 0o022 != 0 || !trusted_owner(meta.uid()) {
         return Err(format!(
             "egress bridge `{shown}` may be changed by others (owner {}, mode {:o}); it must be \
              owned by root or you and not writable by group or others",
@@ -149,11 +152,27 @@ pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<(), String> {
             meta.mode() & 0o7777
         ));
     }
+    // A directory others may write could have the file renamed away and replaced (a sticky
+    // directory such as /tmp protects names it does not own).
+    for dir in real.ancestors().skip(1) {
+        let meta = std::fs::metadata(dir).map_err(|e| format!("`{}`: {e}", dir.display()))?;
+        let open = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
+        if open || !trusted_owner(meta.uid()) {
+            return Err(format!(
+                "egress bridge `{shown}` is in `{}`, which others may change (owner {}, mode {:o})",
+                dir.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+    }
     let mut head = Vec::new();
-    std::fs::File::open(path)
+    std::fs::File::open(&real)
         .and_then(|file| file.take(64 * 1024).read_to_end(&mut head))
         .map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
-    elf_is_static_for_this_machine(&head).map_err(|why| format!("egress bridge `{shown}` {why}"))
+    elf_is_static_for_this_machine(&head)
+        .map_err(|why| format!("egress bridge `{shown}` {why}"))?;
+    Ok(real)
 }
 
 /// Checks an ELF image's first bytes: 64-bit little-endian, this machine's architecture, and no
@@ -508,7 +527,13 @@ mod tests {
         std::fs::write(&bridge, elf(1)).unwrap();
         std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o755)).unwrap();
         let euid = crate::probe::user_ids().1;
-        assert_eq!(check_egress_bridge(&bridge, euid), Ok(()));
+        let real = bridge.canonicalize().unwrap();
+        // tempdir() is under the sticky /tmp, which protects names it does not own.
+        assert_eq!(check_egress_bridge(&bridge, euid), Ok(real.clone()));
+        // Through a symlink: the resolved file is what gets mounted.
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&bridge, &link).unwrap();
+        assert_eq!(check_egress_bridge(&link, euid), Ok(real));
         std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o775)).unwrap();
         let err = check_egress_bridge(&bridge, euid).unwrap_err();
         assert!(err.contains("may be changed by others"), "{err}");
@@ -517,6 +542,11 @@ mod tests {
             check_egress_bridge(&bridge, euid).is_err(),
             "not executable"
         );
+        std::fs::set_permissions(&bridge, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A directory anyone may write (and not sticky) could swap the file.
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = check_egress_bridge(&bridge, euid).unwrap_err();
+        assert!(err.contains("which others may change"), "{err}");
     }
 
     #[test]
