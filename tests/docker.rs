@@ -461,6 +461,70 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
 }
 
 #[test]
+fn a_user_who_cannot_use_the_socket_is_refused_and_nothing_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(s) = setup() else { return };
+    if current_uid() != 0 {
+        eprintln!("skipped: becoming uid 65534 needs root");
+        return;
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
+    // Control: that user cannot use the daemon's socket at all.
+    let control = Command::new("setpriv")
+        .args(nobody)
+        .args(["docker", "version"])
+        .env(
+            "DOCKER_HOST",
+            format!("unix://{}", s.image.socket.display()),
+        )
+        .output()
+        .unwrap();
+    assert!(!control.status.success(), "uid 65534 can use the socket");
+
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(s.dir.path(), 0o755);
+    mode(&s.workspace(), 0o777);
+    let taskpack = s.taskpack("none");
+    for file in [&taskpack, &s.profiles()] {
+        mode(file, 0o644);
+    }
+    let cache = s.dir.path().join("nobody-cache");
+    std::fs::create_dir(&cache).unwrap();
+    std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).unwrap();
+    let out = Command::new("setpriv")
+        .args(nobody)
+        .arg(&s.palisade)
+        .arg("run")
+        .arg("--taskpack")
+        .arg(&taskpack)
+        .arg("--workspace")
+        .arg(s.workspace())
+        .arg("--runtime-profiles")
+        .arg(s.profiles())
+        .arg("--docker-socket")
+        .arg(&s.image.socket)
+        .args(["--", "sh", "-c", "touch ran"])
+        .env_remove("DOCKER_HOST")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", &cache)
+        .env("PALISADE_CACHE_DIR", &cache)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error[SANDBOX_BACKEND_UNAVAILABLE]")
+            && stderr(&out).contains("permission denied"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!s.workspace().join("ran").exists(), "the command ran");
+    assert!(palisade_containers(&s.image).is_empty());
+}
+
+#[test]
 fn unpinned_and_mismatched_images_are_refused() {
     let Some(s) = setup() else { return };
     let unpinned = s.dir.path().join("unpinned.yaml");

@@ -32,8 +32,11 @@
 //! runtime profile that pins the image and makes the run's fixture directory visible
 //! read-only (so the denied paths exist in the container and must be masked there, and the
 //! controls next to them can be read). Access to the daemon's socket is root-equivalent and
-//! Palisade does not grant it: a user who cannot use the socket (uid 65534 here) must see
-//! `palisade run` refuse the docker backend (`SANDBOX_BACKEND_UNAVAILABLE`, exit 125). Without
+//! Palisade does not grant it. The unprivileged pass runs the docker column as uid 65534 in the
+//! socket's group (Debian's `docker` group: how most people use Docker), so the container runs
+//! as that uid; where the socket belongs to root's group, that user cannot use it and must see
+//! `palisade run` refuse the docker backend (`SANDBOX_BACKEND_UNAVAILABLE`, exit 125;
+//! tests/docker.rs checks this case on its own). Without
 //! a daemon the docker column is skipped, unless `PALISADE_REQUIRE_DOCKER=1` (CI) makes that a
 //! failure.
 //!
@@ -863,22 +866,32 @@ fn taskpack(f: &Fixture, case: &Case, backend: Backend) -> PathBuf {
 
 /// The docker column's situation for one user.
 enum DockerColumn {
-    /// A daemon and the test image; `usable` says whether this user may use the socket.
+    /// A daemon and the test image; `usable` says whether this user may use the socket, and
+    /// `groups` are the supplementary groups it runs with for that (the socket's group).
     Ready {
         image: docker_image::TestImage,
         usable: bool,
+        groups: Vec<u32>,
     },
     /// No daemon or no image: the column is skipped (a failure when it is required).
     Missing(String),
 }
 
 impl DockerColumn {
+    /// The unprivileged pass runs the docker column as a member of the socket's group (as
+    /// Debian's `docker` group), the way most people use Docker without being root; when the
+    /// socket belongs to root's group there is no such member, and the backend must be refused.
     fn new(user: User) -> DockerColumn {
+        use std::os::unix::fs::MetadataExt;
         let image = match docker_image::ensure() {
             Ok(image) => image,
             Err(why) => return DockerColumn::Missing(why),
         };
-        let mut argv = user.wrap();
+        let groups = match (user, std::fs::metadata(&image.socket).map(|m| m.gid())) {
+            (User::Nobody, Ok(gid)) if gid != 0 => vec![gid],
+            _ => Vec::new(),
+        };
+        let mut argv = user.wrap_in_groups(&groups);
         argv.extend(["docker".into(), "version".into()]);
         let usable = std::process::Command::new(&argv[0])
             .args(&argv[1..])
@@ -887,12 +900,24 @@ impl DockerColumn {
             .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|status| status.success());
-        DockerColumn::Ready { image, usable }
+        DockerColumn::Ready {
+            image,
+            usable,
+            groups,
+        }
     }
 
     /// Whether `palisade run` must refuse the docker backend for this user.
     fn refused(&self) -> bool {
         matches!(self, DockerColumn::Ready { usable: false, .. })
+    }
+
+    /// The supplementary groups the docker column's runs get.
+    fn groups(&self) -> &[u32] {
+        match self {
+            DockerColumn::Ready { groups, .. } => groups,
+            DockerColumn::Missing(_) => &[],
+        }
     }
 }
 
@@ -933,7 +958,10 @@ fn run_case(env: &Env, docker: &DockerColumn, case: &Case, place: Place) -> Cell
         Ok(plan) => plan,
         Err(why) => return not_run(format!("not applicable on this host: {why}"), None),
     };
-    let mut argv = env.user.wrap();
+    let mut argv = match place {
+        Place::Inside(Backend::Docker) => env.user.wrap_in_groups(docker.groups()),
+        _ => env.user.wrap(),
+    };
     match (&how, place) {
         (Some(How::Unshare(flags)), _) => {
             argv.push("unshare".into());
@@ -1154,8 +1182,12 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
     ];
     let docker = DockerColumn::new(user);
     let docker_note = match &docker {
-        DockerColumn::Ready { image, usable } => format!(
-            "docker: image {} ({}), socket {} {}",
+        DockerColumn::Ready {
+            image,
+            usable,
+            groups,
+        } => format!(
+            "docker: image {} ({}), socket {} {}{}",
             image.tag,
             image.id,
             image.socket.display(),
@@ -1163,6 +1195,11 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
                 "usable"
             } else {
                 "NOT usable by this user: the backend must be refused"
+            },
+            if groups.is_empty() {
+                String::new()
+            } else {
+                format!(" (runs with supplementary groups {groups:?}: the socket's group)")
             }
         ),
         DockerColumn::Missing(why) => format!("docker: skipped: {why}"),

@@ -106,12 +106,24 @@ impl User {
 
     /// The argv prefix that makes a command run as this user.
     pub fn wrap(self) -> Vec<String> {
+        self.wrap_in_groups(&[])
+    }
+
+    /// [`User::wrap`] with supplementary `groups` for [`User::Nobody`] (the others keep their
+    /// own), e.g. the group that may use a Docker socket.
+    pub fn wrap_in_groups(self, groups: &[u32]) -> Vec<String> {
+        let groups = if groups.is_empty() {
+            "--clear-groups".to_owned()
+        } else {
+            let list: Vec<String> = groups.iter().map(u32::to_string).collect();
+            format!("--groups={}", list.join(","))
+        };
         match self {
             User::Nobody => vec![
                 "setpriv".into(),
                 format!("--reuid={NOBODY}"),
                 format!("--regid={NOBODY}"),
-                "--clear-groups".into(),
+                groups,
                 "--".into(),
             ],
             User::Root | User::Current { .. } => Vec::new(),
