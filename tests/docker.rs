@@ -354,7 +354,6 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
             "control for {tag}"
         );
     }
-    let (allowed_before, denied_before) = (allowed.connections(), denied.connections());
 
     // Without a bridge the docker probe offers no domain filtering, and the run is refused.
     let taskpack = s.dir.path().join("taskpack-egress.yaml");
@@ -399,9 +398,6 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         "{docker}"
     );
 
-    let audit = s.dir.path().join("egress-audit.jsonl");
-    let mut extra = resolve.to_vec();
-    extra.extend(["--audit", audit.to_str().unwrap()]);
     let script = format!(
         "wget -q -O - http://allowed.test:{a}/; echo \" allowed=$?\"; \
          wget -q -O - http://denied.test:{d}/; echo \" denied=$?\"; \
@@ -411,67 +407,163 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         a = allowed.port,
         d = denied.port
     );
-    let out = s
-        .run_command_with(&taskpack, &bridged, &extra, &["sh", "-c", &script])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(0), "{}{stdout}", stderr(&out));
-    assert!(stdout.contains("allowed-upstream allowed=0"), "{stdout}");
-    for refused in ["denied", "proxied-ip", "direct", "direct-denied"] {
-        assert!(
-            !stdout.contains(&format!(" {refused}=0")) && stdout.contains(&format!(" {refused}=")),
-            "{refused}: {stdout}"
-        );
+    // As root, and as uid 65534 in the socket's group (how most people use Docker), when the
+    // test can become that user and the socket has such a group.
+    let mut users = vec![("root", None)];
+    if current_uid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let gid = std::fs::metadata(&s.image.socket).unwrap().gid();
+        if gid != 0 {
+            users.push((
+                "uid 65534 in the socket's group",
+                Some(nobody_in_group(&s, gid)),
+            ));
+        } else {
+            eprintln!("the socket belongs to root's group: no unprivileged docker user to try");
+        }
     }
-    assert!(!stdout.contains("denied-upstream"), "{stdout}");
-    // The oracle: one connection reached the allowed upstream (the proxy's), none the denied.
-    assert_eq!(allowed.connections() - allowed_before, 1, "{stdout}");
-    assert_eq!(denied.connections() - denied_before, 0, "{stdout}");
+    for (who, nobody) in users {
+        let (allowed_before, denied_before) = (allowed.connections(), denied.connections());
+        let home = match &nobody {
+            Some(user) => user.home.clone(),
+            None => s.dir.path().to_path_buf(),
+        };
+        let audit = home.join("egress-audit.jsonl");
+        let mut extra = resolve.to_vec();
+        extra.extend(["--audit", audit.to_str().unwrap()]);
+        let mut command = s.run_command_with(&taskpack, &bridged, &extra, &["sh", "-c", &script]);
+        if let Some(user) = &nobody {
+            command = user.wrap(&command);
+        }
+        let out = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{who}: {}{stdout}",
+            stderr(&out)
+        );
+        assert!(
+            stdout.contains("allowed-upstream allowed=0"),
+            "{who}: {stdout}"
+        );
+        for refused in ["denied", "proxied-ip", "direct", "direct-denied"] {
+            assert!(
+                !stdout.contains(&format!(" {refused}=0"))
+                    && stdout.contains(&format!(" {refused}=")),
+                "{who}: {refused}: {stdout}"
+            );
+        }
+        assert!(!stdout.contains("denied-upstream"), "{who}: {stdout}");
+        // The oracle: one connection reached the allowed upstream (the proxy's), none the
+        // denied one.
+        assert_eq!(allowed.connections() - allowed_before, 1, "{who}: {stdout}");
+        assert_eq!(denied.connections() - denied_before, 0, "{who}: {stdout}");
 
-    let audit = std::fs::read_to_string(&audit).unwrap();
-    let outcome: serde_json::Value = serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
-    let egress = &outcome["outcome"]["egress"];
-    assert!(
-        egress["admitted"].as_str().unwrap().contains("container"),
-        "{egress}"
-    );
-    assert_eq!(egress["bridgeProgram"], bridge.display().to_string());
-    let verdicts: Vec<(String, String)> = egress["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            (
-                c["host"].as_str().unwrap_or_default().to_owned(),
-                c["verdict"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        verdicts,
-        [
-            ("allowed.test".to_owned(), "allowed".to_owned()),
-            ("denied.test".to_owned(), "refused".to_owned()),
-            ("127.0.0.3".to_owned(), "refused".to_owned())
-        ],
-        "{egress}"
-    );
-    assert!(palisade_containers(&s.image).is_empty());
+        let audit = std::fs::read_to_string(&audit).unwrap();
+        let outcome: serde_json::Value =
+            serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
+        let egress = &outcome["outcome"]["egress"];
+        assert!(
+            egress["admitted"].as_str().unwrap().contains("container"),
+            "{who}: {egress}"
+        );
+        assert_eq!(egress["bridgeProgram"], bridge.display().to_string());
+        let verdicts: Vec<(String, String)> = egress["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["host"].as_str().unwrap_or_default().to_owned(),
+                    c["verdict"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("allowed.test".to_owned(), "allowed".to_owned()),
+                ("denied.test".to_owned(), "refused".to_owned()),
+                ("127.0.0.3".to_owned(), "refused".to_owned())
+            ],
+            "{who}: {egress}"
+        );
+        assert!(palisade_containers(&s.image).is_empty());
+        eprintln!("filtered egress under docker checked as {who}");
+    }
+}
+
+/// uid 65534 (with `setpriv`, so the test must be root) with `groups` as its only
+/// supplementary groups, and a home, cache and audit directory of its own. Opens the setup's
+/// directory, workspace and files to that user.
+struct Nobody {
+    groups: Vec<u32>,
+    home: PathBuf,
+}
+
+impl Nobody {
+    /// `command` (a `palisade` invocation) as this user, with its own home and cache.
+    fn wrap(&self, command: &Command) -> Command {
+        let groups = if self.groups.is_empty() {
+            "--clear-groups".to_owned()
+        } else {
+            let list: Vec<String> = self.groups.iter().map(u32::to_string).collect();
+            format!("--groups={}", list.join(","))
+        };
+        let mut wrapped = Command::new("setpriv");
+        wrapped
+            .args(["--reuid=65534", "--regid=65534", &groups, "--"])
+            .arg(command.get_program())
+            .args(command.get_args());
+        for (name, value) in command.get_envs() {
+            match value {
+                Some(value) => wrapped.env(name, value),
+                None => wrapped.env_remove(name),
+            };
+        }
+        wrapped
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", &self.home)
+            .env("PALISADE_CACHE_DIR", self.home.join("cache"))
+            .stdin(Stdio::null());
+        wrapped
+    }
+}
+
+fn nobody_in_group(s: &Setup, gid: u32) -> Nobody {
+    nobody_with(s, vec![gid])
+}
+
+fn nobody_with(s: &Setup, groups: Vec<u32>) -> Nobody {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode(s.dir.path(), 0o755);
+    mode(&s.workspace(), 0o777);
+    for entry in std::fs::read_dir(s.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            mode(&path, 0o644);
+        }
+    }
+    let home = s.dir.path().join("nobody-home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    Nobody { groups, home }
 }
 
 #[test]
 fn a_user_who_cannot_use_the_socket_is_refused_and_nothing_runs() {
-    use std::os::unix::fs::PermissionsExt;
     let Some(s) = setup() else { return };
     if current_uid() != 0 {
         eprintln!("skipped: becoming uid 65534 needs root");
         return;
     }
-    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups", "--"];
     // Control: that user cannot use the daemon's socket at all.
     let control = Command::new("setpriv")
-        .args(nobody)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .args(["docker", "version"])
         .env(
             "DOCKER_HOST",
@@ -481,36 +573,9 @@ fn a_user_who_cannot_use_the_socket_is_refused_and_nothing_runs() {
         .unwrap();
     assert!(!control.status.success(), "uid 65534 can use the socket");
 
-    let mode = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    mode(s.dir.path(), 0o755);
-    mode(&s.workspace(), 0o777);
-    let taskpack = s.taskpack("none");
-    for file in [&taskpack, &s.profiles()] {
-        mode(file, 0o644);
-    }
-    let cache = s.dir.path().join("nobody-cache");
-    std::fs::create_dir(&cache).unwrap();
-    std::os::unix::fs::chown(&cache, Some(65534), Some(65534)).unwrap();
-    let out = Command::new("setpriv")
-        .args(nobody)
-        .arg(&s.palisade)
-        .arg("run")
-        .arg("--taskpack")
-        .arg(&taskpack)
-        .arg("--workspace")
-        .arg(s.workspace())
-        .arg("--runtime-profiles")
-        .arg(s.profiles())
-        .arg("--docker-socket")
-        .arg(&s.image.socket)
-        .args(["--", "sh", "-c", "touch ran"])
-        .env_remove("DOCKER_HOST")
-        .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", &cache)
-        .env("PALISADE_CACHE_DIR", &cache)
-        .stdin(Stdio::null())
+    let nobody = nobody_with(&s, Vec::new());
+    let out = nobody
+        .wrap(&s.run_command(&[], &["sh", "-c", "touch ran"]))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
