@@ -139,16 +139,6 @@ fn docker_spec(
     })?;
     let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
-    // Checked again now, like the image: it runs inside the container.
-    let bridge = match profile.egress_bridge {
-        Some(bridge) => Some(
-            probe::docker::check_egress_bridge(&bridge, probe::user_ids().1).map_err(|why| {
-                Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
-                    .hint("nothing was run; `palisade doctor` shows the docker probe")
-            })?,
-        ),
-        None => None,
-    };
     let spec = palisade_shims::docker::DockerSpec {
         cli,
         socket,
@@ -156,7 +146,22 @@ fn docker_spec(
         run_id: run_id.to_owned(),
         read_only_binds: profile.read_only_paths,
     };
-    Ok((spec, bridge))
+    Ok((spec, profile.egress_bridge))
+}
+
+/// The docker run's static egress bridge, checked again now (like the image: it runs inside
+/// the container); the resolved path is what gets mounted.
+fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Failure> {
+    let refused = |why: String| {
+        Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
+            .hint("nothing was run; `palisade doctor` shows the docker probe")
+    };
+    let bridge = configured.ok_or_else(|| {
+        refused(
+            "filtered egress under docker needs the runtime profiles' `spec.egressBridge` (it was there when probed)".into(),
+        )
+    })?;
+    probe::docker::check_egress_bridge(bridge, probe::user_ids().1).map_err(refused)
 }
 
 /// The host configuration in force (system file, then the per-user file or `--host-config`)
@@ -735,12 +740,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 Some((spec, bridge)) => egress::RunSite::Container {
                     socket: spec.socket.clone(),
                     name: spec.container_name(),
-                    bridge: bridge.clone().ok_or_else(|| {
-                        Failure::new(
-                            ErrorCode::SandboxCapabilityInsufficient,
-                            "filtered egress under docker needs the runtime profiles' `spec.egressBridge` (it was there when probed); nothing was run",
-                        )
-                    })?,
+                    bridge: verified_bridge(bridge.as_deref())?,
                 },
             };
             Some(egress::EgressSession::start(&run_id, &list, &overrides, site).map_err(internal)?)
