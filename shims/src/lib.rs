@@ -28,4 +28,5 @@ pub mod pgroup;
 pub mod plan;
 pub mod seatbelt;
 pub mod seccomp;
+mod signals;
 pub mod supervise;

@@ -31,16 +31,16 @@
 //! if the supervisor itself is SIGKILLed (no parent-death signal outside Linux).
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::plan::Budgets;
+use crate::signals::SignalPipe;
 use crate::supervise::{
-    Budget, Cleanup, EndReason, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind, Outcome,
-    SuperviseError, SuperviseOptions, Usage,
+    Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind,
+    Outcome, SuperviseError, SuperviseOptions, Supervised, Usage, supervise_until_exit,
 };
 
 /// The notes every outcome of this supervisor carries without a [`Members`] finder: what it
@@ -181,8 +181,7 @@ pub fn run(
         signals,
         start,
         status: None,
-        ended_by: None,
-        kill_at: None,
+        ending: Ending::new(options.grace),
         killed: std::collections::BTreeSet::new(),
         cpu: None,
         peak_memory: None,
@@ -196,7 +195,7 @@ pub fn run(
         .map(|n| (*n).to_owned())
         .collect(),
     };
-    sup.supervise();
+    supervise_until_exit(&mut sup);
     let exited = Instant::now();
     let mut remaining = sup.kill_loop();
     let mut cleanup_mechanisms = vec![Cleanup::ProcessGroupKillLoop];
@@ -210,7 +209,7 @@ pub fn run(
     let end = Instant::now();
     let raw = sup.status.unwrap_or(0);
     let status = ExitStatus::from_raw(raw);
-    let ended_by = match (sup.ended_by, status) {
+    let ended_by = match (sup.ending.reason, status) {
         (Some(reason), _) => reason,
         (None, ExitStatus::Signal(libc::SIGXCPU)) if cpu_limit.is_some() => EndReason::Cpu,
         (None, _) => EndReason::CommandExited,
@@ -251,8 +250,7 @@ struct Supervisor {
     signals: SignalPipe,
     start: Instant,
     status: Option<i32>,
-    ended_by: Option<EndReason>,
-    kill_at: Option<Instant>,
+    ending: Ending,
     killed: std::collections::BTreeSet<libc::pid_t>,
     cpu: Option<Duration>,
     peak_memory: Option<u64>,
@@ -260,46 +258,21 @@ struct Supervisor {
     notes: Vec<String>,
 }
 
-impl Supervisor {
-    fn polls(&self) -> bool {
-        self.budgets.memory_bytes.is_some() || self.budgets.max_processes.is_some()
+impl Supervised for Supervisor {
+    fn ending(&mut self) -> &mut Ending {
+        &mut self.ending
     }
 
-    /// Runs until the command (the group leader) has exited and been reaped.
-    fn supervise(&mut self) {
-        loop {
-            self.reap();
-            if self.status.is_some() {
-                return;
-            }
-            let now = Instant::now();
-            for signal in self.signals.drain() {
-                self.on_signal(signal, now);
-            }
-            if self.ended_by.is_none()
-                && let Some(reason) = self.check_budgets(now)
-            {
-                self.end(reason, now);
-            }
-            if let Some(at) = self.kill_at
-                && now >= at
-            {
-                self.kill_group();
-            }
-            self.reap();
-            if self.status.is_some() {
-                return;
-            }
-            let mut timeout = self.options.poll_interval;
-            let wall = match self.ended_by {
-                None => self.budgets.wall_clock.map(|d| self.start + d),
-                Some(_) => None,
-            };
-            for deadline in [self.kill_at, wall].into_iter().flatten() {
-                timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
-            }
-            self.signals.wait(timeout);
-        }
+    fn signals(&self) -> &SignalPipe {
+        &self.signals
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.options.poll_interval
+    }
+
+    fn wall_clock_end(&self) -> Option<Instant> {
+        self.budgets.wall_clock.map(|d| self.start + d)
     }
 
     fn reap(&mut self) {
@@ -312,29 +285,34 @@ impl Supervisor {
         }
     }
 
-    fn on_signal(&mut self, signal: i32, now: Instant) {
-        if !matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
-            return;
-        }
-        let _ = sys::killpg(self.pid, signal);
-        match self.ended_by {
-            None => {
-                self.ended_by = Some(EndReason::Signal(signal));
-                self.kill_at = Some(now + self.options.grace);
-            }
-            // A second interrupt while ending: no more grace.
-            Some(EndReason::Signal(_)) => self.kill_at = Some(now),
-            Some(_) => {}
-        }
+    fn exited(&self) -> bool {
+        self.status.is_some()
     }
 
-    fn end(&mut self, reason: EndReason, now: Instant) {
-        self.ended_by = Some(reason);
-        let _ = sys::killpg(self.pid, libc::SIGTERM);
-        self.kill_at = Some(now + self.options.grace);
+    fn forward(&mut self, signal: i32) {
+        let _ = sys::killpg(self.pid, signal);
     }
 
     fn check_budgets(&mut self, now: Instant) -> Option<EndReason> {
+        self.exhausted_budget(now)
+    }
+
+    fn terminate(&mut self) {
+        let _ = sys::killpg(self.pid, libc::SIGTERM);
+    }
+
+    fn kill_all(&mut self) {
+        self.kill_group();
+    }
+}
+
+impl Supervisor {
+    fn polls(&self) -> bool {
+        self.budgets.memory_bytes.is_some() || self.budgets.max_processes.is_some()
+    }
+
+    /// The budget that is exhausted, if any: the wall clock, or the group's polled usage.
+    fn exhausted_budget(&mut self, now: Instant) -> Option<EndReason> {
         if let Some(limit) = self.budgets.wall_clock
             && now.saturating_duration_since(self.start) >= limit
         {
@@ -435,65 +413,6 @@ impl Supervisor {
     }
 }
 
-/// SIGINT, SIGTERM, SIGHUP and SIGCHLD written to a non-blocking self-pipe by the handler.
-struct SignalPipe {
-    read: OwnedFd,
-    _write: OwnedFd,
-    previous: Vec<(i32, libc::sigaction)>,
-}
-
-const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
-
-/// The write end of the current run's signal pipe, for the handler; -1 between runs.
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-impl SignalPipe {
-    fn install() -> io::Result<Self> {
-        let (read, write) = sys::pipe_nonblocking()?;
-        SIGNAL_PIPE.store(write.as_raw_fd(), Ordering::SeqCst);
-        let mut previous = Vec::new();
-        for signal in HANDLED {
-            match sys::install_handler(signal) {
-                Ok(old) => previous.push((signal, old)),
-                Err(e) => {
-                    SIGNAL_PIPE.store(-1, Ordering::SeqCst);
-                    for (signal, old) in &previous {
-                        sys::restore_handler(*signal, old);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(SignalPipe {
-            read,
-            _write: write,
-            previous,
-        })
-    }
-
-    fn drain(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        let mut buf = [0_u8; 64];
-        while let Some(n) = sys::read_nonblocking(self.read.as_raw_fd(), &mut buf) {
-            out.extend(buf.iter().take(n).map(|b| i32::from(*b)));
-        }
-        out
-    }
-
-    fn wait(&self, timeout: Duration) {
-        sys::poll_readable(self.read.as_raw_fd(), timeout);
-    }
-}
-
-impl Drop for SignalPipe {
-    fn drop(&mut self) {
-        SIGNAL_PIPE.store(-1, Ordering::SeqCst);
-        for (signal, old) in &self.previous {
-            sys::restore_handler(*signal, old);
-        }
-    }
-}
-
 /// One member of a process group, as listed by the OS.
 #[derive(Clone, Copy, Debug)]
 struct Member {
@@ -567,108 +486,6 @@ mod sys {
                 + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
         };
         Some((status, tv(usage.ru_utime) + tv(usage.ru_stime)))
-    }
-
-    #[allow(unsafe_code)]
-    pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
-        let mut fds = [-1; 2];
-        // SAFETY: pipe writes two descriptors into the array.
-        check(unsafe { libc::pipe(fds.as_mut_ptr()) })?;
-        // SAFETY: both descriptors were just created by pipe and are owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        for fd in [read.as_raw_fd(), write.as_raw_fd()] {
-            // SAFETY: fcntl on descriptors we own, with integer arguments.
-            unsafe {
-                let flags = check(libc::fcntl(fd, libc::F_GETFL))?;
-                check(libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK))?;
-                check(libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC))?;
-            }
-        }
-        Ok((read, write))
-    }
-
-    #[allow(unsafe_code)]
-    pub fn read_nonblocking(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: the buffer is valid for buf.len() bytes.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        usize::try_from(n).ok().filter(|n| *n > 0)
-    }
-
-    #[allow(unsafe_code)]
-    pub fn poll_readable(fd: RawFd, timeout: Duration) {
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // SAFETY: one valid pollfd; a signal interrupting poll (EINTR) is simply a wake-up.
-        unsafe { libc::poll(&mut pfd, 1, ms) };
-    }
-
-    /// Writes the signal number to the run's pipe. Async-signal-safe: an atomic load and
-    /// write(2); errno is saved and restored around it.
-    extern "C" fn on_signal(signal: libc::c_int) {
-        let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
-        if fd >= 0 {
-            let byte = u8::try_from(signal).unwrap_or(0);
-            let saved = errno();
-            #[allow(unsafe_code)]
-            // SAFETY: write(2) of one byte from the stack to a non-blocking pipe.
-            unsafe {
-                libc::write(fd, std::ptr::from_ref(&byte).cast(), 1);
-            }
-            set_errno(saved);
-        }
-    }
-
-    #[allow(unsafe_code)]
-    fn errno_location() -> *mut libc::c_int {
-        // SAFETY: returns the calling thread's errno slot; no preconditions.
-        #[cfg(target_vendor = "apple")]
-        unsafe {
-            libc::__error()
-        }
-        // SAFETY: as above.
-        #[cfg(not(target_vendor = "apple"))]
-        unsafe {
-            libc::__errno_location()
-        }
-    }
-
-    #[allow(unsafe_code)]
-    fn errno() -> libc::c_int {
-        // SAFETY: the thread's errno slot is always valid.
-        unsafe { *errno_location() }
-    }
-
-    #[allow(unsafe_code)]
-    fn set_errno(value: libc::c_int) {
-        // SAFETY: the thread's errno slot is always valid.
-        unsafe { *errno_location() = value }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn install_handler(signal: i32) -> io::Result<libc::sigaction> {
-        // SAFETY: a zeroed sigaction with an empty mask and a handler that only makes
-        // async-signal-safe calls; the old action is written into a local.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            check(libc::sigaction(signal, &action, &mut old))?;
-            Ok(old)
-        }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn restore_handler(signal: i32, old: &libc::sigaction) {
-        // SAFETY: restores an action sigaction returned earlier.
-        unsafe {
-            libc::sigaction(signal, old, std::ptr::null_mut());
-        }
     }
 
     /// The first of stdin/stdout/stderr that is a terminal whose foreground is our group.

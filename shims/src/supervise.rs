@@ -46,13 +46,13 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(target_os = "linux")]
 use std::thread;
-#[cfg(target_os = "linux")]
 use std::time::Instant;
 
 #[cfg(target_os = "linux")]
 use crate::cgroup::{self, Controller, RunCgroup};
 #[cfg(target_os = "linux")]
 use crate::plan::Budgets;
+use crate::signals::SignalPipe;
 
 /// What to start: a program, its arguments, environment, working directory and the file
 /// descriptors it gets besides stdin, stdout and stderr.
@@ -184,6 +184,111 @@ pub enum EndReason {
     Cpu,
     /// The supervisor received this signal (SIGINT, SIGTERM, SIGHUP) and forwarded it.
     Signal(i32),
+}
+
+/// How a run is being ended: the first reason, and when SIGKILL is due. Every supervisor
+/// follows the same rules: a budget or a forwarded interrupt starts the grace period after
+/// SIGTERM, and a second interrupt ends it at once.
+#[derive(Debug)]
+pub(crate) struct Ending {
+    pub(crate) reason: Option<EndReason>,
+    /// When the grace period ends and SIGKILL is due.
+    pub(crate) kill_at: Option<Instant>,
+    grace: Duration,
+}
+
+impl Ending {
+    pub(crate) fn new(grace: Duration) -> Self {
+        Ending {
+            reason: None,
+            kill_at: None,
+            grace,
+        }
+    }
+
+    /// A signal the supervisor received; whether it is an interrupt to forward to the command.
+    fn interrupted(&mut self, signal: i32, now: Instant) -> bool {
+        if !matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
+            return false;
+        }
+        match self.reason {
+            None => {
+                self.reason = Some(EndReason::Signal(signal));
+                self.kill_at = Some(now + self.grace);
+            }
+            // A second interrupt while ending: no more grace.
+            Some(EndReason::Signal(_)) => self.kill_at = Some(now),
+            Some(_) => {}
+        }
+        true
+    }
+
+    /// Ends the run for `reason` (the caller sends SIGTERM); SIGKILL is due after the grace.
+    fn begin(&mut self, reason: EndReason, now: Instant) {
+        self.reason = Some(reason);
+        self.kill_at = Some(now + self.grace);
+    }
+}
+
+/// What one supervisor does at each step; [`supervise_until_exit`] is the loop they share (the
+/// Linux supervisor here, the process-group supervisor in [`crate::pgroup`]).
+pub(crate) trait Supervised {
+    fn ending(&mut self) -> &mut Ending;
+    fn signals(&self) -> &SignalPipe;
+    fn poll_interval(&self) -> Duration;
+    /// When the wall-clock budget runs out, if there is one.
+    fn wall_clock_end(&self) -> Option<Instant>;
+    /// Reaps whatever exited, without blocking.
+    fn reap(&mut self);
+    /// Whether the launched process has exited and been reaped.
+    fn exited(&self) -> bool;
+    /// Passes an interrupt the supervisor received on to the command.
+    fn forward(&mut self, signal: i32);
+    /// The budget that is exhausted, if any (polling the tree's usage where it must).
+    fn check_budgets(&mut self, now: Instant) -> Option<EndReason>;
+    /// SIGTERM to the whole tree.
+    fn terminate(&mut self);
+    /// SIGKILL to the whole tree.
+    fn kill_all(&mut self);
+}
+
+/// Runs until the launched process has exited: forwards interrupts, ends the run when a budget
+/// is exhausted, and sleeps until a signal, the next poll or the next deadline.
+pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
+    loop {
+        s.reap();
+        if s.exited() {
+            return;
+        }
+        let now = Instant::now();
+        for signal in s.signals().drain() {
+            if s.ending().interrupted(signal, now) {
+                s.forward(signal);
+            }
+        }
+        if s.ending().reason.is_none()
+            && let Some(reason) = s.check_budgets(now)
+        {
+            s.ending().begin(reason, now);
+            s.terminate();
+        }
+        if s.ending().kill_at.is_some_and(|at| now >= at) {
+            s.kill_all();
+        }
+        s.reap();
+        if s.exited() {
+            return;
+        }
+        let mut timeout = s.poll_interval();
+        let wall = match s.ending().reason {
+            None => s.wall_clock_end(),
+            Some(_) => None,
+        };
+        for deadline in [s.ending().kill_at, wall].into_iter().flatten() {
+            timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
+        }
+        s.signals().wait(timeout);
+    }
 }
 
 /// A budget of [`Budgets`].
@@ -396,8 +501,7 @@ pub fn run(
         signals,
         start,
         status: None,
-        ended_by: None,
-        kill_at: None,
+        ending: Ending::new(options.grace),
         reaped: 0,
         killed: BTreeSet::new(),
         reaped_cpu_ticks: 0,
@@ -407,7 +511,7 @@ pub fn run(
         saw_sigxcpu: false,
         notes,
     };
-    sup.supervise();
+    supervise_until_exit(&mut sup);
     if let Some(fd) = sup.tty {
         sys::reclaim_tty(fd);
     }
@@ -539,9 +643,7 @@ struct Supervisor {
     start: Instant,
     /// The launched process's raw wait status once reaped.
     status: Option<i32>,
-    ended_by: Option<EndReason>,
-    /// When the grace period after SIGTERM ends.
-    kill_at: Option<Instant>,
+    ending: Ending,
     reaped: u64,
     /// Pids the supervisor sent SIGKILL to.
     killed: BTreeSet<i32>,
@@ -556,68 +658,33 @@ struct Supervisor {
 }
 
 #[cfg(target_os = "linux")]
-impl Supervisor {
-    /// Runs until the launched process has exited.
-    fn supervise(&mut self) {
-        loop {
-            self.reap_nonblocking();
-            if self.status.is_some() {
-                return;
-            }
-            let now = Instant::now();
-            for signal in self.signals.drain() {
-                self.on_signal(signal, now);
-            }
-            if self.ended_by.is_none()
-                && let Some(reason) = self.check_budgets(now)
-            {
-                self.end(reason, now);
-            }
-            if let Some(at) = self.kill_at
-                && now >= at
-            {
-                self.kill_everything();
-            }
-            self.reap_nonblocking();
-            if self.status.is_some() {
-                return;
-            }
-            let mut timeout = self.options.poll_interval;
-            for deadline in [self.kill_at, self.wall_deadline()].into_iter().flatten() {
-                timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
-            }
-            self.signals.wait(timeout);
-        }
+impl Supervised for Supervisor {
+    fn ending(&mut self) -> &mut Ending {
+        &mut self.ending
     }
 
-    fn wall_deadline(&self) -> Option<Instant> {
-        if self.ended_by.is_some() {
-            return None;
-        }
+    fn signals(&self) -> &SignalPipe {
+        &self.signals
+    }
+
+    fn poll_interval(&self) -> Duration {
+        self.options.poll_interval
+    }
+
+    fn wall_clock_end(&self) -> Option<Instant> {
         self.budgets.wall_clock.map(|d| self.start + d)
     }
 
-    fn on_signal(&mut self, signal: i32, now: Instant) {
-        if !matches!(signal, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
-            return;
-        }
-        match self.ended_by {
-            None => {
-                self.ended_by = Some(EndReason::Signal(signal));
-                self.forward(signal);
-                self.kill_at = Some(now + self.options.grace);
-            }
-            // A second interrupt while ending: no more grace.
-            Some(EndReason::Signal(_)) => {
-                self.forward(signal);
-                self.kill_at = Some(now);
-            }
-            Some(_) => self.forward(signal),
-        }
+    fn reap(&mut self) {
+        self.reap_nonblocking();
     }
 
-    /// Forwards a signal the supervisor received: to the launched process group (the command
-    /// is in it, init ignores it), or for bwrap to every process of the tree but bwrap itself.
+    fn exited(&self) -> bool {
+        self.status.is_some()
+    }
+
+    /// To the launched process group (the command is in it, init ignores it), or for bwrap to
+    /// every process of the tree but bwrap itself.
     fn forward(&mut self, signal: i32) {
         if self.kind.signal_launched() {
             let _ = sys::killpg(self.pid, signal);
@@ -626,13 +693,21 @@ impl Supervisor {
         }
     }
 
-    /// Ends the run for `reason`: SIGTERM to every process of the tree, SIGKILL after the grace.
-    fn end(&mut self, reason: EndReason, now: Instant) {
-        self.ended_by = Some(reason);
-        self.signal_tree(libc::SIGTERM);
-        self.kill_at = Some(now + self.options.grace);
+    fn check_budgets(&mut self, now: Instant) -> Option<EndReason> {
+        self.exhausted_budget(now)
     }
 
+    fn terminate(&mut self) {
+        self.signal_tree(libc::SIGTERM);
+    }
+
+    fn kill_all(&mut self) {
+        self.kill_everything();
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Supervisor {
     /// Sends `signal` once to every process of the tree (cgroup members and descendants),
     /// except the launched one when it must not be signalled (bwrap).
     fn signal_tree(&mut self, signal: i32) {
@@ -715,8 +790,8 @@ impl Supervisor {
     }
 
     /// The budget that is exhausted, if any.
-    fn check_budgets(&mut self, now: Instant) -> Option<EndReason> {
-        if let Some(deadline) = self.wall_deadline()
+    fn exhausted_budget(&mut self, now: Instant) -> Option<EndReason> {
+        if let Some(deadline) = self.wall_clock_end()
             && now >= deadline
         {
             return Some(EndReason::WallClock);
@@ -793,7 +868,7 @@ impl Supervisor {
     /// After the launched process exited: kill and reap the rest, verify, build the outcome.
     fn finish(mut self) -> Result<Outcome, SuperviseError> {
         let exited_at = Instant::now();
-        let ended_by = match self.ended_by {
+        let ended_by = match self.ending.reason {
             Some(reason) => reason,
             None => self
                 .check_counters(true)
@@ -1420,68 +1495,6 @@ impl Drop for Subreaper {
     }
 }
 
-/// SIGINT, SIGTERM, SIGHUP and SIGCHLD written to a non-blocking self-pipe by the handler.
-#[cfg(target_os = "linux")]
-struct SignalPipe {
-    read: OwnedFd,
-    _write: OwnedFd,
-    previous: Vec<(i32, sys::SigAction)>,
-}
-
-#[cfg(target_os = "linux")]
-const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
-
-#[cfg(target_os = "linux")]
-impl SignalPipe {
-    fn install() -> io::Result<Self> {
-        let (read, write) = sys::pipe_nonblocking()?;
-        sys::set_signal_pipe(write.as_raw_fd());
-        let mut previous = Vec::new();
-        for signal in HANDLED {
-            match sys::install_handler(signal) {
-                Ok(old) => previous.push((signal, old)),
-                Err(e) => {
-                    sys::set_signal_pipe(-1);
-                    for (signal, old) in &previous {
-                        sys::restore_handler(*signal, old);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(SignalPipe {
-            read,
-            _write: write,
-            previous,
-        })
-    }
-
-    /// Signals received since the last call, in order.
-    fn drain(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        let mut buf = [0_u8; 64];
-        while let Some(n) = sys::read_nonblocking(self.read.as_raw_fd(), &mut buf) {
-            out.extend(buf.iter().take(n).map(|b| i32::from(*b)));
-        }
-        out
-    }
-
-    /// Waits until a signal arrives or `timeout` passes.
-    fn wait(&self, timeout: Duration) {
-        let _ = sys::poll_readable(self.read.as_raw_fd(), timeout);
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for SignalPipe {
-    fn drop(&mut self) {
-        sys::set_signal_pipe(-1);
-        for (signal, old) in &self.previous {
-            sys::restore_handler(*signal, old);
-        }
-    }
-}
-
 mod millis {
     use std::time::Duration;
 
@@ -1504,7 +1517,6 @@ pub(crate) mod sys {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
-    use std::sync::atomic::{AtomicI32, Ordering};
     use std::time::Duration;
 
     fn check(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -1554,10 +1566,6 @@ pub(crate) mod sys {
 
     pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
         pipe_with(libc::O_CLOEXEC)
-    }
-
-    pub fn pipe_nonblocking() -> io::Result<(OwnedFd, OwnedFd)> {
-        pipe_with(libc::O_CLOEXEC | libc::O_NONBLOCK)
     }
 
     #[allow(unsafe_code)]
@@ -1806,13 +1814,6 @@ pub(crate) mod sys {
         ))
     }
 
-    #[allow(unsafe_code)]
-    pub fn read_nonblocking(fd: RawFd, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: `buf` is a valid writable buffer of its length.
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        usize::try_from(n).ok().filter(|n| *n > 0)
-    }
-
     /// Waits until `fd` is readable (or at end of file) or `timeout` passes; whether it is.
     #[allow(unsafe_code)]
     pub fn poll_readable(fd: RawFd, timeout: Duration) -> bool {
@@ -1867,56 +1868,6 @@ pub(crate) mod sys {
     pub fn restore_signal_mask(mask: &libc::sigset_t) {
         // SAFETY: `mask` came from pthread_sigmask.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
-    }
-
-    static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-    pub fn set_signal_pipe(fd: RawFd) {
-        SIGNAL_PIPE.store(fd, Ordering::SeqCst);
-    }
-
-    #[allow(unsafe_code)]
-    extern "C" fn on_signal(signal: libc::c_int) {
-        let fd = SIGNAL_PIPE.load(Ordering::SeqCst);
-        if fd < 0 {
-            return;
-        }
-        let byte = u8::try_from(signal).unwrap_or(0);
-        // SAFETY: only async-signal-safe operations: errno is saved and restored around a
-        // write(2) of one byte from the stack to a non-blocking pipe.
-        unsafe {
-            let errno = *libc::__errno_location();
-            libc::write(fd, (&raw const byte).cast(), 1);
-            *libc::__errno_location() = errno;
-        }
-    }
-
-    pub type SigAction = libc::sigaction;
-
-    #[allow(unsafe_code)]
-    pub fn install_handler(signal: i32) -> io::Result<SigAction> {
-        // SAFETY: zeroed sigaction is a valid plain C struct; the handler is an extern "C"
-        // function that only does async-signal-safe work.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            action.sa_flags = libc::SA_RESTART
-                | if signal == libc::SIGCHLD {
-                    libc::SA_NOCLDSTOP
-                } else {
-                    0
-                };
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut old: libc::sigaction = std::mem::zeroed();
-            check(libc::sigaction(signal, &action, &mut old))?;
-            Ok(old)
-        }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn restore_handler(signal: i32, old: &SigAction) {
-        // SAFETY: `old` came from sigaction.
-        unsafe { libc::sigaction(signal, old, std::ptr::null_mut()) };
     }
 
     /// Sets `signal`'s disposition to ignore or default.
