@@ -489,6 +489,14 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
             ],
             "{who}: {egress}"
         );
+        // The bridge looks the command up in the image: a missing one is 127, as without it.
+        let mut missing =
+            s.run_command_with(&taskpack, &bridged, &resolve, &["no-such-command-here"]);
+        if let Some(user) = &nobody {
+            missing = user.wrap(&missing);
+        }
+        let out = missing.output().unwrap();
+        assert_eq!(out.status.code(), Some(127), "{who}: {}", stderr(&out));
         assert!(palisade_containers(&s.image).is_empty());
         eprintln!("filtered egress under docker checked as {who}");
     }

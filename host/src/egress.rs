@@ -366,7 +366,7 @@ mod linux {
     /// to an absolute path by the launcher) with this process's environment. Returns only on
     /// failure, with a message.
     pub fn bridge_main(port: u16, socket: &std::path::Path, command: &[OsString]) -> String {
-        palisade_proxy::bridge::exec_main(port, socket, command)
+        palisade_proxy::bridge::exec_main(port, socket, command).message
     }
 }
 

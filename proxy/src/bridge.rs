@@ -132,21 +132,43 @@ pub fn start_detached_then_exec(
 /// launch plans of both backends alike.
 pub const SUBCOMMAND: &str = "__proxy-bridge";
 
+/// Why [`exec_main`] did not exec the command, with the exit status that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecFailure {
+    /// 127 when the command was not found (a shell's status for that), else 125: nothing of
+    /// the command ran.
+    pub status: u8,
+    pub message: String,
+}
+
+impl ExecFailure {
+    fn not_launched(message: impl Into<String>) -> Self {
+        ExecFailure {
+            status: 125,
+            message: message.into(),
+        }
+    }
+}
+
 /// Binds the bridge on `127.0.0.1:port`, detaches it and execs `command` with this process's
 /// environment. A `command[0]` without `/` is looked up in this process's `PATH` (inside a
-/// container that is the image's, which the launcher cannot resolve). Returns only on failure,
-/// with a message.
-pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> String {
+/// container that is the image's, which the launcher cannot resolve). Returns only on failure.
+pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> ExecFailure {
     let Some(program) = command.first() else {
-        return String::from("no command after `--`");
+        return ExecFailure::not_launched("no command after `--`");
     };
     let to_c = |bytes: &[u8]| CString::new(bytes.to_vec()).ok();
     let resolved = match resolve_program(program, std::env::var_os("PATH").as_deref()) {
         Ok(path) => path,
-        Err(message) => return message,
+        Err(message) => {
+            return ExecFailure {
+                status: 127,
+                message,
+            };
+        }
     };
     let Some(program_c) = to_c(resolved.as_os_str().as_bytes()) else {
-        return String::from("the command contains a NUL byte");
+        return ExecFailure::not_launched("the command contains a NUL byte");
     };
     let argv: Option<Vec<CString>> = command.iter().map(|a| to_c(a.as_bytes())).collect();
     let env: Option<Vec<CString>> = std::env::vars_os()
@@ -158,14 +180,14 @@ pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> String {
         })
         .collect();
     let (Some(argv), Some(env)) = (argv, env) else {
-        return String::from("an argument or variable contains a NUL byte");
+        return ExecFailure::not_launched("an argument or variable contains a NUL byte");
     };
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let error = start_detached_then_exec(listen, socket, &program_c, &argv, &env);
-    format!(
+    ExecFailure::not_launched(format!(
         "cannot start `{}` behind the egress bridge: {error}",
         program.to_string_lossy()
-    )
+    ))
 }
 
 /// `program` itself when it names a path (has a `/`), else the first executable regular file

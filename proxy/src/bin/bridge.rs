@@ -17,17 +17,24 @@ use palisade_proxy::bridge;
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let message = match args.split_first() {
+    // 127 when the command is not found, as a shell (and Docker's own entrypoint lookup) says;
+    // 125 otherwise, as `palisade __proxy-bridge`: nothing of the command ran.
+    let (status, message) = match args.split_first() {
         Some((first, rest)) if first == bridge::SUBCOMMAND => match bridge::parse_args(rest) {
-            Ok((port, socket, command)) => bridge::exec_main(port, &socket, &command),
-            Err(usage) => usage,
+            Ok((port, socket, command)) => {
+                let failure = bridge::exec_main(port, &socket, &command);
+                (failure.status, failure.message)
+            }
+            Err(usage) => (125, usage),
         },
-        _ => format!(
-            "usage: palisade-bridge {} --port N --socket PATH -- COMMAND [ARGS…]",
-            bridge::SUBCOMMAND
+        _ => (
+            125,
+            format!(
+                "usage: palisade-bridge {} --port N --socket PATH -- COMMAND [ARGS…]",
+                bridge::SUBCOMMAND
+            ),
         ),
     };
     let _ = writeln!(std::io::stderr(), "palisade-bridge: {message}");
-    // As `palisade __proxy-bridge`: nothing of the command ran.
-    ExitCode::from(125)
+    ExitCode::from(status)
 }
