@@ -169,22 +169,24 @@ fn docker(c: &mut Criterion) {
     let taskpack = taskpack(dir.path(), "docker", "none");
     let profiles = dir.path().join("profiles.yaml");
     image.write_profile(&profiles, &[]);
-    let palisade_run = || {
+    // `palisade run -- true` under docker with a taskpack and a runtime profile file.
+    let docker_run = |taskpack: &Path, profiles: &Path| {
         status_ok(
             Command::new(&palisade)
                 .arg("run")
                 .arg("--taskpack")
-                .arg(&taskpack)
+                .arg(taskpack)
                 .arg("--workspace")
                 .arg(&workspace)
                 .arg("--runtime-profiles")
-                .arg(&profiles)
+                .arg(profiles)
                 .arg("--docker-socket")
                 .arg(&image.socket)
                 .env("PALISADE_CACHE_DIR", &cache)
                 .args(["--", "true"]),
         )
     };
+    let palisade_run = || docker_run(&taskpack, &profiles);
     let bare_run = || {
         status_ok(
             image
@@ -202,22 +204,7 @@ fn docker(c: &mut Criterion) {
     let bridged = dir.path().join("bridged.yaml");
     let bridge = docker_image::static_bridge().unwrap();
     image.write_profile_with_bridge(&bridged, &[], Some(&bridge));
-    let palisade_egress_run = || {
-        status_ok(
-            Command::new(&palisade)
-                .arg("run")
-                .arg("--taskpack")
-                .arg(&egress_taskpack)
-                .arg("--workspace")
-                .arg(&workspace)
-                .arg("--runtime-profiles")
-                .arg(&bridged)
-                .arg("--docker-socket")
-                .arg(&image.socket)
-                .env("PALISADE_CACHE_DIR", &cache)
-                .args(["--", "true"]),
-        )
-    };
+    let palisade_egress_run = || docker_run(&egress_taskpack, &bridged);
     palisade_run(); // warm the probe and compiled-component caches
     palisade_egress_run();
 

@@ -171,15 +171,7 @@ pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> ExecFailure 
         return ExecFailure::not_launched("the command contains a NUL byte");
     };
     let argv: Option<Vec<CString>> = command.iter().map(|a| to_c(a.as_bytes())).collect();
-    let env: Option<Vec<CString>> = std::env::vars_os()
-        .map(|(name, value)| {
-            let mut pair = name.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(value.as_bytes());
-            to_c(&pair)
-        })
-        .collect();
-    let (Some(argv), Some(env)) = (argv, env) else {
+    let (Some(argv), Some(env)) = (argv, environ()) else {
         return ExecFailure::not_launched("an argument or variable contains a NUL byte");
     };
     let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
@@ -188,6 +180,18 @@ pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> ExecFailure 
         "cannot start `{}` behind the egress bridge: {error}",
         program.to_string_lossy()
     ))
+}
+
+/// This process's environment as `NAME=value` strings for `execve`; `None` if one holds a NUL.
+pub fn environ() -> Option<Vec<CString>> {
+    std::env::vars_os()
+        .map(|(name, value)| {
+            let mut pair = name.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            CString::new(pair).ok()
+        })
+        .collect()
 }
 
 /// `program` itself when it names a path (has a `/`), else the first executable regular file

@@ -10,7 +10,6 @@
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
@@ -79,14 +78,7 @@ fn bridge_exec(args: &[String]) -> ExitCode {
     let program_c = cstring(program.as_bytes());
     let mut argv_c = vec![program_c.clone()];
     argv_c.extend(argv.iter().map(|a| cstring(a.as_bytes())));
-    let env: Vec<CString> = std::env::vars_os()
-        .map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            cstring(&kv)
-        })
-        .collect();
+    let env = palisade_proxy::bridge::environ().unwrap_or_default();
     let err = palisade_proxy::bridge::start_detached_then_exec(
         listen,
         Path::new(socket),
