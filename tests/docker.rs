@@ -17,6 +17,8 @@
 
 #[path = "support/docker_image.rs"]
 mod docker_image;
+#[path = "support/escape_kit.rs"]
+mod escape_kit;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -228,7 +230,7 @@ fn runs_pass_the_status_through_and_leave_nothing() {
     let marker = std::fs::read_to_string(s.workspace().join("marker")).unwrap();
     assert_eq!(
         marker,
-        format!("{}\n{}\n", s.workspace().display(), current_uid())
+        format!("{}\n{}\n", s.workspace().display(), escape_kit::test_uid())
     );
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
     assert_eq!(container_mounts(), mounts);
@@ -410,13 +412,13 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
     // As root, and as uid 65534 in the socket's group (how most people use Docker), when the
     // test can become that user and the socket has such a group.
     let mut users = vec![("root", None)];
-    if current_uid() == 0 {
+    if escape_kit::test_uid() == 0 {
         use std::os::unix::fs::MetadataExt;
         let gid = std::fs::metadata(&s.image.socket).unwrap().gid();
         if gid != 0 {
             users.push((
                 "uid 65534 in the socket's group",
-                Some(nobody_in_group(&s, gid)),
+                Some(nobody_with(&s, vec![gid])),
             ));
         } else {
             eprintln!("the socket belongs to root's group: no unprivileged docker user to try");
@@ -513,15 +515,10 @@ struct Nobody {
 impl Nobody {
     /// `command` (a `palisade` invocation) as this user, with its own home and cache.
     fn wrap(&self, command: &Command) -> Command {
-        let groups = if self.groups.is_empty() {
-            "--clear-groups".to_owned()
-        } else {
-            let list: Vec<String> = self.groups.iter().map(u32::to_string).collect();
-            format!("--groups={}", list.join(","))
-        };
-        let mut wrapped = Command::new("setpriv");
+        let setpriv = escape_kit::User::Nobody.wrap_in_groups(&self.groups);
+        let mut wrapped = Command::new(&setpriv[0]);
         wrapped
-            .args(["--reuid=65534", "--regid=65534", &groups, "--"])
+            .args(&setpriv[1..])
             .arg(command.get_program())
             .args(command.get_args());
         for (name, value) in command.get_envs() {
@@ -539,39 +536,32 @@ impl Nobody {
     }
 }
 
-fn nobody_in_group(s: &Setup, gid: u32) -> Nobody {
-    nobody_with(s, vec![gid])
-}
-
 fn nobody_with(s: &Setup, groups: Vec<u32>) -> Nobody {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = |path: &Path, mode: u32| {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
-    };
-    mode(s.dir.path(), 0o755);
-    mode(&s.workspace(), 0o777);
+    escape_kit::chmod(s.dir.path(), 0o755);
+    escape_kit::chmod(&s.workspace(), 0o777);
     for entry in std::fs::read_dir(s.dir.path()).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "yaml") {
-            mode(&path, 0o644);
+            escape_kit::chmod(&path, 0o644);
         }
     }
     let home = s.dir.path().join("nobody-home");
     std::fs::create_dir_all(&home).unwrap();
-    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    escape_kit::chown_tree(&home, escape_kit::User::Nobody);
     Nobody { groups, home }
 }
 
 #[test]
 fn a_user_who_cannot_use_the_socket_is_refused_and_nothing_runs() {
     let Some(s) = setup() else { return };
-    if current_uid() != 0 {
+    if escape_kit::test_uid() != 0 {
         eprintln!("skipped: becoming uid 65534 needs root");
         return;
     }
     // Control: that user cannot use the daemon's socket at all.
-    let control = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+    let setpriv = escape_kit::User::Nobody.wrap();
+    let control = Command::new(&setpriv[0])
+        .args(&setpriv[1..])
         .args(["docker", "version"])
         .env(
             "DOCKER_HOST",
@@ -700,11 +690,6 @@ fn a_sigkilled_supervisor_still_loses_its_container() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").unwrap().uid()
 }
 
 /// Whether no process on the host has `needle` in its command line.
