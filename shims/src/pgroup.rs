@@ -425,13 +425,7 @@ struct Member {
 mod sys {
     use super::*;
 
-    fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r)
-        }
-    }
+    use crate::signals::check;
 
     #[allow(unsafe_code)]
     pub fn getpid() -> libc::pid_t {

@@ -72,7 +72,9 @@ impl Drop for SignalPipe {
     }
 }
 
-fn check(r: libc::c_int) -> io::Result<libc::c_int> {
+/// A libc return value as a `Result`: negative means `errno` says why. Shared by the
+/// supervisors' system-call wrappers.
+pub(crate) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {

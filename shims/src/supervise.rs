@@ -1519,13 +1519,7 @@ pub(crate) mod sys {
     use std::path::Path;
     use std::time::Duration;
 
-    fn check(r: libc::c_int) -> io::Result<libc::c_int> {
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(r)
-        }
-    }
+    use crate::signals::check;
 
     /// Forks. In the child (returns 0) only async-signal-safe calls may follow when the
     /// process has other threads.
