@@ -19,6 +19,8 @@
 mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
+#[path = "support/reachable.rs"]
+mod reachable;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -128,7 +130,12 @@ fn setup() -> Option<Setup> {
         palisade.exists(),
         "build the palisade binary first (cargo test --workspace builds it)"
     );
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Some runs are as uid 65534: the directory must be reachable for that user too.
+    let dir = tempfile::tempdir_in(reachable::reachable_dir(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "docker",
+    ))
+    .unwrap();
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     let setup = Setup {
         _serial: serial,

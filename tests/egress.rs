@@ -26,6 +26,8 @@
 
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
+#[path = "support/reachable.rs"]
+mod reachable;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};

@@ -65,6 +65,8 @@
 mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
+#[path = "support/reachable.rs"]
+mod reachable;
 
 use std::path::{Path, PathBuf};
 

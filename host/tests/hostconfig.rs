@@ -20,6 +20,9 @@
     reason = "tests fail loudly"
 )]
 
+#[path = "../../tests/support/reachable.rs"]
+mod reachable;
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -64,27 +67,20 @@ impl User {
     }
 }
 
+/// Where this file's tests keep their files: reachable by uid 65534 wherever the checkout is.
+fn test_root() -> PathBuf {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "hostconfig")
+    })
+    .clone()
+}
+
 /// The palisade binary where every user can execute it.
 fn palisade_binary() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let bin = PathBuf::from(PALISADE);
-        let reachable = bin.ancestors().skip(1).all(|dir| {
-            dir.as_os_str().is_empty()
-                || std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
-        });
-        if reachable {
-            return bin;
-        }
-        let dir = PathBuf::from("/var/tmp/palisade-hostconfig-test-bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let copy = dir.join(format!("palisade-{}", std::process::id()));
-        std::fs::copy(&bin, &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-        copy
-    })
-    .clone()
+    BIN.get_or_init(|| reachable::reachable_binary(Path::new(PALISADE), &test_root()))
+        .clone()
 }
 
 /// A unique marker, so concurrent tests never see each other's values.
@@ -105,7 +101,7 @@ impl Env {
     fn new(user: User) -> Env {
         // Not under /tmp: bwrap gives the sandbox a private /tmp, and the tests look at the
         // workspace from the host afterwards.
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let dir = tempfile::tempdir_in(test_root()).unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         for sub in [
             "ws",

@@ -18,6 +18,9 @@
     reason = "tests: fork/exec probes need unsafe libc calls, and failures should panic"
 )]
 
+#[path = "../../tests/support/reachable.rs"]
+mod reachable;
+
 use std::ffi::CString;
 use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt as _;
@@ -1678,7 +1681,11 @@ fn kernel_tests_pass_unprivileged_too() {
     if unsafe { libc::geteuid() } != 0 {
         return; // already unprivileged: the kernel tests above are the unprivileged run
     }
-    let exe = std::env::current_exe().unwrap();
+    // uid 65534 must be able to execute this test binary, wherever the checkout lives.
+    let exe = reachable::reachable_binary(
+        &std::env::current_exe().unwrap(),
+        &reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "seccomp-tests"),
+    );
     let mut command = Command::new(&exe);
     command
         .args(["kernel_enforces_", "--test-threads", "1"])

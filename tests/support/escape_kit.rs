@@ -227,69 +227,27 @@ impl Env {
     }
 }
 
-/// `<target>/tmp/escape-battery` (the cargo target's temp dir), traversable by everyone.
-///
-/// If an ancestor is not world-searchable (a checkout in a `0700` home), the unprivileged user
-/// could not reach its fixtures: then `/var/tmp/palisade-escape-battery`, with a warning — bwrap
-/// masks `/var/tmp` privately, so reads there are blocked by that mask as well as by the policy.
+/// `<target>/tmp/escape-battery`, or its fallback outside a `0700` home, reachable by every
+/// user (see `reachable.rs`).
 fn battery_root() -> PathBuf {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
-        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let searchable = target.ancestors().all(|dir| {
-            dir.as_os_str().is_empty()
-                || std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0)
-        });
-        let root = if searchable {
-            target.join("escape-battery")
-        } else {
-            eprintln!(
-                "escape battery: `{}` is not world-searchable; fixtures go to /var/tmp",
-                target.display()
-            );
-            PathBuf::from("/var/tmp/palisade-escape-battery")
-        };
-        std::fs::create_dir_all(&root).unwrap();
-        chmod(&root, 0o755);
-        root
+        crate::reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "escape-battery")
     })
     .clone()
 }
 
-/// The attack and palisade binaries where every user can execute them: in place if every
-/// ancestor is world-searchable, else copied once into the battery root.
+/// The attack and palisade binaries where every user can execute them: in place when they
+/// already are, else copied once into the battery root.
 fn shared_binaries(attack: &Path, palisade: Option<&PathBuf>) -> (PathBuf, Option<PathBuf>) {
     static SHARED: OnceLock<(PathBuf, Option<PathBuf>)> = OnceLock::new();
     SHARED
         .get_or_init(|| {
-            let place = |bin: &Path| -> PathBuf {
-                if world_executable(bin) {
-                    return bin.to_path_buf();
-                }
-                let dir = battery_root().join("bin");
-                std::fs::create_dir_all(&dir).unwrap();
-                chmod(&dir, 0o755);
-                let copy = dir.join(bin.file_name().unwrap());
-                std::fs::copy(bin, &copy).unwrap();
-                chmod(&copy, 0o755);
-                copy
-            };
+            let dir = battery_root();
+            let place = |bin: &Path| crate::reachable::reachable_binary(bin, &dir);
             (place(attack), palisade.map(|p| place(p)))
         })
         .clone()
-}
-
-fn world_executable(bin: &Path) -> bool {
-    let mode_ok = |p: &Path, bits: u32| {
-        std::fs::metadata(p)
-            .map(|m| m.mode() & bits == bits)
-            .unwrap_or(false)
-    };
-    mode_ok(bin, 0o005)
-        && bin
-            .ancestors()
-            .skip(1)
-            .all(|dir| dir.as_os_str().is_empty() || mode_ok(dir, 0o001))
 }
 
 /// `None` when `palisade run --help` works, else why not.
