@@ -59,14 +59,22 @@ pub fn reachable_binary(bin: &Path, dir: &Path) -> PathBuf {
     }
     let name = bin.file_name().unwrap_or(bin.as_os_str());
     let copy = dir.join(name);
-    // Copy to a unique name first: test binaries run in parallel and may copy the same file.
+    // Copied by `install` in a process of its own, to a unique name, then renamed into place:
+    // a write descriptor for the copy held in this (multi-threaded) test process would be
+    // inherited by any child another test forks meanwhile, and executing the copy would then
+    // fail with "Text file busy".
     let partial = dir.join(format!(
         "{}.{}.partial",
         name.to_string_lossy(),
         std::process::id()
     ));
-    std::fs::copy(bin, &partial).unwrap_or_else(|e| panic!("cannot copy `{}`: {e}", bin.display()));
-    chmod_755(&partial);
+    let status = std::process::Command::new("install")
+        .args(["-m", "0755", "--"])
+        .arg(bin)
+        .arg(&partial)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `install`: {e}"));
+    assert!(status.success(), "`install {}` failed: {status}", bin.display());
     std::fs::rename(&partial, &copy)
         .unwrap_or_else(|e| panic!("cannot rename to `{}`: {e}", copy.display()));
     copy
