@@ -29,6 +29,7 @@ fn input() -> DecisionInput {
         probes: facts.probes,
         narrow_allowed_domains: None,
         execution_mode: None,
+        budget_flags: None,
     }
 }
 

@@ -12,6 +12,7 @@
     reason = "tests fail loudly"
 )]
 
+use palisade_engine::output::PlanNetwork;
 use palisade_engine::{
     Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, SessionKind, Verdict,
 };
@@ -37,6 +38,7 @@ fn input(entries: &[String]) -> DecisionInput {
             default_backend_order: vec![Backend::LinuxBwrap],
             environment_allowlist: None,
             allow_workspace_mode: None,
+            budget_ceilings: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -50,6 +52,7 @@ fn input(entries: &[String]) -> DecisionInput {
         }],
         narrow_allowed_domains: None,
         execution_mode: None,
+        budget_flags: None,
     }
 }
 
@@ -85,7 +88,9 @@ proptest! {
         entries in prop::collection::vec(entry(), 1..4)
     ) {
         let outcome = palisade_engine::decide(&input(&entries));
-        if let Verdict::Decision { domain_allowlist: Some(list), .. } = outcome.verdict {
+        if let Verdict::Decision(plan) = outcome.verdict
+            && let PlanNetwork::Filtered { allowlist: list } = plan.network
+        {
             let parsed = palisade_proxy::Allowlist::parse(&list);
             prop_assert!(parsed.is_ok(), "engine accepted {list:?}, proxy: {parsed:?}");
             let parsed = parsed.unwrap();

@@ -44,6 +44,70 @@ fn corpus_is_well_formed() {
     }
 }
 
+/// What every corpus decision makes the launcher apply: each case's typed plan translated by
+/// `palisade::translate` (the one host module that does it) into the shims' `LaunchPlan`, with a
+/// fixed command, environment and run directory. Any change to what a decision applies shows in
+/// review as a change to `snapshots/conformance__launch_plans.snap`.
+#[test]
+fn launch_plan_of_every_corpus_decision() {
+    use std::ffi::OsString;
+    use std::path::PathBuf;
+    let mut text = String::new();
+    for case in load() {
+        let palisade_engine::Verdict::Decision(plan) = palisade_engine::decide(&case.input).verdict
+        else {
+            continue;
+        };
+        let egress = matches!(
+            plan.network,
+            palisade_engine::output::PlanNetwork::Filtered { .. }
+        )
+        .then(|| {
+            palisade::egress::egress_proxy(
+                PathBuf::from("/run/user/1000/palisade-1000/run-1-egress/proxy.sock"),
+                PathBuf::from("/usr/local/bin/palisade"),
+            )
+        });
+        let vars = [
+            ("PATH", "/usr/bin:/bin"),
+            ("LANG", "C.UTF-8"),
+            ("HTTPS_PROXY", "http://corp:8080"),
+            ("GITHUB_TOKEN", "withheld"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let host = palisade::translate::HostSide {
+            command: vec![OsString::from("make"), OsString::from("test")],
+            vars,
+            home: case.input.host.home_dir.clone(),
+            // The last writable root stands in for the run's private directory.
+            run_temp_dir: PathBuf::from(plan.writable_roots.last().unwrap()),
+            egress,
+        };
+        let rendered = match palisade::translate::launch_plan(&plan, host) {
+            Ok((l, _)) => format!(
+                "mechanism {:?}, read-only root {}, syscall filter {}\nnetwork {:?}\n\
+                 workspace {:?}\nwritable {:?}\ndenied {:?}\nprotected {:?}\nenv {:?}\n\
+                 budgets {:?}\ncommand {:?}, TMPDIR {:?}",
+                l.mechanism,
+                l.read_only_root,
+                l.syscall_filter,
+                l.network,
+                l.workspace,
+                l.writable_roots,
+                l.denied_read_paths,
+                l.protected_paths,
+                l.env,
+                l.budgets,
+                l.command,
+                l.run_temp_dir
+            ),
+            Err(error) => format!("refused: {error}"),
+        };
+        text.push_str(&format!("== {} ({})\n{rendered}\n\n", case.name, case.file));
+    }
+    insta::assert_snapshot!("launch_plans", text);
+}
+
 #[test]
 fn corpus_native_engine() {
     let cases = load();
@@ -371,8 +435,8 @@ fn corpus_export_for_other_runtimes() {
 /// `decision:<backend>` or `refusal:<CODE>`, as every cross-runtime runner prints it.
 fn outcome_label(outcome: &palisade_engine::Outcome) -> String {
     match &outcome.verdict {
-        palisade_engine::Verdict::Decision { backend, .. } => {
-            format!("decision:{}", backend.as_str())
+        palisade_engine::Verdict::Decision(plan) => {
+            format!("decision:{}", plan.backend.as_str())
         }
         palisade_engine::Verdict::Refusal { code, .. } => format!("refusal:{}", code.as_str()),
     }

@@ -5,7 +5,10 @@
 //! asked for. The CLI may only tighten them. Every field is optional; unknown keys are invalid
 //! for the same reason as in `spec.sandbox`: a misspelt limit must not silently vanish.
 
-use crate::output::Budgets;
+use crate::model::BudgetLimits;
+use crate::output::{
+    BudgetClamp, BudgetKind, BudgetLimit, BudgetOrigin, Budgets, EffectiveBudgets,
+};
 use crate::policy::{each_entry, unknown_field};
 use crate::text::{self, Errors};
 use crate::yaml::Node;
@@ -55,6 +58,116 @@ pub(crate) fn walk(node: &Node, path: &str, errors: &mut Errors) -> (Budgets, Ve
         }
     });
     (budgets, ignored)
+}
+
+/// The largest value of each budget in the contract's units (the policy's bounds converted):
+/// 7 days, 1 TiB, 65 536 processes, 7 days of CPU.
+const LIMIT_BOUNDS: [(BudgetKind, &str, u64); 4] = [
+    (BudgetKind::Timeout, "timeoutMillis", 7 * 24 * 3600 * 1000),
+    (BudgetKind::Memory, "memoryBytes", 1024 * 1024 * 1024 * 1024),
+    (BudgetKind::MaxProcesses, "maxProcesses", 65_536),
+    (BudgetKind::Cpu, "cpuSeconds", 7 * 24 * 3600),
+];
+
+/// One budget of a [`BudgetLimits`].
+fn limit_of(limits: &BudgetLimits, kind: BudgetKind) -> Option<u64> {
+    match kind {
+        BudgetKind::Timeout => limits.timeout_millis,
+        BudgetKind::Memory => limits.memory_bytes,
+        BudgetKind::MaxProcesses => limits.max_processes,
+        BudgetKind::Cpu => limits.cpu_seconds,
+    }
+}
+
+/// One budget of the policy's `spec.budgets`, in the contract's units.
+fn policy_limit(budgets: &Budgets, kind: BudgetKind) -> Option<u64> {
+    match kind {
+        BudgetKind::Timeout => budgets.timeout_seconds.map(|s| s.saturating_mul(1000)),
+        BudgetKind::Memory => budgets.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
+        BudgetKind::MaxProcesses => budgets.max_processes,
+        BudgetKind::Cpu => budgets.cpu_seconds,
+    }
+}
+
+/// Checks a launcher's flags or a host's ceilings: every given value in `1..=` its bound, each
+/// problem reported at `<path>.<field>`.
+pub(crate) fn validate_limits(limits: &BudgetLimits, path: &str, errors: &mut Errors) {
+    for (kind, field, max) in LIMIT_BOUNDS {
+        if let Some(value) = limit_of(limits, kind)
+            && (value == 0 || value > max)
+        {
+            errors.push(
+                text::child_path(path, field),
+                format!("{value} is out of bounds; expected 1 to {max}"),
+            );
+        }
+    }
+}
+
+/// The budgets the launcher enforces: for each budget the tightest of the policy's, the
+/// launcher's flag and the host's ceiling, with who set it and every request not granted listed
+/// as clamped (a flag above the enforced value, or the policy above a host ceiling). `helper_processes` is what Palisade itself runs inside the tree (the egress bridge).
+///
+/// Decided: a request above a ceiling (or a flag looser than the policy) is clamped, not
+/// refused. Budgets only ever get tighter, the request and the clamp both stay in the decision,
+/// and a refusal would make every taskpack depend on every host's ceilings.
+pub(crate) fn effective(
+    policy: &Budgets,
+    flags: Option<&BudgetLimits>,
+    ceilings: Option<&BudgetLimits>,
+    helper_processes: u32,
+) -> EffectiveBudgets {
+    let mut out = EffectiveBudgets {
+        helper_processes,
+        ..EffectiveBudgets::default()
+    };
+    for (kind, _, _) in LIMIT_BOUNDS {
+        // In tie-breaking order: the first source with the tightest value sets it.
+        let sources = [
+            (BudgetOrigin::Policy, policy_limit(policy, kind)),
+            (BudgetOrigin::Flag, flags.and_then(|f| limit_of(f, kind))),
+            (
+                BudgetOrigin::HostCeiling,
+                ceilings.and_then(|c| limit_of(c, kind)),
+            ),
+        ];
+        let tightest = sources
+            .iter()
+            .filter_map(|&(origin, value)| value.map(|value| BudgetLimit { value, origin }))
+            .reduce(|best, next| if next.value < best.value { next } else { best });
+        if let Some(limit) = tightest {
+            for (origin, value) in sources {
+                // A request not granted: a flag above what is enforced, or the policy above a
+                // host ceiling. A policy value above a flag is the flag tightening it, as flags
+                // may; a ceiling is a cap, never a request.
+                let clamped = match origin {
+                    BudgetOrigin::Flag => true,
+                    BudgetOrigin::Policy => limit.origin == BudgetOrigin::HostCeiling,
+                    BudgetOrigin::HostCeiling => false,
+                };
+                if let Some(requested) = value
+                    && clamped
+                    && requested > limit.value
+                {
+                    out.clamped.push(BudgetClamp {
+                        budget: kind,
+                        requested,
+                        requested_by: origin,
+                        limit: limit.value,
+                        limited_by: limit.origin,
+                    });
+                }
+            }
+        }
+        let slot = match kind {
+            BudgetKind::Timeout => &mut out.timeout_millis,
+            BudgetKind::Memory => &mut out.memory_bytes,
+            BudgetKind::MaxProcesses => &mut out.max_processes,
+            BudgetKind::Cpu => &mut out.cpu_seconds,
+        };
+        *slot = tightest;
+    }
+    out
 }
 
 /// A whole number in `1..=max`, written as a plain YAML integer.
@@ -111,6 +224,102 @@ mod tests {
         assert!(errors.is_empty());
         assert_eq!(budgets.timeout_seconds, Some(5));
         assert_eq!(ignored, ["budgets.tokens"]);
+    }
+
+    fn limits(timeout_millis: Option<u64>, max_processes: Option<u64>) -> BudgetLimits {
+        BudgetLimits {
+            timeout_millis,
+            max_processes,
+            ..BudgetLimits::default()
+        }
+    }
+
+    #[test]
+    fn the_tightest_source_wins_and_looser_requests_are_clamped() {
+        let policy = Budgets {
+            timeout_seconds: Some(600),
+            memory_mib: Some(512),
+            max_processes: None,
+            cpu_seconds: Some(30),
+        };
+        // A flag looser than the policy, a ceiling tighter than both.
+        let flags = limits(Some(3_600_000), Some(64));
+        let ceilings = limits(Some(300_000), Some(64));
+        let out = effective(&policy, Some(&flags), Some(&ceilings), 1);
+        let timeout = BudgetLimit {
+            value: 300_000,
+            origin: BudgetOrigin::HostCeiling,
+        };
+        assert_eq!(out.timeout_millis, Some(timeout));
+        assert_eq!(
+            out.memory_bytes,
+            Some(BudgetLimit {
+                value: 512 << 20,
+                origin: BudgetOrigin::Policy
+            })
+        );
+        // A tie goes to the first source: the flag, not the ceiling.
+        assert_eq!(
+            out.max_processes,
+            Some(BudgetLimit {
+                value: 64,
+                origin: BudgetOrigin::Flag
+            })
+        );
+        assert_eq!(out.helper_processes, 1);
+        assert_eq!(
+            out.clamped,
+            [
+                BudgetClamp {
+                    budget: BudgetKind::Timeout,
+                    requested: 600_000,
+                    requested_by: BudgetOrigin::Policy,
+                    limit: 300_000,
+                    limited_by: BudgetOrigin::HostCeiling,
+                },
+                BudgetClamp {
+                    budget: BudgetKind::Timeout,
+                    requested: 3_600_000,
+                    requested_by: BudgetOrigin::Flag,
+                    limit: 300_000,
+                    limited_by: BudgetOrigin::HostCeiling,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_asked_nothing_enforced() {
+        let out = effective(&Budgets::default(), None, None, 0);
+        assert_eq!(out, EffectiveBudgets::default());
+        // A ceiling alone applies without a clamp: nobody asked for more.
+        let out = effective(&Budgets::default(), None, Some(&limits(Some(5), None)), 0);
+        assert_eq!(
+            out.timeout_millis.map(|l| l.origin),
+            Some(BudgetOrigin::HostCeiling)
+        );
+        assert!(out.clamped.is_empty());
+    }
+
+    #[test]
+    fn limits_are_bounded() {
+        let mut errors = Errors::default();
+        let bad = BudgetLimits {
+            timeout_millis: Some(0),
+            memory_bytes: Some(u64::MAX),
+            max_processes: Some(65_536),
+            cpu_seconds: Some(7 * 24 * 3600 + 1),
+        };
+        validate_limits(&bad, "budgetFlags", &mut errors);
+        let paths: Vec<String> = errors.into_listed().into_iter().map(|e| e.path).collect();
+        assert_eq!(
+            paths,
+            [
+                "budgetFlags.timeoutMillis",
+                "budgetFlags.memoryBytes",
+                "budgetFlags.cpuSeconds"
+            ]
+        );
     }
 
     #[test]

@@ -68,10 +68,31 @@ fn from_wit_input(input: wit::DecisionInput) -> model::DecisionInput {
         host: from_wit_host(input.host),
         probes: input.probes.into_iter().map(from_wit_probe).collect(),
         narrow_allowed_domains: input.narrow_allowed_domains,
-        execution_mode: input.execution_mode.map(|mode| match mode {
-            wit::ExecutionMode::Sandbox => model::ExecutionMode::Sandbox,
-            wit::ExecutionMode::Workspace => model::ExecutionMode::Workspace,
-        }),
+        execution_mode: input.execution_mode.map(from_wit_execution_mode),
+        budget_flags: input.budget_flags.map(from_wit_limits),
+    }
+}
+
+fn from_wit_execution_mode(mode: wit::ExecutionMode) -> model::ExecutionMode {
+    match mode {
+        wit::ExecutionMode::Sandbox => model::ExecutionMode::Sandbox,
+        wit::ExecutionMode::Workspace => model::ExecutionMode::Workspace,
+    }
+}
+
+fn to_wit_execution_mode(mode: model::ExecutionMode) -> wit::ExecutionMode {
+    match mode {
+        model::ExecutionMode::Sandbox => wit::ExecutionMode::Sandbox,
+        model::ExecutionMode::Workspace => wit::ExecutionMode::Workspace,
+    }
+}
+
+fn from_wit_limits(limits: wit::BudgetLimits) -> model::BudgetLimits {
+    model::BudgetLimits {
+        timeout_millis: limits.timeout_millis,
+        memory_bytes: limits.memory_bytes,
+        max_processes: limits.max_processes,
+        cpu_seconds: limits.cpu_seconds,
     }
 }
 
@@ -96,6 +117,7 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
             .collect(),
         environment_allowlist: host.environment_allowlist,
         allow_workspace_mode: host.allow_workspace_mode,
+        budget_ceilings: host.budget_ceilings.map(from_wit_limits),
     }
 }
 
@@ -148,11 +170,16 @@ fn from_wit_network_mode(mode: wit::NetworkMode) -> model::NetworkMode {
     }
 }
 
-fn to_wit_network_mode(mode: model::NetworkMode) -> wit::NetworkMode {
-    match mode {
-        model::NetworkMode::None => wit::NetworkMode::None,
-        model::NetworkMode::LoopbackOnly => wit::NetworkMode::LoopbackOnly,
-        model::NetworkMode::AllowOutbound => wit::NetworkMode::AllowOutbound,
+fn to_wit_capability(capability: model::Capability) -> wit::Capability {
+    match capability {
+        model::Capability::FilesystemReadContainment => wit::Capability::FilesystemReadContainment,
+        model::Capability::FilesystemWriteContainment => {
+            wit::Capability::FilesystemWriteContainment
+        }
+        model::Capability::ProtectedPathReadOnlyMask => wit::Capability::ProtectedPathReadOnlyMask,
+        model::Capability::NetworkIsolation => wit::Capability::NetworkIsolation,
+        model::Capability::ProcessTreeCleanup => wit::Capability::ProcessTreeCleanup,
+        model::Capability::SyscallFiltering => wit::Capability::SyscallFiltering,
     }
 }
 
@@ -181,6 +208,101 @@ fn to_wit_refusal_code(code: RefusalCode) -> wit::RefusalCode {
     }
 }
 
+fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
+    wit::ConfinementPlan {
+        backend: to_wit_backend(plan.backend),
+        execution_mode: to_wit_execution_mode(plan.execution_mode),
+        network: match plan.network {
+            output::PlanNetwork::None => wit::Network::None,
+            output::PlanNetwork::LoopbackOnly => wit::Network::LoopbackOnly,
+            output::PlanNetwork::AllowOutbound => wit::Network::AllowOutbound,
+            output::PlanNetwork::Filtered { allowlist } => wit::Network::Filtered(allowlist),
+        },
+        workspace_dir: plan.workspace_dir,
+        writable_roots: plan.writable_roots,
+        read_only_root: plan.read_only_root,
+        denied_read_paths: plan.denied_read_paths,
+        protected_paths: plan
+            .protected_paths
+            .into_iter()
+            .map(|p| wit::ProtectedPath {
+                path: p.path,
+                enforced: p.enforced,
+            })
+            .collect(),
+        syscall_filter: plan.syscall_filter,
+        process_tree_cleanup: plan.process_tree_cleanup,
+        budgets: to_wit_budgets(plan.budgets),
+        environment: wit::EnvironmentPolicy {
+            allowlist: plan.environment.allowlist,
+            explicit_secrets: plan.environment.explicit_secrets,
+            origin: match plan.environment.origin {
+                output::EnvironmentOrigin::Default => wit::EnvironmentOrigin::Default,
+                output::EnvironmentOrigin::Host => wit::EnvironmentOrigin::Host,
+            },
+        },
+    }
+}
+
+fn to_wit_budgets(budgets: output::EffectiveBudgets) -> wit::EffectiveBudgets {
+    let limit = |limit: Option<output::BudgetLimit>| {
+        limit.map(|l| wit::BudgetLimit {
+            value: l.value,
+            origin: to_wit_budget_origin(l.origin),
+        })
+    };
+    wit::EffectiveBudgets {
+        timeout_millis: limit(budgets.timeout_millis),
+        memory_bytes: limit(budgets.memory_bytes),
+        max_processes: limit(budgets.max_processes),
+        cpu_seconds: limit(budgets.cpu_seconds),
+        helper_processes: budgets.helper_processes,
+        clamped: budgets
+            .clamped
+            .into_iter()
+            .map(|c| wit::BudgetClamp {
+                budget: match c.budget {
+                    output::BudgetKind::Timeout => wit::BudgetKind::Timeout,
+                    output::BudgetKind::Memory => wit::BudgetKind::Memory,
+                    output::BudgetKind::MaxProcesses => wit::BudgetKind::MaxProcesses,
+                    output::BudgetKind::Cpu => wit::BudgetKind::Cpu,
+                },
+                requested: c.requested,
+                requested_by: to_wit_budget_origin(c.requested_by),
+                limit: c.limit,
+                limited_by: to_wit_budget_origin(c.limited_by),
+            })
+            .collect(),
+    }
+}
+
+fn to_wit_budget_origin(origin: output::BudgetOrigin) -> wit::BudgetOrigin {
+    match origin {
+        output::BudgetOrigin::Policy => wit::BudgetOrigin::Policy,
+        output::BudgetOrigin::Flag => wit::BudgetOrigin::Flag,
+        output::BudgetOrigin::HostCeiling => wit::BudgetOrigin::HostCeiling,
+    }
+}
+
+fn to_wit_trace(trace: output::CandidateTrace) -> wit::CandidateTrace {
+    wit::CandidateTrace {
+        backend: to_wit_backend(trace.backend),
+        verdict: match trace.verdict {
+            output::CandidateVerdict::Selected => wit::CandidateVerdict::Selected,
+            output::CandidateVerdict::Unavailable => wit::CandidateVerdict::Unavailable,
+            output::CandidateVerdict::Blocked => wit::CandidateVerdict::Blocked,
+            output::CandidateVerdict::Insufficient => wit::CandidateVerdict::Insufficient,
+            output::CandidateVerdict::NotConsidered => wit::CandidateVerdict::NotConsidered,
+        },
+        reason: trace.reason,
+        missing_capabilities: trace
+            .missing_capabilities
+            .into_iter()
+            .map(to_wit_capability)
+            .collect(),
+    }
+}
+
 fn to_wit_result(outcome: Outcome) -> Result<wit::Decision, wit::Refusal> {
     let Outcome {
         verdict,
@@ -188,20 +310,27 @@ fn to_wit_result(outcome: Outcome) -> Result<wit::Decision, wit::Refusal> {
         digest,
     } = outcome;
     match verdict {
-        Verdict::Decision {
-            backend,
-            network_mode,
-            domain_allowlist,
-        } => Ok(wit::Decision {
-            backend: to_wit_backend(backend),
-            network_mode: to_wit_network_mode(network_mode),
-            domain_allowlist,
+        Verdict::Decision(plan) => Ok(wit::Decision {
+            plan: to_wit_plan(*plan),
             canonical_json,
             digest,
         }),
-        Verdict::Refusal { code, message } => Err(wit::Refusal {
+        Verdict::Refusal {
+            code,
+            message,
+            errors,
+            trace,
+        } => Err(wit::Refusal {
             code: to_wit_refusal_code(code),
             message,
+            errors: errors
+                .into_iter()
+                .map(|e| wit::FieldError {
+                    path: e.path,
+                    message: e.message,
+                })
+                .collect(),
+            trace: trace.into_iter().map(to_wit_trace).collect(),
             canonical_json,
             digest,
         }),

@@ -9,16 +9,12 @@
 //! hold a `SandboxPolicyInput` document; routing it through the typed path guarantees the same
 //! input gives the same bytes either way.
 
-use std::collections::BTreeSet;
-
-use crate::environment::{self, Entry};
-use crate::model::{Backend, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode};
+use crate::model::{Backend, Capability, DecisionInput, ExecutionMode};
 use crate::output::{
-    CandidateTrace, CandidateVerdict, ConfinementPlan, EffectivePolicy, EnvironmentPolicy,
-    ExecutionModeReport, FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict,
-    canonical_json, sha256_hex,
+    CandidateTrace, CandidateVerdict, EffectivePolicy, ExecutionModeReport, FieldError, Origin,
+    Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json, sha256_hex,
 };
-use crate::{host, negotiate, plan, policy, resolve};
+use crate::{budgets, host, negotiate, plan, policy, resolve};
 
 /// Decides how the input's command may be sandboxed: a decision or a refusal, with its
 /// canonical JSON and digest. Never panics; the same input always gives the same bytes.
@@ -79,6 +75,18 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         return report;
     }
 
+    // (1c) The launcher's budget flags: its own input, checked like the policy's budgets.
+    if let Some(flags) = &input.budget_flags {
+        let mut errors = crate::text::Errors::default();
+        budgets::validate_limits(flags, "budgetFlags", &mut errors);
+        if !errors.is_empty() {
+            let message = format!("policy is invalid: {}", errors.summary());
+            let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+            report.errors = errors.into_listed();
+            return report;
+        }
+    }
+
     // (2) The document.
     let taskpack = match &input.document {
         None => None,
@@ -130,7 +138,7 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
     };
 
     // (5) The plan.
-    let confinement = plan::plan(&effective, &input.host, probe);
+    let confinement = plan::plan(&effective, input, probe);
     Report {
         schema_version: SCHEMA_VERSION,
         engine_version: crate::ENGINE_VERSION,
@@ -157,7 +165,6 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         plan: Some(confinement),
         trace: negotiation.trace,
         policy: Some(effective),
-        environment: environment_policy(&input.host),
         execution_mode: None,
     }
 }
@@ -173,25 +180,7 @@ fn workspace_decision(
     input_digest: String,
 ) -> Report {
     let host = &input.host;
-    let mut seen = BTreeSet::new();
-    let writable_roots = std::iter::once(&host.workspace_dir)
-        .chain(&host.writable_roots)
-        .filter(|root| seen.insert(root.as_str()))
-        .cloned()
-        .collect();
-    let confinement = ConfinementPlan {
-        backend: Backend::DirectDedicated,
-        network_mode: NetworkMode::AllowOutbound,
-        workspace_dir: host.workspace_dir.clone(),
-        writable_roots,
-        read_only_root: false,
-        denied_read_paths: Vec::new(),
-        protected_paths: Vec::new(),
-        syscall_filter: false,
-        process_tree_cleanup: true,
-        budgets: effective.budgets.clone(),
-        domain_allowlist: None,
-    };
+    let confinement = plan::workspace_plan(&effective, input);
     let trace = effective
         .preferred_backends
         .iter()
@@ -220,7 +209,6 @@ fn workspace_decision(
         plan: Some(confinement),
         trace,
         policy: Some(effective),
-        environment: environment_policy(host),
         execution_mode: Some(ExecutionModeReport {
             mode: ExecutionMode::Workspace,
             sandboxed: false,
@@ -232,26 +220,6 @@ fn workspace_decision(
             reason: String::from("unsandboxed by request"),
         }),
     }
-}
-
-/// The host's environment allowlist with its secret-looking exact entries, when it set one.
-fn environment_policy(host: &HostFacts) -> Option<EnvironmentPolicy> {
-    let allowlist = host.environment_allowlist.as_ref()?;
-    let mut explicit_secrets: Vec<String> =
-        environment::parse_all(allowlist.iter().map(String::as_str))
-            .into_iter()
-            .filter_map(|entry| match entry {
-                Entry::Exact(name) if environment::is_secret_looking(&name) => Some(name),
-                _ => None,
-            })
-            .collect();
-    explicit_secrets.sort();
-    explicit_secrets.dedup();
-    Some(EnvironmentPolicy {
-        allowlist: allowlist.clone(),
-        explicit_secrets,
-        origin: Origin::Host,
-    })
 }
 
 /// A refusal report with nothing but its code and message filled in.
@@ -270,28 +238,23 @@ fn refusal(input_digest: String, code: RefusalCode, message: String) -> Report {
         limitations: None,
         plan: None,
         trace: Vec::new(),
-        environment: None,
         execution_mode: None,
     }
 }
 
 /// Serialises the report, hashes it, and derives the typed verdict from the same report.
 fn finish(report: Report) -> Outcome {
+    let refused = |code| Verdict::Refusal {
+        code,
+        message: report.message.clone(),
+        errors: report.errors.clone(),
+        trace: report.trace.clone(),
+    };
     let verdict = match (report.code, &report.plan) {
-        (Some(code), _) => Verdict::Refusal {
-            code,
-            message: report.message.clone(),
-        },
-        (None, Some(plan)) => Verdict::Decision {
-            backend: plan.backend,
-            network_mode: plan.network_mode,
-            domain_allowlist: plan.domain_allowlist.clone(),
-        },
+        (Some(code), _) => refused(code),
+        (None, Some(plan)) => Verdict::Decision(Box::new(plan.clone())),
         // Unreachable by construction: a report without a code always has a plan.
-        (None, None) => Verdict::Refusal {
-            code: RefusalCode::HostFactsInvalid,
-            message: report.message.clone(),
-        },
+        (None, None) => refused(RefusalCode::HostFactsInvalid),
     };
     let canonical_json = canonical_json(&report);
     let digest = sha256_hex(canonical_json.as_bytes());

@@ -58,6 +58,9 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(allowlist) = &host.environment_allowlist {
         validate_allowlist(allowlist, &mut errors);
     }
+    if let Some(ceilings) = &host.budget_ceilings {
+        crate::budgets::validate_limits(ceilings, "host.budgetCeilings", &mut errors);
+    }
     let mut probed = BTreeSet::new();
     for (index, probe) in input.probes.iter().enumerate() {
         if !probed.insert(probe.backend) {
@@ -120,10 +123,12 @@ mod tests {
                 default_backend_order: vec![Backend::LinuxBwrap],
                 environment_allowlist: None,
                 allow_workspace_mode: None,
+                budget_ceilings: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
             execution_mode: None,
+            budget_flags: None,
         }
     }
 

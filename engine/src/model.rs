@@ -159,6 +159,26 @@ impl ExecutionMode {
     }
 }
 
+/// Budget limits in the contract's units: a launcher's flags ([`DecisionInput::budget_flags`]),
+/// or a host's ceilings ([`HostFacts::budget_ceilings`]). Absent fields set no limit; absent
+/// fields are omitted from the JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetLimits {
+    /// Wall-clock time, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_millis: Option<u64>,
+    /// Memory for the whole process tree, in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Processes (and threads) alive at once in the tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_processes: Option<u64>,
+    /// CPU time of the whole tree, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<u64>,
+}
+
 /// What the host measured about one backend.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -196,6 +216,10 @@ pub struct HostFacts {
     /// configuration says otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_workspace_mode: Option<bool>,
+    /// The host configuration's budget ceilings: no run's budget is above these, whatever the
+    /// policy or the launcher asks. Absent: no ceilings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_ceilings: Option<BudgetLimits>,
 }
 
 /// Everything one decision depends on (the seed's `SandboxPolicyInput`).
@@ -214,6 +238,10 @@ pub struct DecisionInput {
     /// The launcher's requested execution mode. Absent: `sandbox` (and omitted from the JSON).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_mode: Option<ExecutionMode>,
+    /// The launcher's budget flags (`--timeout`, `--memory`, ...), which may only tighten the
+    /// policy's `spec.budgets`. Absent: none given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_flags: Option<BudgetLimits>,
 }
 
 /// Host facts and probes without a document: the `--facts` file format.

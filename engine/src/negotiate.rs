@@ -206,6 +206,7 @@ mod tests {
             default_backend_order: vec![Backend::LinuxBwrap],
             environment_allowlist: None,
             allow_workspace_mode: None,
+            budget_ceilings: None,
         }
     }
 

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::model::{Backend, Capability, ExecutionMode, NetworkMode};
 
 /// The version of the decision JSON schema. Bump it when the shape of `Report` changes.
-pub const SCHEMA_VERSION: &str = "palisade.decision/v1";
+pub const SCHEMA_VERSION: &str = "palisade.decision/v2";
 
 /// The closed set of reasons a decision can be refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -38,18 +38,19 @@ impl RefusalCode {
     }
 }
 
-/// The typed summary of an outcome (what the WIT `result` carries besides the JSON).
+/// The typed outcome (what the WIT `result` carries besides the JSON). Built from the same
+/// [`Report`] as the canonical JSON, so the two cannot disagree.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    Decision {
-        backend: Backend,
-        network_mode: NetworkMode,
-        /// The plan's filtered-egress allowlist, when egress is filtered.
-        domain_allowlist: Option<Vec<String>>,
-    },
+    /// The plan the launcher applies, exactly as the JSON's `plan`.
+    Decision(Box<ConfinementPlan>),
     Refusal {
         code: RefusalCode,
         message: String,
+        /// Every offending field, as the JSON's `errors`.
+        errors: Vec<FieldError>,
+        /// Each candidate's verdict, as the JSON's `trace`.
+        trace: Vec<CandidateTrace>,
     },
 }
 
@@ -174,6 +175,19 @@ pub enum CandidateVerdict {
     NotConsidered,
 }
 
+impl CandidateVerdict {
+    /// The verdict's name in the JSON (`selected`, `not-considered`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CandidateVerdict::Selected => "selected",
+            CandidateVerdict::Unavailable => "unavailable",
+            CandidateVerdict::Blocked => "blocked",
+            CandidateVerdict::Insufficient => "insufficient",
+            CandidateVerdict::NotConsidered => "not-considered",
+        }
+    }
+}
+
 /// One candidate's verdict and the reason for it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -185,12 +199,15 @@ pub struct CandidateTrace {
     pub missing_capabilities: Vec<Capability>,
 }
 
-/// What the shim must enforce: resolved absolute paths only.
+/// What the launcher applies, with nothing left to interpret: resolved absolute paths, the
+/// network as it will be applied, the budgets it will enforce, the environment allowlist.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfinementPlan {
     pub backend: Backend,
-    pub network_mode: NetworkMode,
+    /// `sandbox`, or `workspace` (unsandboxed by request; the backend is `direct-dedicated`).
+    pub execution_mode: ExecutionMode,
+    pub network: PlanNetwork,
     pub workspace_dir: String,
     /// The workspace first, then the host's writable roots (deduplicated, in host order).
     pub writable_roots: Vec<String>,
@@ -198,32 +215,135 @@ pub struct ConfinementPlan {
     pub read_only_root: bool,
     /// Paths made unreadable (empty when the backend applies no filesystem masks).
     pub denied_read_paths: Vec<String>,
-    /// Paths made read-only, existing or not (empty unless the backend has the mask).
-    pub protected_paths: Vec<String>,
+    /// The policy's protected paths, each marked enforced (read-only, existing or not) or not
+    /// (the backend cannot mask it, and the launcher says so before the command starts).
+    pub protected_paths: Vec<ProtectedPath>,
     /// Whether a seccomp/container syscall filter is applied.
     pub syscall_filter: bool,
     /// Whether the whole process tree is reaped when the step ends.
     pub process_tree_cleanup: bool,
-    /// The policy's budgets, for the launcher to enforce (tightened by its own flags).
-    pub budgets: Budgets,
-    /// When present, outbound traffic goes only through the host's filtering proxy, which
-    /// allows exactly these entries. Absent: the network mode alone applies.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub domain_allowlist: Option<Vec<String>>,
+    /// The budgets the launcher enforces.
+    pub budgets: EffectiveBudgets,
+    /// The environment allowlist the launcher applies to its own environment.
+    pub environment: EnvironmentPolicy,
 }
 
-/// The host's environment allowlist, as the launcher must apply it. Present only when the host
-/// configured one; absent means the built-in default list (no secret-looking entries).
+/// The network as the launcher applies it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum PlanNetwork {
+    /// No network at all.
+    None,
+    /// The sandbox's own loopback only.
+    LoopbackOnly,
+    /// Unrestricted outbound traffic.
+    AllowOutbound,
+    /// The sandbox's own network namespace (its own loopback), whose only way out is the host's
+    /// filtering proxy, allowing exactly these entries (`host`, `*.suffix`, IP literals,
+    /// optional `:port`; empty: every connection is refused).
+    Filtered { allowlist: Vec<String> },
+}
+
+impl PlanNetwork {
+    /// The mode's name in the JSON (`none`, `loopback-only`, `allow-outbound`, `filtered`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PlanNetwork::None => "none",
+            PlanNetwork::LoopbackOnly => "loopback-only",
+            PlanNetwork::AllowOutbound => "allow-outbound",
+            PlanNetwork::Filtered { .. } => "filtered",
+        }
+    }
+}
+
+/// A protected path and whether the chosen backend keeps it read-only.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProtectedPath {
+    pub path: String,
+    pub enforced: bool,
+}
+
+/// Who set an effective budget or asked for one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetOrigin {
+    /// The policy's `spec.budgets`.
+    Policy,
+    /// The launcher's flag (`--timeout`, `--memory`, `--max-procs`, `--cpu-seconds`).
+    Flag,
+    /// The host configuration's ceiling.
+    HostCeiling,
+}
+
+/// Which budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetKind {
+    Timeout,
+    Memory,
+    MaxProcesses,
+    Cpu,
+}
+
+/// One effective budget: the limit enforced and who set it (the tightest of the policy, the
+/// launcher's flag and the host's ceiling; on a tie, the first of those).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetLimit {
+    pub value: u64,
+    pub origin: BudgetOrigin,
+}
+
+/// A budget asked for and not granted: a looser value than the one enforced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetClamp {
+    pub budget: BudgetKind,
+    /// What was asked for, in the budget's unit.
+    pub requested: u64,
+    pub requested_by: BudgetOrigin,
+    /// What is enforced instead.
+    pub limit: u64,
+    pub limited_by: BudgetOrigin,
+}
+
+/// The budgets the launcher enforces on the whole process tree; `null` means no limit.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectiveBudgets {
+    pub timeout_millis: Option<BudgetLimit>,
+    pub memory_bytes: Option<BudgetLimit>,
+    pub max_processes: Option<BudgetLimit>,
+    pub cpu_seconds: Option<BudgetLimit>,
+    /// Processes of Palisade's own that run inside the tree (the egress bridge), allowed on top
+    /// of `maxProcesses` so the command keeps the number it was given.
+    pub helper_processes: u32,
+    /// Every request that was not granted, in budget order (policy before flag).
+    pub clamped: Vec<BudgetClamp>,
+}
+
+/// The environment allowlist the launcher applies.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentPolicy {
-    /// The entries in the host's order: exact names and `PREFIX*` patterns. A pattern never
-    /// passes a secret-looking name.
+    /// The entries: exact names and `PREFIX*` patterns (the host's, in its order, or the
+    /// built-in default list). A pattern never passes a secret-looking name.
     pub allowlist: Vec<String>,
     /// Exact entries that look like secrets (sorted): each reaches the command only because the
     /// host named it, which is why the decision says so.
     pub explicit_secrets: Vec<String>,
-    pub origin: Origin,
+    pub origin: EnvironmentOrigin,
+}
+
+/// Where the environment allowlist came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EnvironmentOrigin {
+    /// The built-in default list.
+    Default,
+    /// The host configuration's list.
+    Host,
 }
 
 /// A run without a sandbox, by explicit request. Present only for `workspace` decisions.
@@ -279,9 +399,6 @@ pub struct Report {
     /// One entry per candidate, in preference order; empty when the policy never resolved.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub trace: Vec<CandidateTrace>,
-    /// Decisions on a host that configured an environment allowlist.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub environment: Option<EnvironmentPolicy>,
     /// `workspace` decisions: unsandboxed by request.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_mode: Option<ExecutionModeReport>,

@@ -8,42 +8,137 @@
 
 use std::collections::BTreeSet;
 
-use crate::model::{BackendProbe, Capability, HostFacts};
-use crate::output::{ConfinementPlan, EffectivePolicy};
+use crate::budgets;
+use crate::environment::{self, Entry};
+use crate::model::{BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts};
+use crate::output::{
+    ConfinementPlan, EffectivePolicy, EnvironmentOrigin, EnvironmentPolicy, PlanNetwork,
+    ProtectedPath,
+};
 
 /// The plan for `probe`'s backend under `policy`.
 pub(crate) fn plan(
     policy: &EffectivePolicy,
-    host: &HostFacts,
+    input: &DecisionInput,
     probe: &BackendProbe,
 ) -> ConfinementPlan {
     let has = |capability: Capability| probe.capabilities.contains(&capability);
-    let mut seen = BTreeSet::new();
-    let writable_roots = std::iter::once(&host.workspace_dir)
-        .chain(&host.writable_roots)
-        .filter(|root| seen.insert(root.as_str()))
-        .cloned()
-        .collect();
+    let network = network(policy);
+    // The egress bridge is one process of Palisade's own inside the tree.
+    let helper_processes = u32::from(matches!(network, PlanNetwork::Filtered { .. }));
     ConfinementPlan {
         backend: probe.backend,
-        network_mode: policy.network_mode,
-        workspace_dir: host.workspace_dir.clone(),
-        writable_roots,
+        execution_mode: ExecutionMode::Sandbox,
+        network,
+        workspace_dir: input.host.workspace_dir.clone(),
+        writable_roots: writable_roots(&input.host),
         read_only_root: has(Capability::FilesystemWriteContainment),
         denied_read_paths: if has(Capability::FilesystemReadContainment) {
             policy.denied_read_paths.clone()
         } else {
             Vec::new()
         },
-        protected_paths: if has(Capability::ProtectedPathReadOnlyMask) {
-            policy.protected_paths.clone()
-        } else {
-            Vec::new()
-        },
+        protected_paths: protected_paths(policy, has(Capability::ProtectedPathReadOnlyMask)),
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
-        budgets: policy.budgets.clone(),
-        domain_allowlist: policy.filtered_egress().map(<[String]>::to_vec),
+        budgets: budgets::effective(
+            &policy.budgets,
+            input.budget_flags.as_ref(),
+            input.host.budget_ceilings.as_ref(),
+            helper_processes,
+        ),
+        environment: environment_policy(&input.host),
+    }
+}
+
+/// The plan for an explicit `workspace` request: nothing is confined (outbound network, no
+/// masks, no filter, every protected path unenforced); the launcher still supervises it with the
+/// budgets, tree cleanup and the environment allowlist, the way it runs `direct-dedicated`.
+pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) -> ConfinementPlan {
+    ConfinementPlan {
+        backend: crate::model::Backend::DirectDedicated,
+        execution_mode: ExecutionMode::Workspace,
+        network: PlanNetwork::AllowOutbound,
+        workspace_dir: input.host.workspace_dir.clone(),
+        writable_roots: writable_roots(&input.host),
+        read_only_root: false,
+        denied_read_paths: Vec::new(),
+        protected_paths: protected_paths(policy, false),
+        syscall_filter: false,
+        process_tree_cleanup: true,
+        budgets: budgets::effective(
+            &policy.budgets,
+            input.budget_flags.as_ref(),
+            input.host.budget_ceilings.as_ref(),
+            0,
+        ),
+        environment: environment_policy(&input.host),
+    }
+}
+
+/// The network as the launcher applies it: filtered egress is its own variant (the sandbox
+/// keeps its own loopback and reaches out only through the proxy), whatever mode it came with.
+fn network(policy: &EffectivePolicy) -> PlanNetwork {
+    if let Some(list) = policy.filtered_egress() {
+        return PlanNetwork::Filtered {
+            allowlist: list.to_vec(),
+        };
+    }
+    match policy.network_mode {
+        crate::model::NetworkMode::None => PlanNetwork::None,
+        crate::model::NetworkMode::LoopbackOnly => PlanNetwork::LoopbackOnly,
+        crate::model::NetworkMode::AllowOutbound => PlanNetwork::AllowOutbound,
+    }
+}
+
+/// The workspace first, then the host's writable roots, deduplicated, in host order.
+fn writable_roots(host: &HostFacts) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    std::iter::once(&host.workspace_dir)
+        .chain(&host.writable_roots)
+        .filter(|root| seen.insert(root.as_str()))
+        .cloned()
+        .collect()
+}
+
+fn protected_paths(policy: &EffectivePolicy, enforced: bool) -> Vec<ProtectedPath> {
+    policy
+        .protected_paths
+        .iter()
+        .map(|path| ProtectedPath {
+            path: path.clone(),
+            enforced,
+        })
+        .collect()
+}
+
+/// The host's environment allowlist with its secret-looking exact entries, or the built-in
+/// default list.
+fn environment_policy(host: &HostFacts) -> EnvironmentPolicy {
+    let (allowlist, origin) = match &host.environment_allowlist {
+        Some(list) => (list.clone(), EnvironmentOrigin::Host),
+        None => (
+            environment::DEFAULT_ALLOWLIST
+                .iter()
+                .map(|entry| (*entry).to_owned())
+                .collect(),
+            EnvironmentOrigin::Default,
+        ),
+    };
+    let mut explicit_secrets: Vec<String> =
+        environment::parse_all(allowlist.iter().map(String::as_str))
+            .into_iter()
+            .filter_map(|entry| match entry {
+                Entry::Exact(name) if environment::is_secret_looking(&name) => Some(name),
+                _ => None,
+            })
+            .collect();
+    explicit_secrets.sort();
+    explicit_secrets.dedup();
+    EnvironmentPolicy {
+        allowlist,
+        explicit_secrets,
+        origin,
     }
 }
 
@@ -62,6 +157,18 @@ mod tests {
     use crate::model::{Backend, NetworkMode, SessionKind};
     use crate::output::{Origin, PolicySource};
 
+    fn input() -> DecisionInput {
+        DecisionInput {
+            document: None,
+            document_name: String::new(),
+            host: host(),
+            probes: vec![],
+            narrow_allowed_domains: None,
+            execution_mode: None,
+            budget_flags: None,
+        }
+    }
+
     fn host() -> HostFacts {
         HostFacts {
             os: "linux".into(),
@@ -75,6 +182,7 @@ mod tests {
             default_backend_order: vec![Backend::LinuxBwrap],
             environment_allowlist: None,
             allow_workspace_mode: None,
+            budget_ceilings: None,
         }
     }
 
@@ -115,23 +223,57 @@ mod tests {
     fn full_backend_gets_every_mask() {
         let plan = plan(
             &policy(),
-            &host(),
+            &input(),
             &probe(Backend::LinuxBwrap, &Capability::ALL),
         );
         assert_eq!(plan.writable_roots, ["/w", "/tmp/a", "/out"]);
         assert!(plan.read_only_root && plan.syscall_filter && plan.process_tree_cleanup);
         assert_eq!(plan.denied_read_paths, ["/root/.ssh"]);
-        assert_eq!(plan.protected_paths, ["/w/.github"]);
-        assert_eq!(plan.network_mode, NetworkMode::LoopbackOnly);
+        assert_eq!(
+            plan.protected_paths,
+            [ProtectedPath {
+                path: "/w/.github".into(),
+                enforced: true
+            }]
+        );
+        assert_eq!(plan.network, PlanNetwork::LoopbackOnly);
+        assert_eq!(plan.budgets.helper_processes, 0);
+        assert_eq!(plan.environment.origin, EnvironmentOrigin::Default);
     }
 
     #[test]
-    fn direct_dedicated_gets_no_masks() {
+    fn direct_dedicated_gets_no_masks_and_says_which_paths_it_leaves() {
         let probe = probe(Backend::DirectDedicated, &[Capability::ProcessTreeCleanup]);
-        let plan = plan(&policy(), &host(), &probe);
+        let plan = plan(&policy(), &input(), &probe);
         assert!(!plan.read_only_root && !plan.syscall_filter);
         assert!(plan.process_tree_cleanup);
-        assert!(plan.denied_read_paths.is_empty() && plan.protected_paths.is_empty());
+        assert!(plan.denied_read_paths.is_empty());
+        assert_eq!(
+            plan.protected_paths,
+            [ProtectedPath {
+                path: "/w/.github".into(),
+                enforced: false
+            }]
+        );
+    }
+
+    #[test]
+    fn filtered_egress_is_its_own_network_with_a_helper_process() {
+        let mut policy = policy();
+        policy.network_mode = NetworkMode::AllowOutbound;
+        policy.allowed_domains = Some(vec!["example.com".into()]);
+        let plan = plan(
+            &policy,
+            &input(),
+            &probe(Backend::LinuxBwrap, &Capability::ALL),
+        );
+        assert_eq!(
+            plan.network,
+            PlanNetwork::Filtered {
+                allowlist: vec!["example.com".into()]
+            }
+        );
+        assert_eq!(plan.budgets.helper_processes, 1);
     }
 
     #[test]

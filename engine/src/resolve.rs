@@ -255,10 +255,12 @@ mod tests {
                 default_backend_order: vec![Backend::LinuxLandlock, Backend::Docker],
                 environment_allowlist: None,
                 allow_workspace_mode: None,
+                budget_ceilings: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
             execution_mode: None,
+            budget_flags: None,
         }
     }
 

@@ -12,13 +12,13 @@ mod common;
 use common::{HEAD, code, error_paths, host, input, probe, report, taskpack};
 use palisade_engine::output::{SCHEMA_VERSION, canonical_json, sha256_hex};
 use palisade_engine::{
-    Backend, Capability, NetworkMode, RefusalCode, SessionKind, Verdict, decide, decide_json,
+    Backend, Capability, RefusalCode, SessionKind, Verdict, decide, decide_json,
 };
 use serde_json::{Value, json};
 
 fn backend_of(outcome: &palisade_engine::Outcome) -> Option<Backend> {
-    match outcome.verdict {
-        Verdict::Decision { backend, .. } => Some(backend),
+    match &outcome.verdict {
+        Verdict::Decision(plan) => Some(plan.backend),
         Verdict::Refusal { .. } => None,
     }
 }
@@ -86,7 +86,7 @@ fn loopback_only_skips_a_backend_that_cannot_enforce_it() {
         r["trace"][0]["reason"],
         "cannot enforce networkMode `loopback-only`"
     );
-    assert_eq!(r["plan"]["networkMode"], "loopback-only");
+    assert_eq!(r["plan"]["network"], json!({"mode": "loopback-only"}));
 }
 
 #[test]
@@ -159,19 +159,16 @@ fn actions_default_selects_direct_dedicated_without_opt_in() {
     let mut i = input(Some(&format!("{HEAD}spec:\n  steps: []\n")));
     i.host.github_actions = true;
     let outcome = decide(&i);
-    assert_eq!(
-        outcome.verdict,
-        Verdict::Decision {
-            backend: Backend::DirectDedicated,
-            network_mode: NetworkMode::AllowOutbound,
-            domain_allowlist: None,
-        }
-    );
+    assert_eq!(backend_of(&outcome), Some(Backend::DirectDedicated));
     let r = report(&outcome);
+    assert_eq!(r["plan"]["network"], json!({"mode": "allow-outbound"}));
     assert_eq!(r["policy"]["source"], "github-actions-default");
     assert_eq!(r["policy"]["allowDedicatedDirectOverride"], true);
     assert_eq!(r["policy"]["ignoredSpecSections"], json!(["steps"]));
-    assert_eq!(r["plan"]["protectedPaths"], json!([]));
+    // The built-in protected paths are listed, each marked unenforced.
+    let protected = r["plan"]["protectedPaths"].as_array().unwrap();
+    assert_eq!(protected.len(), 4);
+    assert!(protected.iter().all(|p| p["enforced"] == false));
     assert_eq!(r["plan"]["readOnlyRoot"], false);
     assert_eq!(r["plan"]["processTreeCleanup"], true);
 }
@@ -230,7 +227,10 @@ fn direct_dedicated_with_host_opt_in_stays_selectable_despite_builtin_masks() {
     i.host.allow_direct_dedicated = true;
     let r = report(&decide(&i));
     assert_eq!(r["backend"], "direct-dedicated");
-    assert_eq!(r["plan"]["protectedPaths"], json!([]));
+    // Listed so that the launcher can say so, none enforced.
+    let protected = r["plan"]["protectedPaths"].as_array().unwrap();
+    assert_eq!(protected.len(), 4);
+    assert!(protected.iter().all(|p| p["enforced"] == false));
     assert_eq!(r["policy"]["protectedPaths"].as_array().unwrap().len(), 4);
 }
 
@@ -272,7 +272,10 @@ fn plan_uses_the_chosen_backend_capabilities() {
     );
     assert_eq!(plan["readOnlyRoot"], true);
     assert_eq!(plan["syscallFilter"], false);
-    assert_eq!(plan["protectedPaths"][0], "/home/dev/proj/.github");
+    assert_eq!(
+        plan["protectedPaths"][0],
+        json!({"path": "/home/dev/proj/.github", "enforced": true})
+    );
     assert_eq!(
         r["limitations"],
         json!(["loopback-only needs a network namespace"])
@@ -400,18 +403,24 @@ fn verdict_mirrors_the_report() {
     ];
     for outcome in &outcomes {
         let r = report(outcome);
+        // The typed verdict is the JSON's own value, field for field.
         match &outcome.verdict {
-            Verdict::Decision {
-                backend,
-                network_mode,
-                ..
-            } => {
-                assert_eq!(r["backend"], backend.as_str());
-                assert_eq!(r["plan"]["networkMode"], network_mode.as_str());
+            Verdict::Decision(plan) => {
+                assert_eq!(r["backend"], plan.backend.as_str());
+                assert_eq!(r["plan"], serde_json::to_value(plan.as_ref()).unwrap());
             }
-            Verdict::Refusal { code, message } => {
+            Verdict::Refusal {
+                code,
+                message,
+                errors,
+                trace,
+            } => {
                 assert_eq!(r["code"], code.as_str());
                 assert_eq!(r["message"], message.as_str());
+                let listed = r.get("errors").cloned().unwrap_or(json!([]));
+                assert_eq!(listed, serde_json::to_value(errors).unwrap());
+                let traced = r.get("trace").cloned().unwrap_or(json!([]));
+                assert_eq!(traced, serde_json::to_value(trace).unwrap());
             }
         }
     }

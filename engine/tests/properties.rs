@@ -151,6 +151,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                 probes,
                 narrow_allowed_domains: None,
                 execution_mode: None,
+                budget_flags: None,
             };
             (document, input)
         })
@@ -316,7 +317,10 @@ proptest! {
             Some(backend) => {
                 prop_assert_eq!(code, "decision");
                 prop_assert_eq!(r["backend"].as_str(), Some(backend.as_str()));
-                prop_assert_eq!(r["plan"]["networkMode"].as_str(), Some(expected.mode.as_str()));
+                prop_assert_eq!(r["policy"]["networkMode"].as_str(), Some(expected.mode.as_str()));
+                // The network as applied is the policy's mode, or filtered egress.
+                let applied = r["plan"]["network"]["mode"].as_str();
+                prop_assert!(applied == Some(expected.mode.as_str()) || applied == Some("filtered"), "{applied:?}");
             }
             None if any_usable => prop_assert_eq!(code, "SANDBOX_CAPABILITY_INSUFFICIENT"),
             None => prop_assert_eq!(code, "SANDBOX_BACKEND_UNAVAILABLE"),
@@ -347,7 +351,7 @@ proptest! {
             if backend == Backend::DirectDedicated {
                 prop_assert!(input.host.allow_direct_dedicated || r["policy"]["allowDedicatedDirectOverride"] == true);
             }
-            let mode = NetworkMode::from_name(r["plan"]["networkMode"].as_str().unwrap()).unwrap();
+            let mode = NetworkMode::from_name(r["policy"]["networkMode"].as_str().unwrap()).unwrap();
             prop_assert!(probe.network_modes.contains(&mode));
             for requirement in r["policy"]["requirements"].as_array().unwrap() {
                 let capability = Capability::from_name(requirement["capability"].as_str().unwrap()).unwrap();

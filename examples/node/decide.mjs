@@ -84,7 +84,7 @@ const typed = {
 let outcome;
 try {
   outcome = decision.decide(typed);
-  console.log(`decision: ${outcome.backend}, network ${outcome.networkMode}`);
+  console.log(`decision: ${outcome.plan.backend}, network ${outcome.plan.network.tag}`);
 } catch (error) {
   if (error?.payload === undefined) throw error;
   outcome = error.payload;

@@ -15,7 +15,7 @@ import sys
 from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record
 
-INTERFACE = "palisade:engine/decision@0.1.0"
+INTERFACE = "palisade:engine/decision@0.2.0"
 
 # The policy: a Loopwright Taskpack whose `spec.sandbox` block Palisade reads.
 TASKPACK = """\
@@ -125,7 +125,7 @@ def main():
     result = decide(store, to_wit(INPUT))  # result<decision, refusal>
     outcome = result.payload
     if result.tag == "ok":
-        print(f"decision: {outcome.backend}, network {getattr(outcome, 'network-mode')}")
+        print(f"decision: {outcome.plan.backend}, network {outcome.plan.network.tag}")
     else:
         print(f"refusal: {outcome.code}: {outcome.message}")
     print(json.dumps(json.loads(getattr(outcome, "canonical-json")), indent=2))

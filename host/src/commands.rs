@@ -18,10 +18,19 @@ use palisade::replay::{self, EngineChoice, Engines, ReplayStatus};
 use palisade::report::{ErrorCode, Failure};
 use palisade::runtime::{self, EngineRuntime, LoadOptions};
 use palisade::store::ComponentStore;
-use palisade_engine::{DecisionInput, ExecutionMode, Outcome, RecordedFacts, SessionKind, Verdict};
+use palisade::translate;
+use palisade_engine::model::BudgetLimits;
+use palisade_engine::output::{
+    BudgetKind, BudgetOrigin, ConfinementPlan, EnvironmentOrigin, PlanNetwork,
+};
+use palisade_engine::{
+    Backend, DecisionInput, ExecutionMode, Outcome, RecordedFacts, SessionKind, Verdict,
+};
 use serde_json::Value;
 
-use crate::{ComponentArgs, DecideArgs, DoctorArgs, ExecArgs, HostArgs, ReplayArgs, RunArgs};
+use crate::{
+    BudgetArgs, ComponentArgs, DecideArgs, DoctorArgs, ExecArgs, HostArgs, ReplayArgs, RunArgs,
+};
 
 type CommandResult = Result<Exit, Failure>;
 
@@ -382,6 +391,12 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
                 "`--execution-mode` does not apply to `--input`, which carries its own `executionMode`",
             ));
         }
+        if budget_flags(&args.budgets)?.is_some() {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "budget flags do not apply to `--input`, which carries its own `budgetFlags`",
+            ));
+        }
         return Ok(GatheredInput {
             input,
             probe_source: "input-file",
@@ -408,6 +423,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
                 probes: recorded.probes,
                 narrow_allowed_domains: narrowing(&args.allow_domains),
                 execution_mode: execmode::input_field(execution(&args.exec).0),
+                budget_flags: budget_flags(&args.budgets)?,
             },
             probe_source: "facts-file",
             host_config: None,
@@ -428,6 +444,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
             probes: probes.probes,
             narrow_allowed_domains: narrowing(&args.allow_domains),
             execution_mode: execmode::input_field(execution(&args.exec).0),
+            budget_flags: budget_flags(&args.budgets)?,
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
         host_config: Some(config),
@@ -489,8 +506,8 @@ pub fn decide(args: &DecideArgs) -> CommandResult {
         let mut text = outcome.canonical_json.clone();
         text.push('\n');
         write_stdout(text.as_bytes())?;
-    } else if matches!(outcome.verdict, Verdict::Decision { .. }) {
-        write_stdout(summarize(&outcome).as_bytes())?;
+    } else if let Verdict::Decision(plan) = &outcome.verdict {
+        write_stdout(summarize(&outcome, plan).as_bytes())?;
     }
     match refusal_failure(&outcome) {
         None => Ok(Exit::Success),
@@ -530,30 +547,27 @@ fn decide_recorded(
 
 /// The failure to report for a refusal, or `None` for a decision.
 fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
-    let Verdict::Refusal { code, message } = &outcome.verdict else {
+    let Verdict::Refusal {
+        code,
+        message,
+        errors,
+        trace,
+    } = &outcome.verdict
+    else {
         return None;
     };
     let code = ErrorCode::from_refusal(*code);
     let mut failure = Failure::new(code, message.clone());
-    let report: Value = serde_json::from_str(&outcome.canonical_json).unwrap_or(Value::Null);
-    if let Some(errors) = report.get("errors").and_then(Value::as_array) {
-        for error in errors {
-            failure = failure.detail(format!(
-                "{}: {}",
-                str_field(error, "path"),
-                str_field(error, "message")
-            ));
-        }
+    for error in errors {
+        failure = failure.detail(format!("{}: {}", error.path, error.message));
     }
-    if let Some(trace) = report.get("trace").and_then(Value::as_array) {
-        for candidate in trace {
-            failure = failure.detail(format!(
-                "{}: {} ({})",
-                str_field(candidate, "backend"),
-                str_field(candidate, "verdict"),
-                str_field(candidate, "reason")
-            ));
-        }
+    for candidate in trace {
+        failure = failure.detail(format!(
+            "{}: {} ({})",
+            candidate.backend.as_str(),
+            candidate.verdict.as_str(),
+            candidate.reason
+        ));
     }
     failure = match code {
         ErrorCode::SandboxPolicyInvalid => {
@@ -578,8 +592,9 @@ fn str_field<'v>(value: &'v Value, key: &str) -> &'v str {
     value.get(key).and_then(Value::as_str).unwrap_or("?")
 }
 
-/// A human summary of a decision, from its canonical JSON.
-fn summarize(outcome: &Outcome) -> String {
+/// A human summary of a decision: the plan as the launcher applies it, and from the canonical
+/// JSON the policy's source, requirements and the negotiation trace.
+fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
     let report: Value = serde_json::from_str(&outcome.canonical_json).unwrap_or(Value::Null);
     let text = |pointer: &str| {
         report
@@ -588,18 +603,7 @@ fn summarize(outcome: &Outcome) -> String {
             .unwrap_or("-")
             .to_owned()
     };
-    let list = |pointer: &str| -> String {
-        let items: Vec<String> = report
-            .pointer(pointer)
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+    let list = |items: &[String]| {
         if items.is_empty() {
             "-".to_owned()
         } else {
@@ -607,19 +611,18 @@ fn summarize(outcome: &Outcome) -> String {
         }
     };
     let mut out = String::new();
-    if report.pointer("/executionMode").is_some() {
-        out.push_str(&format!(
-            "mode      {}: UNSANDBOXED by request (no isolation; supervised only)\n",
-            text("/executionMode/mode")
-        ));
+    if plan.execution_mode == ExecutionMode::Workspace {
+        out.push_str(
+            "mode      workspace: UNSANDBOXED by request (no isolation; supervised only)\n",
+        );
     }
-    out.push_str(&format!("backend   {}\n", text("/backend")));
-    out.push_str(&format!("network   {}\n", text("/plan/networkMode")));
-    if report.pointer("/plan/domainAllowlist").is_some() {
-        out.push_str(&format!(
-            "egress    only via the filtering proxy to: {}\n",
-            list("/plan/domainAllowlist")
-        ));
+    out.push_str(&format!("backend   {}\n", plan.backend.as_str()));
+    match &plan.network {
+        PlanNetwork::Filtered { allowlist } => out.push_str(&format!(
+            "network   filtered: own loopback, egress only via the filtering proxy to: {}\n",
+            list(allowlist)
+        )),
+        other => out.push_str(&format!("network   {}\n", other.as_str())),
     }
     out.push_str(&format!(
         "policy    {} ({})\n",
@@ -639,24 +642,41 @@ fn summarize(outcome: &Outcome) -> String {
             ));
         }
     }
-    out.push_str(&format!("writable  {}\n", list("/plan/writableRoots")));
-    out.push_str(&format!("denied    {}\n", list("/plan/deniedReadPaths")));
-    out.push_str(&format!("protected {}\n", list("/plan/protectedPaths")));
-    if report.pointer("/environment").is_some() {
+    out.push_str(&format!("writable  {}\n", list(&plan.writable_roots)));
+    out.push_str(&format!("denied    {}\n", list(&plan.denied_read_paths)));
+    let protected: Vec<String> = plan
+        .protected_paths
+        .iter()
+        .map(|p| {
+            if p.enforced {
+                p.path.clone()
+            } else {
+                format!("{} (NOT enforced)", p.path)
+            }
+        })
+        .collect();
+    out.push_str(&format!("protected {}\n", list(&protected)));
+    out.push_str(&format!("budgets   {}\n", budget_summary(plan)));
+    for line in translate::notices(plan)
+        .iter()
+        .filter(|line| line.contains("clamped"))
+    {
+        out.push_str(&format!("          {line}\n"));
+    }
+    let environment = &plan.environment;
+    out.push_str(&format!(
+        "env       {} allowlist: {}\n",
+        match environment.origin {
+            EnvironmentOrigin::Default => "default",
+            EnvironmentOrigin::Host => "host",
+        },
+        list(&environment.allowlist)
+    ));
+    if !environment.explicit_secrets.is_empty() {
         out.push_str(&format!(
-            "env       host allowlist: {}\n",
-            list("/environment/allowlist")
+            "          secret-looking, passed because named: {}\n",
+            list(&environment.explicit_secrets)
         ));
-        if report
-            .pointer("/environment/explicitSecrets")
-            .and_then(Value::as_array)
-            .is_some_and(|s| !s.is_empty())
-        {
-            out.push_str(&format!(
-                "          secret-looking, passed because named: {}\n",
-                list("/environment/explicitSecrets")
-            ));
-        }
     }
     if let Some(trace) = report.get("trace").and_then(Value::as_array) {
         for (index, candidate) in trace.iter().enumerate() {
@@ -673,6 +693,34 @@ fn summarize(outcome: &Outcome) -> String {
     out
 }
 
+/// `timeout 10m [policy], memory 512 MiB [host-ceiling]`, or `none`.
+fn budget_summary(plan: &ConfinementPlan) -> String {
+    let b = &plan.budgets;
+    let parts: Vec<String> = [
+        ("timeout", BudgetKind::Timeout, b.timeout_millis),
+        ("memory", BudgetKind::Memory, b.memory_bytes),
+        ("processes", BudgetKind::MaxProcesses, b.max_processes),
+        ("cpu", BudgetKind::Cpu, b.cpu_seconds),
+    ]
+    .into_iter()
+    .filter_map(|(name, kind, limit)| {
+        limit.map(|limit| {
+            let origin = match limit.origin {
+                BudgetOrigin::Policy => "policy",
+                BudgetOrigin::Flag => "flag",
+                BudgetOrigin::HostCeiling => "host ceiling",
+            };
+            format!("{name} {} [{origin}]", translate::show(kind, limit.value))
+        })
+    })
+    .collect();
+    if parts.is_empty() {
+        "none".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // run
 
@@ -682,8 +730,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let scrubbed = envpolicy::scrub_own_environ();
     let (config, mut fact_opts) = host_setup(&args.host)?;
     let (mode, requester) = execution(&args.exec);
-    let ceilings = config.ceilings();
-    let flags = hostconfig::apply_ceilings(run_flags(args)?, &ceilings);
+    let budget_flags = budget_flags(&args.budgets)?;
     let overrides = args
         .proxy_resolve
         .iter()
@@ -710,6 +757,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         probes: probes.probes,
         narrow_allowed_domains: narrowing(&args.allow_domains),
         execution_mode: execmode::input_field(mode),
+        budget_flags,
     };
     let probe_source = if probes.from_cache { "cache" } else { "fresh" };
 
@@ -719,22 +767,28 @@ pub fn run(args: &RunArgs) -> CommandResult {
     context.host_config = Some(config.record());
     context.requested_by = requester.clone();
     let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
-    if let Some(failure) = refusal_failure(&outcome) {
-        return Err(failure);
-    }
+    let plan = match &outcome.verdict {
+        Verdict::Decision(plan) => plan,
+        Verdict::Refusal { .. } => {
+            return Err(refusal_failure(&outcome).unwrap_or_else(|| {
+                Failure::new(ErrorCode::Internal, "the engine refused without a reason")
+            }));
+        }
+    };
 
     let internal = |e: launch::LaunchError| Failure::new(ErrorCode::Internal, e.to_string());
     // The image is checked against its pin right before the launch, and before the proxy
     // starts: a docker run's proxy admits that container.
-    let docker = match launch::mechanism(&outcome.canonical_json).map_err(internal)? {
-        palisade_shims::plan::Mechanism::Docker => {
-            Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?)
-        }
-        _ => None,
+    let docker = match plan.backend {
+        Backend::Docker => Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?),
+        Backend::LinuxBwrap
+        | Backend::LinuxLandlock
+        | Backend::MacosSeatbelt
+        | Backend::DirectDedicated => None,
     };
     // Filtered egress: the proxy listens before the sandbox exists.
-    let egress = match launch::domain_allowlist(&outcome.canonical_json).map_err(internal)? {
-        Some(list) => {
+    let egress = match &plan.network {
+        PlanNetwork::Filtered { allowlist } => {
             let site = match &docker {
                 None => egress::RunSite::Sandbox,
                 Some((spec, bridge)) => egress::RunSite::Container {
@@ -743,84 +797,69 @@ pub fn run(args: &RunArgs) -> CommandResult {
                     bridge: verified_bridge(bridge.as_deref())?,
                 },
             };
-            Some(egress::EgressSession::start(&run_id, &list, &overrides, site).map_err(internal)?)
+            Some(
+                egress::EgressSession::start(&run_id, allowlist, &overrides, site)
+                    .map_err(internal)?,
+            )
         }
-        None if !overrides.is_empty() => {
-            return Err(Failure::new(
-                ErrorCode::InputInvalid,
-                "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
-            ));
+        PlanNetwork::None | PlanNetwork::LoopbackOnly | PlanNetwork::AllowOutbound => {
+            if !overrides.is_empty() {
+                return Err(Failure::new(
+                    ErrorCode::InputInvalid,
+                    "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
+                ));
+            }
+            None
         }
-        None => None,
     };
-    let (allowlist, allowlist_source) = envpolicy::decided_allowlist(&outcome.canonical_json);
-    let mut command_env = envpolicy::command_env(
-        std::env::vars_os(),
-        &allowlist,
-        allowlist_source,
-        &input.host.home_dir,
-        temp.path(),
-    );
-    let plan = launch::plan_from_decision(
-        &outcome.canonical_json,
-        args.command.clone(),
-        command_env.env.clone(),
-        temp.path().to_path_buf(),
-        &flags,
-        egress
-            .as_ref()
-            .map(egress::EgressSession::plan)
-            .transpose()
-            .map_err(internal)?,
+    let (launch_plan, mut environment) = translate::launch_plan(
+        plan,
+        translate::HostSide {
+            command: args.command.clone(),
+            vars: std::env::vars_os(),
+            home: input.host.home_dir.clone(),
+            run_temp_dir: temp.path().to_path_buf(),
+            egress: egress
+                .as_ref()
+                .map(egress::EgressSession::plan)
+                .transpose()
+                .map_err(internal)?,
+        },
     )
     .map_err(internal)?;
-    command_env.account_final(&plan.env);
-    command_env.record.supervisor_environ =
+    environment.supervisor_environ =
         envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
-    if mode == ExecutionMode::Workspace {
+    // Tell the user what the decision clamped or leaves unenforced, before the command starts.
+    for line in translate::notices(plan) {
+        eprintln!("palisade: {line}");
+    }
+    if plan.execution_mode == ExecutionMode::Workspace {
         eprintln!(
             "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
         );
     }
     let mut result = launch::execute(
-        &plan,
+        &launch_plan,
         &launch::ExecuteOptions {
             bwrap: probe::locate_bwrap(&probe_opts),
             docker: docker.map(|(spec, _)| spec),
         },
     );
-    if let Some(session) = egress {
-        let account = session.finish();
-        let record = match &mut result {
-            Ok(launched) => Some(&mut launched.record),
-            Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
-            Err(_) => None,
-        };
-        if let Some(Value::Object(map)) = record {
-            map.insert("egress".to_owned(), account);
-        }
-    }
-    // Host-side facts of the run: the environment's names, the ceilings, who asked.
+    // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
         Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
         Err(_) => None,
     };
+    let egress_account = egress.map(egress::EgressSession::finish);
     if let Some(Value::Object(map)) = record {
+        if let Some(account) = egress_account {
+            map.insert("egress".to_owned(), account);
+        }
         map.insert(
             "environment".to_owned(),
-            serde_json::to_value(&command_env.record).unwrap_or_default(),
+            serde_json::to_value(&environment).unwrap_or_default(),
         );
-        if ceilings != hostconfig::Ceilings::default() {
-            let clamped = hostconfig::CeilingRecord {
-                clamped: hostconfig::clamped_fields(&outcome.canonical_json, &ceilings),
-                ceilings: ceilings.clone(),
-            };
-            map.insert(
-                "budgetCeilings".to_owned(),
-                serde_json::to_value(clamped).unwrap_or_default(),
-            );
-        }
         if let Some(requester) = &requester {
             map.insert(
                 "executionMode".to_owned(),
@@ -862,40 +901,28 @@ pub fn run(args: &RunArgs) -> CommandResult {
     }
 }
 
-fn run_flags(args: &RunArgs) -> Result<launch::FlagBudgets, Failure> {
+/// The budget flags as the engine's input, in its units (`None` when no flag was given).
+/// Only the spelling is checked here; bounds are the engine's (`budgetFlags.*`).
+fn budget_flags(args: &BudgetArgs) -> Result<Option<BudgetLimits>, Failure> {
     let usage = |e: launch::LaunchError| Failure::new(ErrorCode::InputInvalid, e.to_string());
-    Ok(launch::FlagBudgets {
-        timeout: args
+    let limits = BudgetLimits {
+        timeout_millis: args
             .timeout
             .as_deref()
             .map(launch::parse_duration)
             .transpose()
-            .map_err(usage)?,
+            .map_err(usage)?
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         memory_bytes: args
             .memory
             .as_deref()
             .map(launch::parse_size)
             .transpose()
             .map_err(usage)?,
-        max_processes: match args.max_procs {
-            Some(0) => {
-                return Err(Failure::new(
-                    ErrorCode::InputInvalid,
-                    "`--max-procs 0` would allow nothing to run",
-                ));
-            }
-            other => other,
-        },
-        cpu_seconds: match args.cpu_seconds {
-            Some(0) => {
-                return Err(Failure::new(
-                    ErrorCode::InputInvalid,
-                    "`--cpu-seconds 0` would allow nothing to run",
-                ));
-            }
-            other => other,
-        },
-    })
+        max_processes: args.max_procs,
+        cpu_seconds: args.cpu_seconds,
+    };
+    Ok((limits != BudgetLimits::default()).then_some(limits))
 }
 
 // ---------------------------------------------------------------------------------------------

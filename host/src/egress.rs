@@ -74,6 +74,43 @@ pub fn bridge_main(_port: u16, _socket: &std::path::Path, _command: &[OsString])
 /// cannot collide with anything on the host).
 pub const BRIDGE_PORT: u16 = 3128;
 
+/// Where the proxy's socket and the bridge program appear inside the sandbox: on its private
+/// `/run` tmpfs, so nothing of the host's is covered.
+pub const SANDBOX_SOCKET: &str = "/run/palisade-egress/proxy.sock";
+/// See [`SANDBOX_SOCKET`].
+pub const SANDBOX_BRIDGE: &str = "/run/palisade-egress/palisade";
+
+/// The shims' view of filtered egress: `socket` (the proxy's, on the host) and `bridge` (the
+/// program, on the host) bound read-only at [`SANDBOX_SOCKET`] and [`SANDBOX_BRIDGE`], and the
+/// bridge's argv, which the command's argv follows.
+#[cfg(target_os = "linux")]
+pub fn egress_proxy(socket: PathBuf, bridge: PathBuf) -> palisade_shims::plan::EgressProxy {
+    use palisade_shims::plan::{EgressProxy, ReadOnlyBind};
+    EgressProxy {
+        binds: vec![
+            ReadOnlyBind {
+                source: socket,
+                target: PathBuf::from(SANDBOX_SOCKET),
+            },
+            ReadOnlyBind {
+                source: bridge,
+                target: PathBuf::from(SANDBOX_BRIDGE),
+            },
+        ],
+        bridge_argv: [
+            SANDBOX_BRIDGE,
+            palisade_proxy::bridge::SUBCOMMAND,
+            "--port",
+            &BRIDGE_PORT.to_string(),
+            "--socket",
+            SANDBOX_SOCKET,
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec(),
+    }
+}
+
 /// The proxy variables the command gets: every common spelling, pointing at the bridge, with
 /// the sandbox's own loopback excluded (`NO_PROXY`), so local test servers keep working.
 pub fn proxy_env(port: u16) -> Vec<(OsString, OsString)> {
@@ -214,8 +251,9 @@ mod linux {
             })
         }
 
-        /// The shim's side of the session: the socket, and the bridge program (this binary, or
-        /// the static bridge for a container).
+        /// The shim's side of the session: the socket and the bridge program (this binary, or
+        /// the static bridge for a container) bound into the sandbox's private `/run`, and the
+        /// bridge's argv there.
         pub fn plan(&self) -> Result<EgressProxy, LaunchError> {
             let bridge_program = match &self.site {
                 RunSite::Sandbox => std::env::current_exe().map_err(|e| {
@@ -223,11 +261,7 @@ mod linux {
                 })?,
                 RunSite::Container { bridge, .. } => bridge.clone(),
             };
-            Ok(EgressProxy {
-                socket: self.socket.clone(),
-                bridge_program,
-                bridge_port: BRIDGE_PORT,
-            })
+            Ok(super::egress_proxy(self.socket.clone(), bridge_program))
         }
 
         /// Stops the proxy and returns its account of every connection, for the audit outcome.

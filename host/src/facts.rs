@@ -20,6 +20,8 @@ pub struct FactOptions {
     pub environment_allowlist: Option<Vec<String>>,
     /// From the host configuration; `None`: not configured (permitted).
     pub allow_workspace_mode: Option<bool>,
+    /// From the host configuration; `None`: no ceilings.
+    pub budget_ceilings: Option<palisade_engine::model::BudgetLimits>,
 }
 
 /// Why host facts could not be measured.
@@ -84,6 +86,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
             .unwrap_or_else(default_backend_order),
         environment_allowlist: options.environment_allowlist.clone(),
         allow_workspace_mode: options.allow_workspace_mode,
+        budget_ceilings: options.budget_ceilings.clone(),
     })
 }
 

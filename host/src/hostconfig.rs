@@ -358,6 +358,18 @@ impl HostConfig {
         }
     }
 
+    /// The ceilings for the engine's host facts, in the contract's units: `None` when no file
+    /// sets any, so decisions on unconfigured hosts keep the bytes they always had.
+    pub fn budget_ceilings(&self) -> Option<palisade_engine::model::BudgetLimits> {
+        let c = self.ceilings();
+        (c != Ceilings::default()).then(|| palisade_engine::model::BudgetLimits {
+            timeout_millis: c.timeout_seconds.map(|s| s.saturating_mul(1000)),
+            memory_bytes: c.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
+            max_processes: c.max_processes,
+            cpu_seconds: c.cpu_seconds,
+        })
+    }
+
     /// The allowlist for the engine's host facts: `None` when no file set one, so decisions on
     /// unconfigured hosts keep the bytes they always had.
     pub fn environment_allowlist(&self) -> Option<Vec<String>> {
@@ -1409,65 +1421,8 @@ pub fn fact_options(
         default_backend_order: Some(config.effective.default_backend_order.value.clone()),
         environment_allowlist: config.environment_allowlist(),
         allow_workspace_mode: config.effective.allow_workspace_mode.value,
+        budget_ceilings: config.budget_ceilings(),
     })
-}
-
-/// The command line's budgets, tightened to the ceilings (the launcher then takes the tighter of
-/// these and the policy's, so the run never exceeds a ceiling).
-pub fn apply_ceilings(
-    flags: crate::launch::FlagBudgets,
-    ceilings: &Ceilings,
-) -> crate::launch::FlagBudgets {
-    fn tighter(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-    let timeout = match (flags.timeout, ceilings.timeout_seconds) {
-        (Some(t), Some(c)) => Some(t.min(std::time::Duration::from_secs(c))),
-        (t, c) => t.or(c.map(std::time::Duration::from_secs)),
-    };
-    crate::launch::FlagBudgets {
-        timeout,
-        memory_bytes: tighter(
-            flags.memory_bytes,
-            ceilings.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
-        ),
-        max_processes: tighter(flags.max_processes, ceilings.max_processes),
-        cpu_seconds: tighter(flags.cpu_seconds, ceilings.cpu_seconds),
-    }
-}
-
-/// How the configuration's ceilings changed a run's budgets, for the audit outcome.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CeilingRecord {
-    pub ceilings: Ceilings,
-    /// Fields where the policy asked for more than the ceiling (or for no limit): the run got
-    /// the ceiling instead.
-    pub clamped: Vec<String>,
-}
-
-/// Which of the policy's budgets (from the decision's `plan.budgets`) the ceilings clamp.
-/// Decided: a request above a ceiling is clamped, not refused — budgets only ever get tighter,
-/// the request stays visible in the decision and the clamp in the outcome, and a refusal would
-/// make every taskpack depend on every host's ceilings.
-pub fn clamped_fields(decision_json: &str, ceilings: &Ceilings) -> Vec<String> {
-    let decision: serde_json::Value = serde_json::from_str(decision_json).unwrap_or_default();
-    BUDGET_FIELDS
-        .iter()
-        .filter_map(|(field, _)| {
-            let ceiling = ceilings.get(field)?;
-            let asked = decision
-                .pointer(&format!("/plan/budgets/{field}"))
-                .and_then(serde_json::Value::as_u64);
-            match asked {
-                Some(asked) if asked <= ceiling => None,
-                _ => Some((*field).to_owned()),
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -1708,41 +1663,25 @@ mod tests {
     }
 
     #[test]
-    fn ceilings_tighten_the_flags() {
-        use std::time::Duration;
-        let ceilings = Ceilings {
-            timeout_seconds: Some(60),
-            memory_mib: Some(1),
-            max_processes: None,
-            cpu_seconds: Some(9),
+    fn ceilings_reach_the_engine_in_its_units() {
+        let text = "apiVersion: palisade.dev/v1alpha1\nkind: HostConfig\nspec:\n  budgets: {timeoutSeconds: 60, memoryMiB: 1, cpuSeconds: 9}\n";
+        let spec = parse(text, "host.yaml").unwrap();
+        let config = HostConfig {
+            files: Vec::new(),
+            absent: Vec::new(),
+            effective: merge(&spec, None),
         };
-        let flags = crate::launch::FlagBudgets {
-            timeout: Some(Duration::from_secs(600)),
-            memory_bytes: None,
-            max_processes: Some(5),
-            cpu_seconds: Some(3),
-        };
-        let merged = apply_ceilings(flags, &ceilings);
-        assert_eq!(merged.timeout, Some(Duration::from_secs(60)));
-        assert_eq!(merged.memory_bytes, Some(1 << 20));
-        assert_eq!(merged.max_processes, Some(5));
-        assert_eq!(merged.cpu_seconds, Some(3));
-    }
-
-    #[test]
-    fn ceilings_clamp_and_say_so() {
-        let ceilings = Ceilings {
-            timeout_seconds: Some(60),
-            memory_mib: Some(100),
-            ..Ceilings::default()
-        };
-        let decision = r#"{"plan":{"budgets":{"timeoutSeconds":600,"memoryMiB":50,"maxProcesses":null,"cpuSeconds":null}}}"#;
-        assert_eq!(clamped_fields(decision, &ceilings), ["timeoutSeconds"]);
-        let unlimited = r#"{"plan":{"budgets":{"timeoutSeconds":null,"memoryMiB":null,"maxProcesses":null,"cpuSeconds":null}}}"#;
         assert_eq!(
-            clamped_fields(unlimited, &ceilings),
-            ["timeoutSeconds", "memoryMiB"]
+            config.budget_ceilings(),
+            Some(palisade_engine::model::BudgetLimits {
+                timeout_millis: Some(60_000),
+                memory_bytes: Some(1 << 20),
+                max_processes: None,
+                cpu_seconds: Some(9),
+            })
         );
+        // No ceilings: absent from the facts, so such decisions keep their bytes.
+        assert_eq!(HostConfig::defaults().budget_ceilings(), None);
     }
 
     #[test]

@@ -1,17 +1,13 @@
-//! From a decision to a launch plan: the host's side of `palisade run`.
-//!
-//! The engine's decision names the backend and the confinement plan (resolved paths, network
-//! mode, budgets); this module turns it into the shims' own `LaunchPlan`, merging the policy's
-//! budgets with the command line's (which may only tighten them) and building the command's
-//! environment. Anything the decision asks for that no shim can launch is an error here, before
-//! anything runs.
+//! Launching a plan: the host's side of `palisade run` once [`crate::translate`] has turned the
+//! decision into the shims' `LaunchPlan` — running it under its mechanism, supervising it,
+//! reaping the tree and accounting for it — plus the run's private temp dir and the parsers for
+//! the budget flags.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use palisade_shims::plan::{Budgets, EgressProxy, LaunchPlan, Mechanism, Network};
-use serde::Deserialize;
+use palisade_shims::plan::{LaunchPlan, Mechanism};
 
 /// Why a decision cannot be launched.
 #[derive(Debug, thiserror::Error)]
@@ -41,210 +37,6 @@ pub enum LaunchError {
         value: String,
         reason: String,
     },
-}
-
-/// The parts of the decision JSON a launch needs.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DecisionView {
-    backend: String,
-    plan: PlanView,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PlanView {
-    network_mode: String,
-    workspace_dir: String,
-    writable_roots: Vec<String>,
-    read_only_root: bool,
-    denied_read_paths: Vec<String>,
-    protected_paths: Vec<String>,
-    syscall_filter: bool,
-    process_tree_cleanup: bool,
-    budgets: BudgetsView,
-    #[serde(default)]
-    domain_allowlist: Option<Vec<String>>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BudgetsView {
-    timeout_seconds: Option<u64>,
-    #[serde(rename = "memoryMiB")]
-    memory_mib: Option<u64>,
-    max_processes: Option<u64>,
-    cpu_seconds: Option<u64>,
-}
-
-/// Budgets from the command line; each may only tighten the policy's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FlagBudgets {
-    pub timeout: Option<Duration>,
-    pub memory_bytes: Option<u64>,
-    pub max_processes: Option<u64>,
-    pub cpu_seconds: Option<u64>,
-}
-
-/// The filtered-egress allowlist of a decision's plan, if it has one: the caller starts the
-/// proxy ([`crate::egress::EgressSession`]) before building the plan.
-pub fn domain_allowlist(canonical_json: &str) -> Result<Option<Vec<String>>, LaunchError> {
-    let view: DecisionView =
-        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
-    Ok(view.plan.domain_allowlist)
-}
-
-/// The mechanism that launches a decision's backend.
-pub fn mechanism(canonical_json: &str) -> Result<Mechanism, LaunchError> {
-    let view: DecisionView =
-        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
-    mechanism_of(&view.backend)
-}
-
-fn mechanism_of(backend: &str) -> Result<Mechanism, LaunchError> {
-    Ok(match backend {
-        "linux-bwrap" => Mechanism::Bwrap,
-        "linux-landlock" => Mechanism::Landlock,
-        "direct-dedicated" => Mechanism::Direct,
-        "macos-seatbelt" => Mechanism::Seatbelt,
-        "docker" => Mechanism::Docker,
-        other => return Err(LaunchError::Unsupported(other.to_owned())),
-    })
-}
-
-/// Builds the launch plan for a decision's canonical JSON. `egress` must be given exactly when
-/// the plan filters egress (a plan and a proxy that disagree launch nothing).
-pub fn plan_from_decision(
-    canonical_json: &str,
-    command: Vec<OsString>,
-    mut env: Vec<(OsString, OsString)>,
-    run_temp_dir: PathBuf,
-    flags: &FlagBudgets,
-    egress: Option<EgressProxy>,
-) -> Result<LaunchPlan, LaunchError> {
-    let view: DecisionView =
-        serde_json::from_str(canonical_json).map_err(|e| LaunchError::Plan(e.to_string()))?;
-    let mechanism = mechanism_of(&view.backend)?;
-    let mut network = match view.plan.network_mode.as_str() {
-        "none" => Network::None,
-        "loopback-only" => Network::LoopbackOnly,
-        "allow-outbound" => Network::AllowOutbound,
-        other => return Err(LaunchError::Plan(format!("unknown network mode `{other}`"))),
-    };
-    match (&view.plan.domain_allowlist, &egress) {
-        (None, None) => {}
-        (Some(_), Some(proxy)) => {
-            if !matches!(mechanism, Mechanism::Bwrap | Mechanism::Docker) {
-                return Err(LaunchError::Plan(format!(
-                    "filtered egress is only launched under linux-bwrap and docker, not `{}`",
-                    view.backend
-                )));
-            }
-            // The sandbox keeps its own loopback; the proxy is the only way out.
-            network = Network::LoopbackOnly;
-            env.retain(|(name, _)| !is_proxy_variable(name));
-            env.extend(crate::egress::proxy_env(proxy.bridge_port));
-            env.sort();
-        }
-        (Some(_), None) => {
-            return Err(LaunchError::Plan(
-                "the plan filters egress but no proxy was started".into(),
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(LaunchError::Plan(
-                "a proxy was started for a plan without filtered egress".into(),
-            ));
-        }
-    }
-    if !view.plan.process_tree_cleanup {
-        // Every shim reaps the whole tree; a plan without it would mean a backend we do not
-        // know how to supervise.
-        return Err(LaunchError::Plan(
-            "the plan does not include process-tree cleanup".into(),
-        ));
-    }
-    let mut writable_roots: Vec<PathBuf> =
-        view.plan.writable_roots.iter().map(PathBuf::from).collect();
-    if !writable_roots.contains(&run_temp_dir) {
-        writable_roots.push(run_temp_dir.clone());
-    }
-    Ok(LaunchPlan {
-        mechanism,
-        network,
-        workspace: PathBuf::from(&view.plan.workspace_dir),
-        writable_roots,
-        read_only_root: view.plan.read_only_root,
-        denied_read_paths: view
-            .plan
-            .denied_read_paths
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-        protected_paths: view
-            .plan
-            .protected_paths
-            .iter()
-            .map(PathBuf::from)
-            .collect(),
-        syscall_filter: view.plan.syscall_filter,
-        command,
-        env,
-        run_temp_dir,
-        budgets: merge_budgets(&view.plan.budgets, flags, egress.is_some()),
-        egress_proxy: egress,
-    })
-}
-
-/// Proxy variables (any case) the launcher sets itself for filtered egress.
-fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    matches!(
-        upper.as_str(),
-        "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
-    )
-}
-
-/// The tighter of the policy's and the command line's budget, field by field.
-///
-/// The egress bridge is one process of Palisade's own inside the tree; it is added to a process
-/// budget so the command keeps the number it was given.
-fn merge_budgets(policy: &BudgetsView, flags: &FlagBudgets, bridge: bool) -> Budgets {
-    fn tighter<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-    Budgets {
-        wall_clock: tighter(
-            policy.timeout_seconds.map(Duration::from_secs),
-            flags.timeout,
-        ),
-        memory_bytes: tighter(
-            policy.memory_mib.map(|mib| mib.saturating_mul(1024 * 1024)),
-            flags.memory_bytes,
-        ),
-        max_processes: tighter(policy.max_processes, flags.max_processes)
-            .map(|n| n.saturating_add(u64::from(bridge))),
-        cpu_seconds: tighter(policy.cpu_seconds, flags.cpu_seconds),
-    }
-}
-
-/// Variables passed to the command when the host configures no allowlist (the engine's list,
-/// so the decision and the launcher agree). See [`crate::envpolicy`].
-pub use palisade_engine::environment::DEFAULT_ALLOWLIST as DEFAULT_ENV_ALLOWLIST;
-
-/// The command's environment under the default allowlist (`palisade run` applies the decision's
-/// allowlist through [`crate::envpolicy::command_env`], which this delegates to): the
-/// allowlisted variables from `vars`, then `HOME`, `PATH` and `TMPDIR` pointing at the run's
-/// private temp directory. Sorted by name, so the audit is deterministic.
-pub fn command_env(
-    vars: impl IntoIterator<Item = (OsString, OsString)>,
-    run_temp_dir: &std::path::Path,
-) -> Vec<(OsString, OsString)> {
-    let (allowlist, source) = crate::envpolicy::decided_allowlist("{}");
-    crate::envpolicy::command_env(vars, &allowlist, source, "/", run_temp_dir).env
 }
 
 /// What `execute` needs besides the plan.
@@ -459,11 +251,6 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
             backend_name(plan.mechanism).to_owned(),
         )),
-        Mechanism::Landlock | Mechanism::Direct if plan.egress_proxy.is_some() => {
-            Err(LaunchError::Plan(
-                "filtered egress is only launched under linux-bwrap and docker".into(),
-            ))
-        }
         Mechanism::Docker => match &options.docker {
             Some(spec) => crate::docker::execute(plan, spec),
             None => Err(LaunchError::Unsupported("docker".into())),
@@ -750,46 +537,5 @@ mod tests {
         assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
         assert!(parse_size("1T").is_err());
         assert!(parse_size("99999999999999999999G").is_err());
-    }
-
-    #[test]
-    fn flags_only_tighten() {
-        let policy = BudgetsView {
-            timeout_seconds: Some(60),
-            memory_mib: Some(100),
-            max_processes: None,
-            cpu_seconds: Some(5),
-        };
-        let flags = FlagBudgets {
-            timeout: Some(Duration::from_secs(600)),
-            memory_bytes: Some(10 << 20),
-            max_processes: Some(32),
-            cpu_seconds: None,
-        };
-        let merged = merge_budgets(&policy, &flags, false);
-        assert_eq!(merged.wall_clock, Some(Duration::from_secs(60)));
-        assert_eq!(merged.memory_bytes, Some(10 << 20));
-        assert_eq!(merged.max_processes, Some(32));
-        assert_eq!(merged.cpu_seconds, Some(5));
-    }
-
-    #[test]
-    fn environment_is_allowlisted() {
-        let vars = [
-            ("PATH", "/usr/bin"),
-            ("GITHUB_TOKEN", "secret"),
-            ("AWS_SECRET_ACCESS_KEY", "secret"),
-            ("LC_ALL", "C"),
-            ("TMPDIR", "/elsewhere"),
-            ("SSH_AUTH_SOCK", "/run/ssh"),
-        ]
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
-        let env = command_env(vars, std::path::Path::new("/tmp/run"));
-        let names: Vec<_> = env
-            .iter()
-            .map(|(k, _)| k.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["HOME", "LC_ALL", "PATH", "TMPDIR"]);
-        assert_eq!(env[3].1, OsString::from("/tmp/run"));
     }
 }

@@ -19,6 +19,7 @@ pub mod replay;
 pub mod report;
 pub mod runtime;
 pub mod store;
+pub mod translate;
 
 /// The engine's WIT contract, as `palisade wit` prints it.
 pub const WIT_TEXT: &str = include_str!("../../wit/palisade.wit");

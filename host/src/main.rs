@@ -130,6 +130,24 @@ pub struct ExecArgs {
     requested_by: Option<String>,
 }
 
+/// Budget flags (shared by `decide` and `run`): decision inputs, which may only tighten the
+/// Taskpack's `spec.budgets` (a looser one is clamped, and the decision says so).
+#[derive(Args, Clone, Default)]
+pub struct BudgetArgs {
+    /// Wall-clock budget: `90s`, `1500ms`, `5m`, `1h` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "DUR")]
+    timeout: Option<String>,
+    /// Memory budget for the whole tree: `512M`, `2G` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Most processes alive at once in the tree (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    max_procs: Option<u64>,
+    /// CPU-time budget for the tree, in seconds (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    cpu_seconds: Option<u64>,
+}
+
 #[derive(Args)]
 pub struct DecideArgs {
     /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
@@ -155,6 +173,8 @@ pub struct DecideArgs {
     #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
     allow_domains: Vec<String>,
     #[command(flatten)]
+    budgets: BudgetArgs,
+    #[command(flatten)]
     exec: ExecArgs,
     #[command(flatten)]
     host: HostArgs,
@@ -168,18 +188,8 @@ pub struct RunArgs {
     /// Append the decision (before launching) and the run's outcome (after) to this file.
     #[arg(long, value_name = "FILE")]
     audit: Option<PathBuf>,
-    /// Wall-clock budget: `90s`, `5m`, `1h` (may only tighten the Taskpack's).
-    #[arg(long, value_name = "DUR")]
-    timeout: Option<String>,
-    /// Memory budget for the whole tree: `512M`, `2G` (may only tighten the Taskpack's).
-    #[arg(long, value_name = "SIZE")]
-    memory: Option<String>,
-    /// Most processes alive at once in the tree (may only tighten the Taskpack's).
-    #[arg(long, value_name = "N")]
-    max_procs: Option<u64>,
-    /// CPU-time budget for the tree, in seconds (may only tighten the Taskpack's).
-    #[arg(long, value_name = "N")]
-    cpu_seconds: Option<u64>,
+    #[command(flatten)]
+    budgets: BudgetArgs,
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     no_cache: bool,

@@ -283,7 +283,9 @@ pub fn replay_line(
             engine.component_sha256
         ));
     }
-    let outcome = match engine.instance.decide(&record.input) {
+    // Through `decide-json`, which every contract version exports, so that an archived
+    // component of an earlier version replays the records it made.
+    let outcome = match engine.instance.replay(&record.input) {
         Ok(outcome) => outcome,
         Err(error) => {
             report.status = ReplayStatus::Diverged;

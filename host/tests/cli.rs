@@ -136,7 +136,7 @@ fn wit_prints_the_contract() {
     let env = Env::new();
     let out = env.run(&["wit"]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("package palisade:engine@0.1.0;"));
+    assert!(stdout(&out).contains("package palisade:engine@0.2.0;"));
 }
 
 #[test]
@@ -710,6 +710,53 @@ fn component_archive_is_content_addressed_and_idempotent() {
 
 fn sha256_bytes(bytes: &[u8]) -> String {
     palisade_engine::output::sha256_hex(bytes)
+}
+
+/// Records made by the engine of the contract before the typed plan (`palisade:engine@0.1.0`,
+/// `tests/fixtures/engine-0.1.0/`: the component and two records it made) still replay with the
+/// engine that made them, from a component store; the current engine gives other bytes.
+#[test]
+fn records_of_the_previous_contract_replay_with_their_own_engine() {
+    let env = Env::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("tests")
+        .join("fixtures")
+        .join("engine-0.1.0");
+    let old = std::fs::read(fixtures.join("palisade-engine.wasm")).unwrap();
+    let digest = sha256_bytes(&old);
+    let store = env.path("store");
+    std::fs::create_dir_all(store.join("sha256")).unwrap();
+    std::fs::write(store.join("sha256").join(format!("{digest}.wasm")), &old).unwrap();
+    let audit = fixtures.join("decisions.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+
+    let (code, results) = replay_json(
+        &env,
+        &[audit_arg, "--component-store", store.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{results:?}");
+    assert_eq!(results.len(), 2);
+    for result in &results {
+        assert_eq!(result["status"], "REPRODUCED", "{result}");
+        assert_eq!(result["replayedWith"], digest.as_str());
+    }
+    // The records really are of the old schema, and the embedded engine does not reproduce them.
+    let first: Value = serde_json::from_str(
+        std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(first["engine"]["witVersion"], "0.1.0");
+    let (code, results) = replay_json(&env, &[audit_arg]);
+    assert_eq!(code, Some(5));
+    assert!(
+        results.iter().all(|r| r["status"] == "DIVERGED"),
+        "{results:?}"
+    );
 }
 
 #[test]

@@ -20,7 +20,7 @@ use palisade_engine::{
 };
 use wasmparser::{ComponentExternalKind, Parser, Payload};
 
-const DECISION_EXPORT: &str = "palisade:engine/decision@0.1.0";
+const DECISION_EXPORT: &str = "palisade:engine/decision@0.2.0";
 
 /// Top-level imports and exports of a component (nested modules and components skipped).
 struct Shape {
@@ -120,6 +120,7 @@ fn sample_input() -> DecisionInput {
             default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock],
             environment_allowlist: None,
             allow_workspace_mode: None,
+            budget_ceilings: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -133,6 +134,7 @@ fn sample_input() -> DecisionInput {
         }],
         narrow_allowed_domains: None,
         execution_mode: None,
+        budget_flags: None,
     }
 }
 

@@ -436,7 +436,7 @@ fn the_configuration_reaches_the_decision_and_every_audit_record() {
     let decision = decision_of(record);
     assert_eq!(decision["policy"]["preferredBackendsOrigin"], "host");
     assert_eq!(
-        strings(&decision["environment"]["explicitSecrets"]),
+        strings(&decision["plan"]["environment"]["explicitSecrets"]),
         ["PALISADE_DEPLOY_TOKEN"]
     );
     let context = &record["context"]["hostConfig"];
@@ -530,18 +530,94 @@ fn budget_ceilings_clamp_the_taskpack_and_say_so() {
         "30",
     ]);
     assert!(started.elapsed() < Duration::from_secs(25));
-    assert_eq!(out.status.code(), Some(128 + 15), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    // Said before the command started.
+    assert!(
+        stderr.contains("the policy's budgets.timeoutSeconds 10m clamped to 1s by the host configuration's ceiling"),
+        "{stderr}"
+    );
     let lines = env.audit_lines();
-    // The decision shows what the taskpack asked; the outcome shows the clamp.
+    // The decision holds what is enforced, who set it, and what the taskpack asked for.
+    let decision = decision_of(&lines[0]);
     assert_eq!(
-        decision_of(&lines[0])["plan"]["budgets"]["timeoutSeconds"],
-        600
+        decision["policy"]["budgets"]["timeoutSeconds"], 600,
+        "the request stays visible"
+    );
+    assert_eq!(
+        decision["plan"]["budgets"]["timeoutMillis"],
+        serde_json::json!({"value": 1000, "origin": "host-ceiling"})
+    );
+    assert_eq!(
+        decision["plan"]["budgets"]["clamped"],
+        serde_json::json!([{"budget": "timeout", "requested": 600_000, "requestedBy": "policy",
+            "limit": 1000, "limitedBy": "host-ceiling"}])
     );
     assert_eq!(lines[1]["outcome"]["endedBy"], "wall-clock");
+
+    // The ceiling is a decision input: another ceiling gives another digest, and replay
+    // reproduces both records (a host that re-decided natively could not).
+    let looser = env.config("looser.yaml", "  budgets: {timeoutSeconds: 2}\n");
+    let out = env.run(&[
+        "decide",
+        "--host-config",
+        looser.to_str().unwrap(),
+        "--taskpack",
+        &taskpack,
+        "--record",
+        &audit,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = env.audit_lines();
+    assert_ne!(lines[0]["outputDigest"], lines[2]["outputDigest"]);
     assert_eq!(
-        strings(&lines[1]["outcome"]["budgetCeilings"]["clamped"]),
-        ["timeoutSeconds"]
+        decision_of(&lines[2])["plan"]["budgets"]["timeoutMillis"]["value"],
+        2000
     );
+    let out = env.run(&["replay", &audit]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stdout).matches("REPRODUCED").count(), 2);
+}
+
+#[test]
+fn a_budget_flag_is_a_decision_input_and_a_looser_one_is_clamped_aloud() {
+    let env = Env::new(User::Own);
+    let taskpack = env.taskpack(
+        "  budgets: {timeoutSeconds: 600}\n  sandbox:\n    preferredBackends: [linux-bwrap]\n",
+    );
+    let audit = env.s("audit.jsonl");
+    let decide = |timeout: &str| {
+        env.run(&[
+            "decide",
+            "--taskpack",
+            &taskpack,
+            "--timeout",
+            timeout,
+            "--record",
+            &audit,
+        ])
+    };
+    // Tighter: the flag sets it. Looser: the policy's holds, and the summary says so.
+    let tighter = decide("90s");
+    assert_eq!(tighter.status.code(), Some(0), "{}", text(&tighter.stderr));
+    assert!(text(&tighter.stdout).contains("timeout 90s [flag]"));
+    let looser = decide("1h");
+    let summary = text(&looser.stdout);
+    assert!(summary.contains("timeout 10m [policy]"), "{summary}");
+    assert!(
+        summary.contains("--timeout 1h clamped to 10m by the policy's budget"),
+        "{summary}"
+    );
+    let lines = env.audit_lines();
+    assert_eq!(lines[0]["input"]["budgetFlags"]["timeoutMillis"], 90_000);
+    assert_ne!(lines[0]["outputDigest"], lines[1]["outputDigest"]);
+    assert_eq!(
+        decision_of(&lines[1])["plan"]["budgets"]["clamped"][0]["requestedBy"],
+        "flag"
+    );
+    let out = env.run(&["replay", &audit]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stdout).matches("REPRODUCED").count(), 2);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::fsfacts::{FsFacts, PathFact, PathKind};
-use crate::plan::{LaunchPlan, Network};
+use crate::plan::{EgressProxy, LaunchPlan, Network};
 
 /// The program a trial sandbox runs: present on every Linux distribution palisade targets and
 /// visible inside the sandbox because the trial binds `/` read-only.
@@ -190,19 +190,40 @@ pub enum BwrapError {
     ProtectedSymlink { path: PathBuf, link: PathBuf },
     #[error("`{}` has {links} hard links; the other names would stay reachable", path.display())]
     HardLinks { path: PathBuf, links: u64 },
-    #[error("filtered egress needs the sandbox's own network namespace (loopback-only), not {0:?}")]
-    EgressNetwork(Network),
-    #[error("filtered egress needs a private `/run` in the sandbox to mount the proxy socket on")]
-    EgressNoPrivateRun,
+    #[error(
+        "filtered egress binds `{}` outside the sandbox's private directories",
+        .0.display()
+    )]
+    EgressBindNotPrivate(PathBuf),
+    #[error("filtered egress names no bridge to run")]
+    EgressNoBridge,
 }
 
-/// Where the host proxy's socket and the bridge binary appear inside the sandbox (on its private
-/// `/run` tmpfs, so nothing of the host's is covered).
-pub const EGRESS_DIR: &str = "/run/palisade-egress";
-/// The proxy socket inside the sandbox.
-pub const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
-/// The bridge binary (`palisade`) inside the sandbox.
-pub const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
+/// The proxy of a filtered network, checked: every bind lands in a directory the sandbox gets
+/// privately (so nothing of the host's is covered, and nothing is created on the host) and a
+/// bridge is named. `None` for every other network.
+pub(crate) fn egress<'p>(
+    plan: &'p LaunchPlan,
+    facts: &FsFacts,
+) -> Result<Option<&'p EgressProxy>, BwrapError> {
+    let Network::Filtered(egress) = &plan.network else {
+        return Ok(None);
+    };
+    for bind in &egress.binds {
+        let private = bind.target.is_absolute()
+            && facts
+                .private_dirs
+                .iter()
+                .any(|dir| bind.target.starts_with(dir) && bind.target != *dir);
+        if !private {
+            return Err(BwrapError::EgressBindNotPrivate(bind.target.clone()));
+        }
+    }
+    if egress.bridge_argv.is_empty() {
+        return Err(BwrapError::EgressNoBridge);
+    }
+    Ok(Some(egress))
+}
 
 /// One mount of the sandbox's filesystem, in the order bwrap performs them (a later mount
 /// covers an earlier one). [`filesystem`] plans them; [`argv`] spells them as bwrap options and
@@ -352,24 +373,20 @@ pub fn argv(
         emit(mount, &mut args);
     }
 
-    // Filtered egress: the proxy's socket and the bridge binary, read-only on the private /run.
+    // Filtered egress: the proxy's socket and the bridge binary, read-only on a private tmpfs.
     // A read-only bind still accepts `connect` (the mount flag does not apply to sockets).
-    if let Some(egress) = &plan.egress_proxy {
-        if plan.network != Network::LoopbackOnly {
-            return Err(BwrapError::EgressNetwork(plan.network));
+    let egress = egress(plan, facts)?;
+    if let Some(egress) = egress {
+        let mut made: Vec<&Path> = Vec::new();
+        for bind in &egress.binds {
+            if let Some(parent) = bind.target.parent()
+                && !made.contains(&parent)
+            {
+                args.op("--dir", [parent]);
+                made.push(parent);
+            }
+            args.op("--ro-bind", [&bind.source, &bind.target]);
         }
-        if !facts.private_dirs.iter().any(|d| d == Path::new("/run")) {
-            return Err(BwrapError::EgressNoPrivateRun);
-        }
-        args.op("--dir", [EGRESS_DIR]);
-        args.op(
-            "--ro-bind",
-            [egress.socket.as_path(), Path::new(EGRESS_SOCKET)],
-        );
-        args.op(
-            "--ro-bind",
-            [egress.bridge_program.as_path(), Path::new(EGRESS_BRIDGE)],
-        );
     }
 
     args.op("--chdir", [&filesystem.workspace]);
@@ -381,21 +398,10 @@ pub fn argv(
         args.op("--seccomp", [fd.to_string()]);
     }
     args.flag("--");
-    if let Some(egress) = &plan.egress_proxy {
+    if let Some(egress) = egress {
         // The bridge listens on the sandbox's loopback before the command starts, detaches,
         // and execs the command in its place (same pid, status and signals as without it).
-        args.0.extend(
-            [
-                EGRESS_BRIDGE,
-                "__proxy-bridge",
-                "--port",
-                &egress.bridge_port.to_string(),
-                "--socket",
-                EGRESS_SOCKET,
-                "--",
-            ]
-            .map(OsString::from),
-        );
+        args.0.extend(egress.bridge_argv.iter().cloned());
     }
     args.0.extend(plan.command.iter().cloned());
 
@@ -1006,7 +1012,6 @@ mod tests {
             ],
             run_temp_dir: RUN.into(),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 
@@ -1148,18 +1153,35 @@ mod tests {
         all
     }
 
+    const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
+    const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
+
+    fn egress(socket_target: &str) -> crate::plan::EgressProxy {
+        crate::plan::EgressProxy {
+            binds: vec![
+                crate::plan::ReadOnlyBind {
+                    source: "/run/user/1000/palisade-1000/proxy-1/proxy.sock".into(),
+                    target: socket_target.into(),
+                },
+                crate::plan::ReadOnlyBind {
+                    source: "/usr/local/bin/palisade".into(),
+                    target: EGRESS_BRIDGE.into(),
+                },
+            ],
+            bridge_argv: [EGRESS_BRIDGE, "bridge", "--socket", socket_target, "--"]
+                .map(OsString::from)
+                .to_vec(),
+        }
+    }
+
     #[test]
-    fn egress_proxy_binds_socket_and_bridge_and_wraps_the_command() {
-        let mut plan = base_plan(Network::LoopbackOnly);
-        plan.egress_proxy = Some(crate::plan::EgressProxy {
-            socket: "/run/user/1000/palisade-1000/proxy-1/proxy.sock".into(),
-            bridge_program: "/usr/local/bin/palisade".into(),
-            bridge_port: 3128,
-        });
+    fn filtered_network_binds_socket_and_bridge_and_wraps_the_command() {
+        let network = Network::Filtered(egress(EGRESS_SOCKET));
+        let plan = base_plan(network.clone());
         let (args, _) = build(&plan, &base_facts());
         #[rustfmt::skip]
-        let egress: &[&str] = &[
-            "--dir", EGRESS_DIR,
+        let binds: &[&str] = &[
+            "--dir", "/run/palisade-egress",
             "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", EGRESS_SOCKET,
             "--ro-bind", "/usr/local/bin/palisade", EGRESS_BRIDGE,
         ];
@@ -1167,44 +1189,35 @@ mod tests {
         let command_at = tail.len() - 2;
         tail.splice(
             command_at..command_at,
-            [
-                EGRESS_BRIDGE,
-                "__proxy-bridge",
-                "--port",
-                "3128",
-                "--socket",
-                EGRESS_SOCKET,
-                "--",
-            ],
+            [EGRESS_BRIDGE, "bridge", "--socket", EGRESS_SOCKET, "--"],
         );
-        assert_eq!(
-            args,
-            expected(Network::LoopbackOnly, &[BASE, ROOTS, egress, &tail])
-        );
+        assert_eq!(args, expected(network, &[BASE, ROOTS, binds, &tail]));
+        // Its own network namespace, as every network but allow-outbound.
+        assert!(args.iter().any(|a| a == "--unshare-net"));
     }
 
     #[test]
-    fn egress_proxy_refuses_a_shared_network_or_no_private_run() {
-        let egress = crate::plan::EgressProxy {
-            socket: "/s/proxy.sock".into(),
-            bridge_program: "/p".into(),
-            bridge_port: 3128,
-        };
-        for network in [Network::None, Network::AllowOutbound] {
-            let mut plan = base_plan(network);
-            plan.egress_proxy = Some(egress.clone());
+    fn filtered_network_binds_only_into_private_directories() {
+        // A target outside every private directory would cover (or create) a host path.
+        for target in ["/etc/proxy.sock", "/run", "relative.sock"] {
+            let plan = base_plan(Network::Filtered(egress(target)));
             assert!(matches!(
                 argv(&plan, &base_facts(), None),
-                Err(BwrapError::EgressNetwork(_))
+                Err(BwrapError::EgressBindNotPrivate(_))
             ));
         }
-        let mut plan = base_plan(Network::LoopbackOnly);
-        plan.egress_proxy = Some(egress);
+        let plan = base_plan(Network::Filtered(egress(EGRESS_SOCKET)));
         let mut facts = base_facts();
         facts.private_dirs.retain(|d| d != Path::new("/run"));
         assert!(matches!(
             argv(&plan, &facts, None),
-            Err(BwrapError::EgressNoPrivateRun)
+            Err(BwrapError::EgressBindNotPrivate(_))
+        ));
+        let mut empty = egress(EGRESS_SOCKET);
+        empty.bridge_argv.clear();
+        assert!(matches!(
+            argv(&base_plan(Network::Filtered(empty)), &base_facts(), None),
+            Err(BwrapError::EgressNoBridge)
         ));
     }
 
@@ -1324,7 +1337,7 @@ mod tests {
         for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
             let mut facts = base_facts();
             facts.host_sockets = vec!["/srv/dock.sock".into()];
-            let (args, _) = build(&base_plan(network), &facts);
+            let (args, _) = build(&base_plan(network.clone()), &facts);
             let mask: &[&str] = &["--ro-bind", "/dev/null", "/srv/dock.sock"];
             assert_eq!(args, expected(network, &[BASE, ROOTS, mask, TAIL]));
         }

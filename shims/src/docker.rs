@@ -87,7 +87,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::bwrap::{self, BwrapError, EGRESS_BRIDGE, EGRESS_SOCKET, Mount};
+use crate::bwrap::{self, BwrapError, Mount};
 use crate::fsfacts::{self, FsFacts, PathKind};
 use crate::plan::{Budgets, LaunchPlan, Network};
 use crate::seccomp;
@@ -184,16 +184,9 @@ pub fn argv(
     mask_file: &Path,
     seccomp_profile: Option<&str>,
 ) -> Result<DockerArgs, DockerError> {
-    // Filtered egress: the container's own network namespace, and the private /run the
+    // Filtered egress: the container's own network namespace, and the private tmpfs the
     // socket and bridge are mounted on (as under bwrap).
-    if plan.egress_proxy.is_some() {
-        if plan.network != Network::LoopbackOnly {
-            return Err(BwrapError::EgressNetwork(plan.network).into());
-        }
-        if !facts.private_dirs.iter().any(|d| d == Path::new("/run")) {
-            return Err(BwrapError::EgressNoPrivateRun.into());
-        }
-    }
+    let egress = bwrap::egress(plan, facts)?;
     if !valid_image_id(&spec.image_id) {
         return Err(DockerError::ImageId(spec.image_id.clone()));
     }
@@ -227,7 +220,7 @@ pub fn argv(
     args.op(
         "--network",
         match plan.network {
-            Network::None | Network::LoopbackOnly => "none",
+            Network::None | Network::LoopbackOnly | Network::Filtered(_) => "none",
             Network::AllowOutbound => "host",
         },
     );
@@ -336,18 +329,16 @@ pub fn argv(
             ),
         }
     }
-    if let Some(egress) = &plan.egress_proxy {
+    if let Some(egress) = egress {
         // The proxy's socket and the static bridge, read-only on the container's private /run
         // (a read-only bind still accepts `connect`).
-        for (source, target) in [
-            (&egress.socket, EGRESS_SOCKET),
-            (&egress.bridge_program, EGRESS_BRIDGE),
-        ] {
+        for bind in &egress.binds {
             args.op(
                 "--mount",
                 format!(
-                    "type=bind,source={},target={target},readonly",
-                    mount_path(source)?
+                    "type=bind,source={},target={},readonly",
+                    mount_path(&bind.source)?,
+                    mount_path(&bind.target)?
                 ),
             );
         }
@@ -379,24 +370,13 @@ pub fn argv(
     let Some((program, rest)) = plan.command.split_first() else {
         return Err(BwrapError::EmptyCommand.into());
     };
-    match &plan.egress_proxy {
+    match egress.and_then(|egress| egress.bridge_argv.split_first()) {
         // The bridge listens on the container's loopback, detaches, and execs the command
         // (looked up in the image's PATH, as Docker's entrypoint would be).
-        Some(egress) => {
-            args.op("--entrypoint", EGRESS_BRIDGE);
+        Some((bridge, bridge_args)) => {
+            args.op("--entrypoint", bridge.clone());
             args.flag(&spec.image_id);
-            let port = egress.bridge_port.to_string();
-            args.0.extend(
-                [
-                    "__proxy-bridge",
-                    "--port",
-                    &port,
-                    "--socket",
-                    EGRESS_SOCKET,
-                    "--",
-                ]
-                .map(OsString::from),
-            );
+            args.0.extend(bridge_args.iter().cloned());
             args.0.push(program.clone());
         }
         None => {
@@ -808,7 +788,6 @@ mod tests {
                 max_processes: Some(64),
                 cpu_seconds: Some(30),
             },
-            egress_proxy: None,
         }
     }
 
@@ -944,16 +923,33 @@ mod tests {
 
     fn egress() -> crate::plan::EgressProxy {
         crate::plan::EgressProxy {
-            socket: "/tmp/run-1-egress/proxy.sock".into(),
-            bridge_program: "/usr/local/lib/palisade/palisade-bridge".into(),
-            bridge_port: 3128,
+            binds: vec![
+                crate::plan::ReadOnlyBind {
+                    source: "/tmp/run-1-egress/proxy.sock".into(),
+                    target: "/run/palisade-egress/proxy.sock".into(),
+                },
+                crate::plan::ReadOnlyBind {
+                    source: "/usr/local/lib/palisade/palisade-bridge".into(),
+                    target: "/run/palisade-egress/palisade".into(),
+                },
+            ],
+            bridge_argv: [
+                "/run/palisade-egress/palisade",
+                "__proxy-bridge",
+                "--port",
+                "3128",
+                "--socket",
+                "/run/palisade-egress/proxy.sock",
+                "--",
+            ]
+            .map(OsString::from)
+            .to_vec(),
         }
     }
 
     #[test]
     fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
-        let mut plan = plan(Network::LoopbackOnly);
-        plan.egress_proxy = Some(egress());
+        let plan = plan(Network::Filtered(egress()));
         let args = strings(&build(&plan, &spec()).args);
         let at = args.iter().position(|a| a == "--network").unwrap();
         assert_eq!(args[at + 1], "none", "the container's own loopback only");
@@ -965,7 +961,10 @@ mod tests {
             assert_eq!(args[at - 1], "--mount");
         }
         let image = args.iter().position(|a| a == &spec().image_id).unwrap();
-        assert_eq!(args[image - 2..image], ["--entrypoint", EGRESS_BRIDGE]);
+        assert_eq!(
+            args[image - 2..image],
+            ["--entrypoint", "/run/palisade-egress/palisade"]
+        );
         assert_eq!(
             args[image + 1..],
             [
@@ -973,7 +972,7 @@ mod tests {
                 "--port",
                 "3128",
                 "--socket",
-                EGRESS_SOCKET,
+                "/run/palisade-egress/proxy.sock",
                 "--",
                 "make",
                 "test",
@@ -983,28 +982,14 @@ mod tests {
     }
 
     #[test]
-    fn filtered_egress_needs_its_own_network_and_a_private_run() {
-        let mut shared = plan(Network::AllowOutbound);
-        shared.egress_proxy = Some(egress());
-        let built = argv(
-            &shared,
-            &facts(),
-            &spec(),
-            Path::new("/tmp/run-1.mask"),
-            None,
-        );
-        assert!(matches!(
-            built,
-            Err(DockerError::Plan(BwrapError::EgressNetwork(_)))
-        ));
-        let mut plan = plan(Network::LoopbackOnly);
-        plan.egress_proxy = Some(egress());
+    fn filtered_egress_needs_a_private_run() {
+        let plan = plan(Network::Filtered(egress()));
         let mut facts = facts();
         facts.private_dirs.retain(|d| d != Path::new("/run"));
         let built = argv(&plan, &facts, &spec(), Path::new("/tmp/run-1.mask"), None);
         assert!(matches!(
             built,
-            Err(DockerError::Plan(BwrapError::EgressNoPrivateRun))
+            Err(DockerError::Plan(BwrapError::EgressBindNotPrivate(_)))
         ));
     }
 

@@ -674,7 +674,6 @@ mod tests {
             env: Vec::new(),
             run_temp_dir: root.clone(),
             budgets: crate::plan::Budgets::default(),
-            egress_proxy: None,
         };
         let facts = measure(&plan).unwrap();
         assert!(facts.host_sockets.contains(&sock), "{facts:#?}");

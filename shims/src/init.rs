@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::landlock::{self, ListingFacts, RulesetPlan};
-use crate::plan::{LaunchPlan, Mechanism, Network};
+use crate::plan::{LaunchPlan, Mechanism, Network, Reach};
 use crate::seccomp;
 use crate::supervise::{self, Launch, LaunchKind, PassFd, RlimitResource, sys};
 
@@ -97,40 +97,11 @@ pub enum Confinement {
     /// `direct-dedicated`: nothing (see the module documentation).
     None,
     /// `linux-landlock`: the ruleset, then (when the plan asks for a syscall filter) palisade's
-    /// seccomp filter for the Landlock mechanism and this network mode.
+    /// seccomp filter for the Landlock mechanism and this network reach.
     Landlock {
         ruleset: RulesetPlan,
-        seccomp: Option<FilterNetwork>,
+        seccomp: Option<Reach>,
     },
-}
-
-/// The network mode the Landlock mechanism's seccomp filter enforces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FilterNetwork {
-    None,
-    LoopbackOnly,
-    AllowOutbound,
-}
-
-impl From<Network> for FilterNetwork {
-    fn from(network: Network) -> Self {
-        match network {
-            Network::None => FilterNetwork::None,
-            Network::LoopbackOnly => FilterNetwork::LoopbackOnly,
-            Network::AllowOutbound => FilterNetwork::AllowOutbound,
-        }
-    }
-}
-
-impl From<FilterNetwork> for Network {
-    fn from(network: FilterNetwork) -> Self {
-        match network {
-            FilterNetwork::None => Network::None,
-            FilterNetwork::LoopbackOnly => Network::LoopbackOnly,
-            FilterNetwork::AllowOutbound => Network::AllowOutbound,
-        }
-    }
 }
 
 /// One resource limit; `u64::MAX` is unlimited.
@@ -177,6 +148,8 @@ pub enum InitError {
     Mechanism(Mechanism),
     #[error("the command is empty")]
     EmptyCommand,
+    #[error("direct-dedicated confines no network; it runs only with allow-outbound")]
+    DirectNetwork,
     #[error("{what} `{value}` contains a NUL byte")]
     Nul { what: &'static str, value: String },
     #[error(transparent)]
@@ -206,6 +179,11 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         return Err(InitError::EmptyCommand);
     }
     let confinement = match plan.mechanism {
+        // No masks means no network isolation either: anything but the host's network would
+        // be a promise this mechanism cannot keep.
+        Mechanism::Direct if plan.network != Network::AllowOutbound => {
+            return Err(InitError::DirectNetwork);
+        }
         Mechanism::Direct => Confinement::None,
         Mechanism::Landlock => {
             let measured;
@@ -221,7 +199,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
                 // Always: the filter is half of this mechanism (non-TCP sockets, io_uring,
                 // keyrings, namespaces, setuid bits, TIOCSTI), whether or not the policy asked
                 // for `syscallFiltering` (which the Landlock probe does not claim).
-                seccomp: Some(plan.network.into()),
+                seccomp: Some(plan.network.reach()),
             }
         }
         Mechanism::Bwrap | Mechanism::Seatbelt | Mechanism::Docker => {
@@ -615,10 +593,10 @@ impl Prepared {
             Confinement::None => (None, None),
             Confinement::Landlock { ruleset, seccomp } => {
                 let program = seccomp
-                    .map(|network| {
+                    .map(|reach| {
                         seccomp::build(&seccomp::Profile {
                             mechanism: Mechanism::Landlock,
-                            network: network.into(),
+                            reach,
                         })
                     })
                     .transpose()?;
@@ -827,7 +805,6 @@ mod tests {
             env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
             run_temp_dir: PathBuf::from("/tmp"),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 

@@ -27,8 +27,8 @@
 //!   device ioctls), each only if it exists.
 //! - **network** (ABI ≥ 4): in [`Network::None`] TCP bind and connect are handled with no rule,
 //!   so every TCP bind/connect fails; other socket families are left to seccomp.
-//!   [`Network::AllowOutbound`] handles nothing. [`Network::LoopbackOnly`] needs a network
-//!   namespace and is refused.
+//!   [`Network::AllowOutbound`] handles nothing. [`Network::LoopbackOnly`] and
+//!   [`Network::Filtered`] need a network namespace and are refused.
 //! - **scopes** (ABI ≥ 6): abstract unix sockets and signals, always: no connecting to the
 //!   host's abstract sockets, no signals to processes outside the sandbox.
 //!
@@ -91,6 +91,7 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::landlock_abi;
 use crate::plan::{LaunchPlan, Network};
 
 /// The Landlock ABI whose rights the plan is computed for (the newest one tested here).
@@ -135,8 +136,10 @@ pub enum LandlockError {
         "landlock cannot mask protected path `{0}` read-only (a missing one could still be created); refusing"
     )]
     ProtectedPaths(PathBuf),
-    #[error("network mode loopback-only needs a network namespace, which landlock does not create")]
-    LoopbackOnly,
+    #[error(
+        "network `{0}` needs a network namespace of the sandbox's own, which landlock does not create"
+    )]
+    OwnNetwork(&'static str),
     #[error("path `{0}` is not absolute and normalized")]
     NotNormalized(PathBuf),
     #[error("ancestor `{0}` of a denied path is a symlink; denied paths must be resolved")]
@@ -308,7 +311,8 @@ pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPl
     let handled_net: BTreeSet<NetRight> = match plan.network {
         Network::None => [NetRight::BindTcp, NetRight::ConnectTcp].into(),
         Network::AllowOutbound => BTreeSet::new(),
-        Network::LoopbackOnly => return Err(LandlockError::LoopbackOnly),
+        Network::LoopbackOnly => return Err(LandlockError::OwnNetwork("loopback-only")),
+        Network::Filtered(_) => return Err(LandlockError::OwnNetwork("filtered egress")),
     };
     let writable = writable_roots(plan)?;
     let denied = denied_paths(plan)?;
@@ -365,9 +369,10 @@ pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPl
         }
     }
 
+    // The lowest ABI at which this ruleset is what the probe promised (`landlock_abi`).
     let mut min_abi = 1;
     if plan.read_only_root {
-        min_abi = min_abi.max(FsRight::Truncate.abi());
+        min_abi = min_abi.max(landlock_abi::TRUNCATE);
     }
     if !handled_net.is_empty() {
         min_abi = min_abi.max(NET_ABI);
@@ -528,8 +533,8 @@ pub fn kernel_abi() -> Result<u32, LandlockError> {
 
 // ---------------------------------------------------------------------------------------------
 
-const NET_ABI: u32 = 4;
-const SCOPE_ABI: u32 = 6;
+const NET_ABI: u32 = landlock_abi::TCP;
+const SCOPE_ABI: u32 = landlock_abi::SCOPES;
 
 const READ: [FsRight; 3] = [FsRight::Execute, FsRight::ReadFile, FsRight::ReadDir];
 
@@ -574,9 +579,9 @@ impl FsRight {
     /// The ABI that introduced the right.
     pub fn abi(self) -> u32 {
         match self {
-            FsRight::Refer => 2,
-            FsRight::Truncate => 3,
-            FsRight::IoctlDev => 5,
+            FsRight::Refer => landlock_abi::REFER,
+            FsRight::Truncate => landlock_abi::TRUNCATE,
+            FsRight::IoctlDev => landlock_abi::IOCTL_DEV,
             _ => 1,
         }
     }
@@ -971,7 +976,6 @@ mod tests {
             env: vec![],
             run_temp_dir: RUN_TMP.into(),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 
@@ -1186,7 +1190,7 @@ mod tests {
         let mut plan = launch(&[]);
         plan.network = Network::LoopbackOnly;
         let err = ruleset_plan(&plan, &facts()).unwrap_err();
-        assert!(matches!(err, LandlockError::LoopbackOnly), "{err}");
+        assert!(matches!(err, LandlockError::OwnNetwork(_)), "{err}");
     }
 
     #[test]

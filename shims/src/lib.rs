@@ -24,6 +24,7 @@ pub mod fsfacts;
 pub mod init;
 #[cfg(target_os = "linux")]
 pub mod landlock;
+pub mod landlock_abi;
 pub mod pgroup;
 pub mod plan;
 pub mod seatbelt;

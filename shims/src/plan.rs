@@ -25,8 +25,8 @@ pub enum Mechanism {
     Docker,
 }
 
-/// The network policy the mechanism must enforce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// The network the mechanism gives the command.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Network {
     /// No network at all (no route, no host sockets).
     None,
@@ -34,19 +34,58 @@ pub enum Network {
     LoopbackOnly,
     /// Unrestricted outbound traffic.
     AllowOutbound,
+    /// Filtered egress: the sandbox's own network namespace (its own loopback only), whose only
+    /// way out is the host's filtering proxy, reached through a bridge of Palisade's own that
+    /// listens on the sandbox's loopback and then execs the command.
+    Filtered(EgressProxy),
 }
 
-/// Filtered egress: the sandbox keeps its own network namespace (`network` is
-/// [`Network::LoopbackOnly`]) and its only way out is the host's filtering proxy, reached
-/// through a bridge of Palisade's own on the sandbox's loopback.
+impl Network {
+    /// What the command's sockets can reach, whichever way the mechanism arranges it.
+    #[must_use]
+    pub fn reach(&self) -> Reach {
+        match self {
+            Network::None => Reach::Nothing,
+            // A filtered sandbox reaches its own loopback, where the bridge listens.
+            Network::LoopbackOnly | Network::Filtered(_) => Reach::OwnLoopback,
+            Network::AllowOutbound => Reach::Everything,
+        }
+    }
+}
+
+/// What a sandbox's sockets can reach: the part of [`Network`] a syscall filter enforces.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reach {
+    /// No network at all.
+    Nothing,
+    /// The sandbox's own loopback (a network namespace of its own).
+    OwnLoopback,
+    /// The host's network.
+    Everything,
+}
+
+/// How a filtered sandbox reaches the proxy: the files to bind into its private `/run`, and the
+/// bridge to run in front of the command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EgressProxy {
-    /// The proxy's Unix socket on the host, in a private directory.
-    pub socket: PathBuf,
-    /// The `palisade` binary that runs the bridge (`palisade __proxy-bridge`) in the sandbox.
-    pub bridge_program: PathBuf,
-    /// The sandbox-loopback port the bridge listens on (`127.0.0.1:<port>`).
-    pub bridge_port: u16,
+    /// The proxy's Unix socket and the bridge program, bound read-only (a read-only bind still
+    /// accepts `connect`) at paths under the sandbox's private `/run`.
+    pub binds: Vec<ReadOnlyBind>,
+    /// The bridge's argv, its program as seen inside the sandbox first; the command's argv
+    /// follows it, and the bridge execs the command once it listens.
+    pub bridge_argv: Vec<OsString>,
+}
+
+/// A host file bound read-only into the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadOnlyBind {
+    /// The path on the host.
+    pub source: PathBuf,
+    /// The path inside the sandbox.
+    pub target: PathBuf,
 }
 
 /// Resource budgets for the whole process tree. `None` = unlimited.
@@ -86,6 +125,4 @@ pub struct LaunchPlan {
     /// A private, per-run temporary directory (the sandbox's `TMPDIR`), already created.
     pub run_temp_dir: PathBuf,
     pub budgets: Budgets,
-    /// When present, the only way out of the sandbox (bwrap only; other mechanisms refuse).
-    pub egress_proxy: Option<EgressProxy>,
 }

@@ -436,7 +436,6 @@ pub fn trial_profiles() -> Result<Vec<String>, SeatbeltError> {
                 env: Vec::new(),
                 run_temp_dir: root.clone(),
                 budgets: crate::plan::Budgets::default(),
-                egress_proxy: None,
             };
             profile(&plan, &facts, &RunToken::from_bytes([0; RunToken::BYTES]))
         })
@@ -450,9 +449,6 @@ pub fn profile(
     facts: &SeatbeltFacts,
     token: &RunToken,
 ) -> Result<String, SeatbeltError> {
-    if plan.egress_proxy.is_some() {
-        return Err(SeatbeltError::EgressProxy);
-    }
     for path in named_paths(plan) {
         check_path(path)?;
     }
@@ -596,7 +592,7 @@ pub fn profile(
     }
 
     out.section("Network");
-    network(&mut out, plan.network, &writable)?;
+    network(&mut out, &plan.network, &writable)?;
 
     out.section("Membership canary");
     out.comment("Lets palisade recognise this run's processes by their sandbox, which every");
@@ -664,8 +660,9 @@ pub fn profile(
 /// The network section for `mode`. Each mode is one arm: a later mode (the domain allowlist,
 /// whose only way out is the host proxy's loopback port) is one more arm here, e.g.
 /// `(allow network-outbound (remote ip "localhost:PORT"))`.
-fn network(out: &mut Sbpl, mode: Network, roots: &BTreeSet<PathBuf>) -> Result<(), SeatbeltError> {
+fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<(), SeatbeltError> {
     match mode {
+        Network::Filtered(_) => return Err(SeatbeltError::EgressProxy),
         Network::None => {
             out.comment(
                 "Mode none: no IP traffic at all (redundant with (deny default); explicit so",
@@ -1121,7 +1118,6 @@ mod tests {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             run_temp_dir: "/tmp/palisade-501/run-1".into(),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 

@@ -33,15 +33,16 @@
 //!
 //! Which mechanisms use it: `Bwrap` passes [`Program::as_bytes`] to `bwrap --seccomp FD` (its
 //! namespaces handle the network, so the profile has no socket rules); `Landlock` calls
-//! [`install`] in the command child just before `exec` (socket rules by network mode;
-//! `LoopbackOnly` needs a network namespace, so it is refused); `Direct` is meant to run without
+//! [`install`] in the command child just before `exec` (socket rules by the network's
+//! [`Reach`]; its own loopback needs a network namespace, so it is refused); `Direct` is meant
+//! to run without
 //! a filter (it promises no isolation), but [`build`] still returns the base program (no socket
 //! rules) if a caller asks for one.
 
 use std::fmt;
 use std::io;
 
-use crate::plan::{LaunchPlan, Mechanism, Network};
+use crate::plan::{LaunchPlan, Mechanism, Reach};
 
 /// The kernel's limit on a classic BPF program (`BPF_MAXINSNS`).
 pub const MAX_INSTRUCTIONS: usize = 4096;
@@ -51,8 +52,9 @@ pub const MAX_INSTRUCTIONS: usize = 4096;
 pub struct Profile {
     /// The mechanism the filter is installed under: `Landlock` adds socket rules.
     pub mechanism: Mechanism,
-    /// The network mode the socket rules enforce (used only by `Landlock`).
-    pub network: Network,
+    /// What the command's sockets may reach, which the socket rules enforce (used only by
+    /// `Landlock`).
+    pub reach: Reach,
 }
 
 impl Profile {
@@ -61,7 +63,7 @@ impl Profile {
     pub fn for_plan(plan: &LaunchPlan) -> Self {
         Self {
             mechanism: plan.mechanism,
-            network: plan.network,
+            reach: plan.network.reach(),
         }
     }
 }
@@ -250,12 +252,9 @@ pub enum SeccompError {
     #[error("seccomp filters are not supported on architecture `{arch}`")]
     UnsupportedArch { arch: &'static str },
     #[error(
-        "network mode `{network:?}` cannot be enforced by seccomp under the `{mechanism:?}` mechanism (it needs a network namespace)"
+        "network reach `{reach:?}` cannot be enforced by seccomp under the `{mechanism:?}` mechanism (it needs a network namespace)"
     )]
-    UnsupportedNetwork {
-        mechanism: Mechanism,
-        network: Network,
-    },
+    UnsupportedNetwork { mechanism: Mechanism, reach: Reach },
     #[error("the filter has {len} instructions, more than the kernel's limit of 4096")]
     TooLong { len: usize },
     #[error("the filter's jump at instruction {at} cannot reach its target")]
@@ -844,13 +843,13 @@ const SOCKET_NO_UNIX: Rule = deny_if(
     "host pathname and abstract Unix sockets (no mount or network namespace to hide them)",
 );
 
-/// Network `None` under Landlock: no socket of any family.
+/// [`Reach::Nothing`] under Landlock: no socket of any family.
 const SOCKET_NONE: Rule = deny(
     SOCKET,
     "every network protocol when the network mode is none",
 );
 
-/// Network `AllowOutbound` under Landlock: IP, plus route netlink for `getaddrinfo`.
+/// [`Reach::Everything`] under Landlock: IP, plus route netlink for `getaddrinfo`.
 const SOCKET_OUTBOUND: &[Rule] = &[
     deny_if(
         SOCKET,
@@ -883,13 +882,13 @@ fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
     let mut rules = BASE_RULES.to_vec();
     if profile.mechanism == Mechanism::Landlock {
         rules.push(SOCKET_NO_UNIX);
-        match profile.network {
-            Network::None => rules.push(SOCKET_NONE),
-            Network::AllowOutbound => rules.extend_from_slice(SOCKET_OUTBOUND),
-            Network::LoopbackOnly => {
+        match profile.reach {
+            Reach::Nothing => rules.push(SOCKET_NONE),
+            Reach::Everything => rules.extend_from_slice(SOCKET_OUTBOUND),
+            Reach::OwnLoopback => {
                 return Err(SeccompError::UnsupportedNetwork {
                     mechanism: profile.mechanism,
-                    network: profile.network,
+                    reach: profile.reach,
                 });
             }
         }
@@ -1234,27 +1233,27 @@ mod tests {
     const PROFILES: [Profile; 6] = [
         Profile {
             mechanism: Mechanism::Bwrap,
-            network: Network::None,
+            reach: Reach::Nothing,
         },
         Profile {
             mechanism: Mechanism::Bwrap,
-            network: Network::LoopbackOnly,
+            reach: Reach::OwnLoopback,
         },
         Profile {
             mechanism: Mechanism::Bwrap,
-            network: Network::AllowOutbound,
+            reach: Reach::Everything,
         },
         Profile {
             mechanism: Mechanism::Landlock,
-            network: Network::None,
+            reach: Reach::Nothing,
         },
         Profile {
             mechanism: Mechanism::Landlock,
-            network: Network::AllowOutbound,
+            reach: Reach::Everything,
         },
         Profile {
             mechanism: Mechanism::Direct,
-            network: Network::AllowOutbound,
+            reach: Reach::Everything,
         },
     ];
 
@@ -1373,9 +1372,7 @@ mod tests {
     fn every_profile_builds_deterministically_within_limits() {
         for arch in [Arch::X86_64, Arch::Aarch64] {
             for profile in PROFILES {
-                if profile.mechanism == Mechanism::Landlock
-                    && profile.network == Network::LoopbackOnly
-                {
+                if profile.mechanism == Mechanism::Landlock && profile.reach == Reach::OwnLoopback {
                     continue;
                 }
                 let a = build_for(arch, &profile).unwrap();
@@ -1398,7 +1395,7 @@ mod tests {
     fn landlock_loopback_only_is_refused() {
         let profile = Profile {
             mechanism: Mechanism::Landlock,
-            network: Network::LoopbackOnly,
+            reach: Reach::OwnLoopback,
         };
         assert!(matches!(
             build_for(Arch::X86_64, &profile),

@@ -111,7 +111,6 @@ impl Fixture {
             ],
             run_temp_dir: self.run.clone(),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 }
@@ -644,7 +643,7 @@ fn host_pathname_sockets_are_unreachable_in_every_network_mode() {
         UnixStream::connect(sock).unwrap_or_else(|e| panic!("{}: {e}", sock.display()));
     }
     for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
-        let mut plan = fx.plan(network, Vec::new());
+        let mut plan = fx.plan(network.clone(), Vec::new());
         let facts = measure(&plan).unwrap();
         assert!(facts.host_sockets.contains(&outside_sock), "{facts:?}");
         for sock in [&outside_sock, &ws_sock, &tmp_sock] {
@@ -708,7 +707,7 @@ fn host_abstract_sockets_need_a_network_namespace() {
     let _listener = UnixListener::bind_addr(&addr).unwrap();
     UnixStream::connect_addr(&addr).unwrap();
     for network in [Network::None, Network::LoopbackOnly] {
-        let mut plan = fx.plan(network, Vec::new());
+        let mut plan = fx.plan(network.clone(), Vec::new());
         let verdict = helper_inside(&mut plan, &format!("abstract:{name}"));
         assert!(verdict.starts_with("VERDICT err"), "{network:?}: {verdict}");
     }
@@ -729,7 +728,7 @@ fn host_loopback_is_unreachable_without_allow_outbound() {
     TcpStream::connect(addr).unwrap(); // outside: reachable
     let action = format!("tcp:{addr}");
     for network in [Network::None, Network::LoopbackOnly] {
-        let mut plan = fx.plan(network, Vec::new());
+        let mut plan = fx.plan(network.clone(), Vec::new());
         let verdict = helper_inside(&mut plan, &action);
         assert!(verdict.starts_with("VERDICT err"), "{network:?}: {verdict}");
         // The sandbox's own loopback works.

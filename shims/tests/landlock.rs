@@ -170,7 +170,6 @@ impl Tree {
             env: vec![],
             run_temp_dir: self.root.join("run"),
             budgets: Budgets::default(),
-            egress_proxy: None,
         }
     }
 }
@@ -185,7 +184,7 @@ struct Run {
 /// Builds a fresh tree, plans it for `network`, then runs the helper in `mode`.
 fn scenario(mode: &str, network: Network) -> Run {
     let tree = Tree::new();
-    let launch = tree.launch(network);
+    let launch = tree.launch(network.clone());
     let facts = ListingFacts::measure(&launch).unwrap();
     let plan = ruleset_plan(&launch, &facts).unwrap();
     let plan_file = tree.root.join("plan.json");

@@ -28,7 +28,7 @@ use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use palisade_shims::plan::{Mechanism, Network};
+use palisade_shims::plan::{Mechanism, Reach};
 use palisade_shims::seccomp::{self, Action, Arch, Instruction, Profile, Program};
 
 /// Counts every allocation in this test binary, to prove `install` makes none.
@@ -56,15 +56,15 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 const BWRAP: Profile = Profile {
     mechanism: Mechanism::Bwrap,
-    network: Network::None,
+    reach: Reach::Nothing,
 };
 const LANDLOCK_NONE: Profile = Profile {
     mechanism: Mechanism::Landlock,
-    network: Network::None,
+    reach: Reach::Nothing,
 };
 const LANDLOCK_OUTBOUND: Profile = Profile {
     mechanism: Mechanism::Landlock,
-    network: Network::AllowOutbound,
+    reach: Reach::Everything,
 };
 const PROFILES: [Profile; 3] = [BWRAP, LANDLOCK_NONE, LANDLOCK_OUTBOUND];
 

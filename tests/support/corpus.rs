@@ -280,11 +280,11 @@ pub fn check_outcome(expect: &Expectation, outcome: &Outcome) -> Vec<String> {
         ));
     }
     match (&outcome.verdict, expect) {
-        (Verdict::Decision { backend, .. }, Expectation::Decision(want)) => {
-            if backend.as_str() != want.backend {
+        (Verdict::Decision(plan), Expectation::Decision(want)) => {
+            if plan.backend.as_str() != want.backend {
                 problems.push(format!(
                     "selected `{}`, expected `{}`",
-                    backend.as_str(),
+                    plan.backend.as_str(),
                     want.backend
                 ));
             }
@@ -298,14 +298,14 @@ pub fn check_outcome(expect: &Expectation, outcome: &Outcome) -> Vec<String> {
                 ));
             }
         }
-        (Verdict::Decision { backend, .. }, Expectation::Refusal(want)) => {
+        (Verdict::Decision(plan), Expectation::Refusal(want)) => {
             problems.push(format!(
                 "selected `{}`, expected refusal `{}`",
-                backend.as_str(),
+                plan.backend.as_str(),
                 want.code
             ));
         }
-        (Verdict::Refusal { code, message }, Expectation::Decision(want)) => {
+        (Verdict::Refusal { code, message, .. }, Expectation::Decision(want)) => {
             problems.push(format!(
                 "refused with `{}` ({message}), expected `{}`",
                 code.as_str(),
@@ -320,47 +320,54 @@ pub fn check_outcome(expect: &Expectation, outcome: &Outcome) -> Vec<String> {
             return problems;
         }
     };
-    match &outcome.verdict {
-        Verdict::Decision {
-            backend,
-            network_mode,
-            domain_allowlist,
-        } => {
-            expect_eq(&value, "/backend", backend.as_str(), &mut problems);
-            expect_eq(
-                &value,
-                "/plan/networkMode",
-                network_mode.as_str(),
-                &mut problems,
-            );
-            // The typed allowlist and the JSON one must agree (both absent, or equal).
-            let in_json = value.pointer("/plan/domainAllowlist").map(|list| {
-                list.as_array()
-                    .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned))
-                    .into_iter()
-                    .flatten()
-                    .collect::<Vec<String>>()
-            });
-            if &in_json != domain_allowlist {
-                problems.push(format!(
-                    "typed domain allowlist {domain_allowlist:?} differs from the JSON's {in_json:?}"
-                ));
-            }
+    // The typed verdict is the JSON's own value: the plan (or the refusal's errors and trace)
+    // must serialize to exactly what the canonical JSON holds.
+    let mut same = |pointer: &str, typed: Value| {
+        let in_json = value.pointer(pointer).cloned().unwrap_or(Value::Null);
+        if in_json != typed {
+            problems.push(format!(
+                "typed verdict {pointer} is {typed} but the canonical JSON holds {in_json}"
+            ));
         }
-        Verdict::Refusal { code, .. } => expect_eq(&value, "/code", code.as_str(), &mut problems),
+    };
+    match &outcome.verdict {
+        Verdict::Decision(plan) => {
+            same("/backend", Value::from(plan.backend.as_str()));
+            same(
+                "/plan",
+                serde_json::to_value(plan.as_ref()).unwrap_or_default(),
+            );
+        }
+        Verdict::Refusal {
+            code,
+            message,
+            errors,
+            trace,
+        } => {
+            same("/code", Value::from(code.as_str()));
+            same("/message", Value::from(message.as_str()));
+            let listed = serde_json::to_value(errors).unwrap_or_default();
+            same(
+                "/errors",
+                if errors.is_empty() {
+                    Value::Null
+                } else {
+                    listed
+                },
+            );
+            let traced = serde_json::to_value(trace).unwrap_or_default();
+            same(
+                "/trace",
+                if trace.is_empty() {
+                    Value::Null
+                } else {
+                    traced
+                },
+            );
+        }
     }
     problems.extend(check_canonical(expect, &outcome.canonical_json));
     problems
-}
-
-fn expect_eq(value: &Value, pointer: &str, want: &str, problems: &mut Vec<String>) {
-    let got = value.pointer(pointer);
-    if got.and_then(Value::as_str) != Some(want) {
-        problems.push(format!(
-            "typed verdict says `{want}` but canonical JSON {pointer} is {}",
-            show(got)
-        ));
-    }
 }
 
 /// Checks a canonical JSON output against a case's expectation (the checks listed in the module

@@ -74,7 +74,11 @@ pub fn reachable_binary(bin: &Path, dir: &Path) -> PathBuf {
         .arg(&partial)
         .status()
         .unwrap_or_else(|e| panic!("cannot run `install`: {e}"));
-    assert!(status.success(), "`install {}` failed: {status}", bin.display());
+    assert!(
+        status.success(),
+        "`install {}` failed: {status}",
+        bin.display()
+    );
     std::fs::rename(&partial, &copy)
         .unwrap_or_else(|e| panic!("cannot rename to `{}`: {e}", copy.display()));
     copy

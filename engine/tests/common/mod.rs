@@ -42,6 +42,7 @@ pub fn host() -> HostFacts {
         default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock, Backend::Docker],
         environment_allowlist: None,
         allow_workspace_mode: None,
+        budget_ceilings: None,
     }
 }
 
@@ -106,6 +107,7 @@ pub fn input(document: Option<&str>) -> DecisionInput {
         probes: linux_probes(),
         narrow_allowed_domains: None,
         execution_mode: None,
+        budget_flags: None,
     }
 }
 

@@ -6,6 +6,7 @@
 //! filter for what it cannot express (other socket families, io_uring, ptrace, namespaces, ...).
 
 use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use palisade_shims::landlock_abi;
 use serde::Serialize;
 
 use super::{Inputs, unavailable};
@@ -158,10 +159,13 @@ pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
         AbiQuery::Abi(abi) => abi,
     };
     let seccomp = inputs.seccomp.filters_available();
-    let network = abi >= 4 && seccomp;
+    // What each ABI gives is the shim's table (`landlock_abi`), so the probe never claims what
+    // the shim would refuse to apply.
+    let kernel = u32::try_from(abi).unwrap_or(u32::MAX);
+    let network = landlock_abi::denies_tcp(kernel) && seccomp;
 
     let mut capabilities = vec![Capability::FilesystemReadContainment];
-    if abi >= 3 {
+    if landlock_abi::contains_writes(kernel) {
         capabilities.push(Capability::FilesystemWriteContainment);
     }
     if network {
@@ -181,26 +185,35 @@ pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
         "loopback-only needs a network namespace, which landlock does not create".to_owned(),
         "no syscall filtering guarantee: its seccomp filter only backs what landlock cannot express".to_owned(),
     ];
-    if abi < 2 {
-        limitations
-            .push("renaming or linking across directories is always denied (abi < 2)".to_owned());
+    if kernel < landlock_abi::REFER {
+        limitations.push(format!(
+            "renaming or linking across directories is always denied (abi < {})",
+            landlock_abi::REFER
+        ));
     }
-    if abi < 3 {
-        limitations.push(
-            "truncating files cannot be denied (abi < 3), so writes are not contained".to_owned(),
-        );
+    if !landlock_abi::contains_writes(kernel) {
+        limitations.push(format!(
+            "truncating files cannot be denied (abi < {}), so writes are not contained",
+            landlock_abi::TRUNCATE
+        ));
     }
-    if abi < 4 {
-        limitations.push("no tcp rules (abi < 4), so no network isolation".to_owned());
+    if !landlock_abi::denies_tcp(kernel) {
+        limitations.push(format!(
+            "no tcp rules (abi < {}), so no network isolation",
+            landlock_abi::TCP
+        ));
     }
-    if abi < 5 {
-        limitations.push("ioctl on devices is not restricted (abi < 5)".to_owned());
+    if kernel < landlock_abi::IOCTL_DEV {
+        limitations.push(format!(
+            "ioctl on devices is not restricted (abi < {})",
+            landlock_abi::IOCTL_DEV
+        ));
     }
-    if abi < 6 {
-        limitations.push(
-            "abstract unix sockets and signals are not scoped (abi < 6); only seccomp limits them"
-                .to_owned(),
-        );
+    if kernel < landlock_abi::SCOPES {
+        limitations.push(format!(
+            "abstract unix sockets and signals are not scoped (abi < {}); only seccomp limits them",
+            landlock_abi::SCOPES
+        ));
     }
     if !seccomp {
         limitations.push("seccomp filters unavailable: no network isolation, non-tcp sockets and io_uring unrestricted".to_owned());

@@ -1,11 +1,17 @@
 //! Conversions between the engine crate's model types and the wasmtime bindings' WIT types.
 
+use palisade_engine::model::BudgetLimits;
+use palisade_engine::output::{
+    BudgetClamp, BudgetKind, BudgetLimit, BudgetOrigin, CandidateTrace, CandidateVerdict,
+    ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, EnvironmentPolicy, FieldError,
+    PlanNetwork, ProtectedPath,
+};
 use palisade_engine::{
     Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
     Outcome, RefusalCode, SessionKind, Verdict,
 };
 
-use super::{RuntimeError, wit};
+use super::{RecordedOutput, RuntimeError, wit};
 
 pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
     wit::DecisionInput {
@@ -18,6 +24,16 @@ pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
             ExecutionMode::Sandbox => wit::ExecutionMode::Sandbox,
             ExecutionMode::Workspace => wit::ExecutionMode::Workspace,
         }),
+        budget_flags: input.budget_flags.as_ref().map(to_wit_limits),
+    }
+}
+
+fn to_wit_limits(limits: &BudgetLimits) -> wit::BudgetLimits {
+    wit::BudgetLimits {
+        timeout_millis: limits.timeout_millis,
+        memory_bytes: limits.memory_bytes,
+        max_processes: limits.max_processes,
+        cpu_seconds: limits.cpu_seconds,
     }
 }
 
@@ -43,6 +59,7 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
             .collect(),
         environment_allowlist: host.environment_allowlist.clone(),
         allow_workspace_mode: host.allow_workspace_mode,
+        budget_ceilings: host.budget_ceilings.as_ref().map(to_wit_limits),
     }
 }
 
@@ -97,14 +114,6 @@ fn to_wit_network_mode(mode: NetworkMode) -> wit::NetworkMode {
     }
 }
 
-fn from_wit_network_mode(mode: wit::NetworkMode) -> NetworkMode {
-    match mode {
-        wit::NetworkMode::None => NetworkMode::None,
-        wit::NetworkMode::LoopbackOnly => NetworkMode::LoopbackOnly,
-        wit::NetworkMode::AllowOutbound => NetworkMode::AllowOutbound,
-    }
-}
-
 fn to_wit_capability(capability: Capability) -> wit::Capability {
     match capability {
         Capability::FilesystemReadContainment => wit::Capability::FilesystemReadContainment,
@@ -113,6 +122,115 @@ fn to_wit_capability(capability: Capability) -> wit::Capability {
         Capability::NetworkIsolation => wit::Capability::NetworkIsolation,
         Capability::ProcessTreeCleanup => wit::Capability::ProcessTreeCleanup,
         Capability::SyscallFiltering => wit::Capability::SyscallFiltering,
+    }
+}
+
+fn from_wit_capability(capability: wit::Capability) -> Capability {
+    match capability {
+        wit::Capability::FilesystemReadContainment => Capability::FilesystemReadContainment,
+        wit::Capability::FilesystemWriteContainment => Capability::FilesystemWriteContainment,
+        wit::Capability::ProtectedPathReadOnlyMask => Capability::ProtectedPathReadOnlyMask,
+        wit::Capability::NetworkIsolation => Capability::NetworkIsolation,
+        wit::Capability::ProcessTreeCleanup => Capability::ProcessTreeCleanup,
+        wit::Capability::SyscallFiltering => Capability::SyscallFiltering,
+    }
+}
+
+fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
+    ConfinementPlan {
+        backend: from_wit_backend(plan.backend),
+        execution_mode: match plan.execution_mode {
+            wit::ExecutionMode::Sandbox => ExecutionMode::Sandbox,
+            wit::ExecutionMode::Workspace => ExecutionMode::Workspace,
+        },
+        network: match plan.network {
+            wit::Network::None => PlanNetwork::None,
+            wit::Network::LoopbackOnly => PlanNetwork::LoopbackOnly,
+            wit::Network::AllowOutbound => PlanNetwork::AllowOutbound,
+            wit::Network::Filtered(allowlist) => PlanNetwork::Filtered { allowlist },
+        },
+        workspace_dir: plan.workspace_dir,
+        writable_roots: plan.writable_roots,
+        read_only_root: plan.read_only_root,
+        denied_read_paths: plan.denied_read_paths,
+        protected_paths: plan
+            .protected_paths
+            .into_iter()
+            .map(|p| ProtectedPath {
+                path: p.path,
+                enforced: p.enforced,
+            })
+            .collect(),
+        syscall_filter: plan.syscall_filter,
+        process_tree_cleanup: plan.process_tree_cleanup,
+        budgets: from_wit_budgets(plan.budgets),
+        environment: EnvironmentPolicy {
+            allowlist: plan.environment.allowlist,
+            explicit_secrets: plan.environment.explicit_secrets,
+            origin: match plan.environment.origin {
+                wit::EnvironmentOrigin::Default => EnvironmentOrigin::Default,
+                wit::EnvironmentOrigin::Host => EnvironmentOrigin::Host,
+            },
+        },
+    }
+}
+
+fn from_wit_budgets(budgets: wit::EffectiveBudgets) -> EffectiveBudgets {
+    let limit = |limit: Option<wit::BudgetLimit>| {
+        limit.map(|l| BudgetLimit {
+            value: l.value,
+            origin: from_wit_budget_origin(l.origin),
+        })
+    };
+    EffectiveBudgets {
+        timeout_millis: limit(budgets.timeout_millis),
+        memory_bytes: limit(budgets.memory_bytes),
+        max_processes: limit(budgets.max_processes),
+        cpu_seconds: limit(budgets.cpu_seconds),
+        helper_processes: budgets.helper_processes,
+        clamped: budgets
+            .clamped
+            .into_iter()
+            .map(|c| BudgetClamp {
+                budget: match c.budget {
+                    wit::BudgetKind::Timeout => BudgetKind::Timeout,
+                    wit::BudgetKind::Memory => BudgetKind::Memory,
+                    wit::BudgetKind::MaxProcesses => BudgetKind::MaxProcesses,
+                    wit::BudgetKind::Cpu => BudgetKind::Cpu,
+                },
+                requested: c.requested,
+                requested_by: from_wit_budget_origin(c.requested_by),
+                limit: c.limit,
+                limited_by: from_wit_budget_origin(c.limited_by),
+            })
+            .collect(),
+    }
+}
+
+fn from_wit_budget_origin(origin: wit::BudgetOrigin) -> BudgetOrigin {
+    match origin {
+        wit::BudgetOrigin::Policy => BudgetOrigin::Policy,
+        wit::BudgetOrigin::Flag => BudgetOrigin::Flag,
+        wit::BudgetOrigin::HostCeiling => BudgetOrigin::HostCeiling,
+    }
+}
+
+fn from_wit_trace(trace: wit::CandidateTrace) -> CandidateTrace {
+    CandidateTrace {
+        backend: from_wit_backend(trace.backend),
+        verdict: match trace.verdict {
+            wit::CandidateVerdict::Selected => CandidateVerdict::Selected,
+            wit::CandidateVerdict::Unavailable => CandidateVerdict::Unavailable,
+            wit::CandidateVerdict::Blocked => CandidateVerdict::Blocked,
+            wit::CandidateVerdict::Insufficient => CandidateVerdict::Insufficient,
+            wit::CandidateVerdict::NotConsidered => CandidateVerdict::NotConsidered,
+        },
+        reason: trace.reason,
+        missing_capabilities: trace
+            .missing_capabilities
+            .into_iter()
+            .map(from_wit_capability)
+            .collect(),
     }
 }
 
@@ -128,18 +246,25 @@ fn from_wit_refusal_code(code: wit::RefusalCode) -> RefusalCode {
     }
 }
 
-/// The component's result as an [`Outcome`], after checking that its digest really is the
-/// SHA-256 of its canonical JSON (a foreign or archived component is not trusted on that).
+/// The output, after checking that its digest really is the SHA-256 of its canonical JSON (a
+/// foreign or archived component is not trusted on that).
+pub(super) fn checked(output: RecordedOutput) -> Result<RecordedOutput, RuntimeError> {
+    if palisade_engine::output::sha256_hex(output.canonical_json.as_bytes()) == output.digest {
+        Ok(output)
+    } else {
+        Err(RuntimeError::DigestMismatch {
+            digest: output.digest,
+        })
+    }
+}
+
+/// The component's result as an [`Outcome`], after checking its digest ([`checked`]).
 pub(super) fn to_outcome(
     result: Result<wit::Decision, wit::Refusal>,
 ) -> Result<Outcome, RuntimeError> {
     let outcome = match result {
         Ok(decision) => Outcome {
-            verdict: Verdict::Decision {
-                backend: from_wit_backend(decision.backend),
-                network_mode: from_wit_network_mode(decision.network_mode),
-                domain_allowlist: decision.domain_allowlist,
-            },
+            verdict: Verdict::Decision(Box::new(from_wit_plan(decision.plan))),
             canonical_json: decision.canonical_json,
             digest: decision.digest,
         },
@@ -147,16 +272,27 @@ pub(super) fn to_outcome(
             verdict: Verdict::Refusal {
                 code: from_wit_refusal_code(refusal.code),
                 message: refusal.message,
+                errors: refusal
+                    .errors
+                    .into_iter()
+                    .map(|e| FieldError {
+                        path: e.path,
+                        message: e.message,
+                    })
+                    .collect(),
+                trace: refusal.trace.into_iter().map(from_wit_trace).collect(),
             },
             canonical_json: refusal.canonical_json,
             digest: refusal.digest,
         },
     };
-    if palisade_engine::output::sha256_hex(outcome.canonical_json.as_bytes()) == outcome.digest {
-        Ok(outcome)
-    } else {
-        Err(RuntimeError::DigestMismatch {
-            digest: outcome.digest,
-        })
-    }
+    checked(RecordedOutput {
+        canonical_json: outcome.canonical_json,
+        digest: outcome.digest,
+    })
+    .map(|output| Outcome {
+        verdict: outcome.verdict,
+        canonical_json: output.canonical_json,
+        digest: output.digest,
+    })
 }

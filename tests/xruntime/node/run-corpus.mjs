@@ -60,7 +60,7 @@ function outcomeLine(name, call) {
   let outcome;
   try {
     record = call();
-    outcome = `decision:${record.backend}`;
+    outcome = `decision:${record.plan.backend}`;
   } catch (error) {
     if (error?.payload === undefined) fail(`case ${name}: the engine call failed: ${error}`);
     record = error.payload;

@@ -17,7 +17,7 @@ import time
 from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker
 
-INTERFACE = "palisade:engine/decision@0.1.0"
+INTERFACE = "palisade:engine/decision@0.2.0"
 
 
 def fail(message):
@@ -56,7 +56,7 @@ def outcome_line(name, result):
     if hashlib.sha256(canonical.encode("utf-8")).hexdigest() != digest:
         fail(f"case {name}: digest {digest} is not the sha-256 of the canonical json")
     if result.tag == "ok":
-        outcome = f"decision:{record.backend}"
+        outcome = f"decision:{record.plan.backend}"
     elif result.tag == "err":
         outcome = "refusal:" + record.code.upper().replace("-", "_")
     else:
