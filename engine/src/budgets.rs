@@ -9,15 +9,16 @@ use crate::model::BudgetLimits;
 use crate::output::{
     BudgetClamp, BudgetKind, BudgetLimit, BudgetOrigin, Budgets, EffectiveBudgets,
 };
-use crate::policy::{each_entry, unknown_field};
+use crate::reader::{bounded_integer, each_entry, unknown_field};
 use crate::text::{self, Errors};
 use crate::yaml::Node;
 
 /// The section's name in `spec`.
 pub(crate) const SECTION: &str = "budgets";
 
-/// Each field with its inclusive upper bound (the lower bound is 1).
-const FIELDS: [(&str, u64); 4] = [
+/// Each field with its inclusive upper bound (the lower bound is 1). The host's budget ceilings
+/// use the same names and bounds.
+pub const FIELDS: [(&str, u64); 4] = [
     ("timeoutSeconds", 7 * 24 * 3600),
     ("memoryMiB", 1024 * 1024),
     ("maxProcesses", 65_536),
@@ -168,23 +169,6 @@ pub(crate) fn effective(
         *slot = tightest;
     }
     out
-}
-
-/// A whole number in `1..=max`, written as a plain YAML integer.
-fn bounded_integer(node: &Node, max: u64) -> Result<u64, String> {
-    let Node::Number(text) = node else {
-        return Err(format!("expected a whole number, found {}", node.kind()));
-    };
-    let number: u64 = text.parse().map_err(|_| {
-        format!(
-            "expected a whole number from 1 to {max}, found {}",
-            text::quote(text)
-        )
-    })?;
-    if number == 0 || number > max {
-        return Err(format!("{number} is out of bounds; expected 1 to {max}"));
-    }
-    Ok(number)
 }
 
 #[cfg(test)]

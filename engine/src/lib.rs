@@ -8,12 +8,13 @@
 //! natively; it runs the component. The native build exists for tests, differential checks and
 //! the benchmark baseline.
 
+pub mod budgets;
 pub mod environment;
 pub mod model;
 pub mod output;
+pub mod reader;
 pub mod yaml;
 
-mod budgets;
 mod decide;
 mod domains;
 mod host;

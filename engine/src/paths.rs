@@ -10,7 +10,7 @@
 ///
 /// Normalised means: starts with `/`, no NUL, no empty (`//`), `.` or `..` components, and no
 /// trailing `/` unless the path is `/` itself.
-pub(crate) fn check_host_path(path: &str) -> Result<(), String> {
+pub fn check_host_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
         return Err(String::from(
             "must be an absolute path, found an empty string",

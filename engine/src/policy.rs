@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use crate::budgets;
 use crate::model::HostFacts;
 use crate::output::Budgets;
+use crate::reader::{each_entry, expect_exact, expect_str, unknown_field};
 use crate::sandbox::{self, SandboxSpec};
 use crate::text::{self, Errors};
 use crate::yaml::{self, Node};
@@ -206,39 +207,6 @@ fn walk_string_map(node: &Node, path: &str, errors: &mut Errors) {
     });
 }
 
-/// Visits the string-keyed entries of a mapping in document order, each with its path.
-///
-/// Non-string keys are reported at the mapping's path, repeated keys at the repeat's path, both
-/// where they occur; neither is visited, so `visit` sees each key once. Does nothing for a
-/// non-mapping.
-pub(crate) fn each_entry<'n>(
-    node: &'n Node,
-    path: &str,
-    errors: &mut Errors,
-    mut visit: impl FnMut(&'n str, String, &'n Node, &mut Errors),
-) {
-    let Node::Mapping(pairs) = node else {
-        return;
-    };
-    let here = if path.is_empty() { "document" } else { path };
-    let mut seen = BTreeSet::new();
-    for (key, value) in pairs {
-        let Node::String(key) = key else {
-            errors.push(
-                here,
-                format!("mapping keys must be strings, found {}", key.kind()),
-            );
-            continue;
-        };
-        let child = text::child_path(path, key);
-        if seen.insert(key.as_str()) {
-            visit(key.as_str(), child, value, errors);
-        } else {
-            errors.push(child, format!("duplicate key {}", text::quote(key)));
-        }
-    }
-}
-
 /// Reports repeated keys anywhere below `node` (for sections that are otherwise ignored).
 fn check_duplicates(node: &Node, path: &str, errors: &mut Errors) {
     match node {
@@ -268,42 +236,6 @@ fn check_duplicates(node: &Node, path: &str, errors: &mut Errors) {
         Node::Tagged(_, inner) => check_duplicates(inner, path, errors),
         Node::Empty | Node::Null | Node::Bool(_) | Node::Number(_) | Node::String(_) => {}
     }
-}
-
-/// The node's text if it is a string; otherwise reports the type at `path`.
-pub(crate) fn expect_str<'n>(node: &'n Node, path: &str, errors: &mut Errors) -> Option<&'n str> {
-    match node {
-        Node::String(text) => Some(text),
-        other => {
-            errors.push(path, format!("expected a string, found {}", other.kind()));
-            None
-        }
-    }
-}
-
-/// Checks that the node is exactly the string `expected` (case included).
-fn expect_exact(node: &Node, path: &str, expected: &str, errors: &mut Errors) {
-    if let Some(found) = expect_str(node, path, errors)
-        && found != expected
-    {
-        errors.push(
-            path,
-            format!(
-                "unsupported value {}; expected `{expected}`",
-                text::quote(found)
-            ),
-        );
-    }
-}
-
-/// "unknown field `x`; expected one of …", with a hint when a known name is close.
-pub(crate) fn unknown_field(key: &str, known: &[&str]) -> String {
-    format!(
-        "unknown field {}; expected one of {}{}",
-        text::quote(key),
-        text::list_names(known.iter().copied()),
-        text::did_you_mean(key, known.iter().copied()),
-    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 use crate::domains::{self, DomainEntry};
 use crate::model::{Backend, Capability, HostFacts, NetworkMode};
 use crate::paths;
-use crate::policy::{each_entry, expect_str, unknown_field};
+use crate::reader::{each_entry, expect_str, unknown_field};
 use crate::text::{self, Errors};
 use crate::yaml::Node;
 

@@ -1,5 +1,5 @@
 //! Small text helpers shared by every validation step: quoting user values, field paths, plurals
-//! and "did you mean" hints.
+//! and "did you mean" hints. Public through [`crate::reader`].
 //!
 //! Why a module of its own: every message the engine emits is hashed into the decision digest,
 //! so the rules that make messages one line, bounded and deterministic live in one place instead
@@ -14,10 +14,10 @@ const MAX_QUOTED_CHARS: usize = 80;
 ///
 /// A 1 MiB document can hold hundreds of thousands of bad list items. Listing them all would
 /// make the report (and the component's memory) grow with the attack, not with the policy.
-pub(crate) const MAX_LISTED_ERRORS: usize = 100;
+pub const MAX_LISTED_ERRORS: usize = 100;
 
 /// A user value in backticks, on one line: control characters escaped, long values cut.
-pub(crate) fn quote(value: &str) -> String {
+pub fn quote(value: &str) -> String {
     let mut out = String::from("`");
     for (count, ch) in value.chars().enumerate() {
         if count >= MAX_QUOTED_CHARS {
@@ -36,14 +36,14 @@ pub(crate) fn quote(value: &str) -> String {
 
 /// Text with every control character (newlines included) replaced by a space, so that it can
 /// sit inside a one-line message.
-pub(crate) fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     text.chars()
         .map(|ch| if ch.is_control() { ' ' } else { ch })
         .collect()
 }
 
 /// `1 problem`, `2 problems`.
-pub(crate) fn count(n: usize, singular: &str, plural: &str) -> String {
+pub fn count(n: usize, singular: &str, plural: &str) -> String {
     if n == 1 {
         format!("{n} {singular}")
     } else {
@@ -53,7 +53,7 @@ pub(crate) fn count(n: usize, singular: &str, plural: &str) -> String {
 
 /// The path of a mapping entry below `parent`: `spec.sandbox` for simple keys, `spec["a.b"]`
 /// for keys that would make the dotted form ambiguous.
-pub(crate) fn child_path(parent: &str, key: &str) -> String {
+pub fn child_path(parent: &str, key: &str) -> String {
     let simple = !key.is_empty()
         && key
             .chars()
@@ -74,18 +74,24 @@ pub(crate) fn child_path(parent: &str, key: &str) -> String {
 }
 
 /// The path of a list item below `parent`: `spec.sandbox.preferredBackends[3]`.
-pub(crate) fn index_path(parent: &str, index: usize) -> String {
+pub fn index_path(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
 /// Whether two names are at most `max` edits apart (insertions, deletions, substitutions),
 /// comparing case-insensitively. Cheap for long inputs: a length gap larger than `max` answers
 /// at once.
-pub(crate) fn within_edits(a: &str, b: &str, max: usize) -> bool {
+pub fn within_edits(a: &str, b: &str, max: usize) -> bool {
+    edits(a, b, max).is_some()
+}
+
+/// The edit distance between two names when it is at most `max` (case-insensitive, as
+/// [`within_edits`]).
+fn edits(a: &str, b: &str, max: usize) -> Option<usize> {
     let a: Vec<char> = a.chars().flat_map(char::to_lowercase).take(64).collect();
     let b: Vec<char> = b.chars().flat_map(char::to_lowercase).take(64).collect();
     if a.len().abs_diff(b.len()) > max {
-        return false;
+        return None;
     }
     // Classic two-row Levenshtein.
     let mut previous: Vec<usize> = (0..=b.len()).collect();
@@ -105,19 +111,24 @@ pub(crate) fn within_edits(a: &str, b: &str, max: usize) -> bool {
         }
         previous = current;
     }
-    previous.last().is_some_and(|&distance| distance <= max)
+    previous.last().copied().filter(|&distance| distance <= max)
 }
 
-/// `; did you mean `x`?` naming the first known name within two edits, else empty.
-pub(crate) fn did_you_mean<'a>(value: &str, known: impl IntoIterator<Item = &'a str>) -> String {
-    match known.into_iter().find(|name| within_edits(value, name, 2)) {
-        Some(name) => format!("; did you mean `{name}`?"),
+/// `; did you mean `x`?` naming the closest known name within two edits (the first of equally
+/// close ones), else empty.
+pub fn did_you_mean<'a>(value: &str, known: impl IntoIterator<Item = &'a str>) -> String {
+    let closest = known
+        .into_iter()
+        .filter_map(|name| edits(value, name, 2).map(|distance| (distance, name)))
+        .min_by_key(|(distance, _)| *distance);
+    match closest {
+        Some((_, name)) => format!("; did you mean `{name}`?"),
         None => String::new(),
     }
 }
 
 /// `` `a`, `b`, `c` `` for a list of known names.
-pub(crate) fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+pub fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     names
         .into_iter()
         .map(|name| format!("`{name}`"))
@@ -127,14 +138,14 @@ pub(crate) fn list_names<'a>(names: impl IntoIterator<Item = &'a str>) -> String
 
 /// Field errors as they are collected: the first [`MAX_LISTED_ERRORS`] are kept, all are counted.
 #[derive(Debug, Default)]
-pub(crate) struct Errors {
+pub struct Errors {
     listed: Vec<FieldError>,
     total: usize,
 }
 
 impl Errors {
     /// Records one problem at `path`.
-    pub(crate) fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
         self.total += 1;
         if self.listed.len() < MAX_LISTED_ERRORS {
             self.listed.push(FieldError {
@@ -145,22 +156,22 @@ impl Errors {
     }
 
     /// Whether no problem was recorded.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.total == 0
     }
 
     /// How many problems were recorded, listed or not.
-    pub(crate) fn total(&self) -> usize {
+    pub fn total(&self) -> usize {
         self.total
     }
 
     /// The listed problems, in the order they were found.
-    pub(crate) fn into_listed(self) -> Vec<FieldError> {
+    pub fn into_listed(self) -> Vec<FieldError> {
         self.listed
     }
 
     /// `N problems; first: <path>: <message>`, with `(first 100 listed)` when some were cut.
-    pub(crate) fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         let mut text = count(self.total, "problem", "problems");
         if self.total > self.listed.len() {
             text.push_str(&format!(" ({} listed)", self.listed.len()));
@@ -208,6 +219,14 @@ mod tests {
         assert!(within_edits("sanbdox", "sandbox", 2));
         assert!(!within_edits("budgets", "sandbox", 2));
         assert!(!within_edits(&"s".repeat(100_000), "sandbox", 2));
+    }
+
+    #[test]
+    fn the_closest_name_is_suggested() {
+        let known = ["name", "image", "imageId"];
+        assert_eq!(did_you_mean("imageID", known), "; did you mean `imageId`?");
+        assert_eq!(did_you_mean("imag", known), "; did you mean `image`?");
+        assert_eq!(did_you_mean("tokens", known), "");
     }
 
     #[test]

@@ -118,8 +118,11 @@ fn runtime_profile(
     docker::load(&path, host.runtime_profile.as_deref())
         .map(Some)
         .map_err(|e| {
-            Failure::new(e.code(), e.to_string())
-                .hint("see the README's runtime profile section for the file's shape")
+            let mut failure = Failure::new(e.code(), e.to_string());
+            for field in e.field_errors() {
+                failure = failure.detail(format!("{}: {}", field.path, field.message));
+            }
+            failure.hint("docs/docker.md describes the runtime profile file")
         })
 }
 
@@ -136,7 +139,7 @@ fn docker_spec(
             ErrorCode::DockerImageUnpinned,
             "the docker backend needs a runtime profile that pins its image",
         )
-        .hint("pass `--runtime-profiles FILE` (see the README)")
+        .hint("pass `--runtime-profiles FILE` (docs/docker.md)")
     })?;
     let socket = probe::docker_socket(probe_opts)
         .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
@@ -205,7 +208,7 @@ fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {
     for field in error.field_errors() {
         failure = failure.detail(format!("{}: {}", field.path, field.message));
     }
-    failure.hint("fix the listed fields; README.md (\"Host configuration\") describes the file")
+    failure.hint("fix the listed fields; docs/host-configuration.md describes the file")
 }
 
 /// `--execution-mode`, and the audit's requester entry for a `workspace` request.
@@ -383,7 +386,7 @@ fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
         let bytes = read_json_source(source)?;
         let input: DecisionInput = serde_json::from_slice(&bytes).map_err(|e| {
             Failure::new(ErrorCode::InputInvalid, format!("input `{source}` is not a decision input: {e}"))
-                .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see README")
+                .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see docs/contract.md")
         })?;
         if args.exec.execution_mode != "sandbox" {
             return Err(Failure::new(

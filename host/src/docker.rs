@@ -22,14 +22,21 @@
 //!   egressBridge: /usr/local/lib/palisade/palisade-bridge   # optional, see below
 //! ```
 //!
-//! `spec.egressBridge` names a statically linked `palisade-bridge` (built as the README says).
+//! `spec.egressBridge` names a statically linked `palisade-bridge` (built as docs/docker.md says).
 //! With one, the docker backend offers filtered egress (`allowedDomains`): the bridge is mounted
 //! read-only into the container and runs as its entrypoint, as `palisade __proxy-bridge` does
 //! under bwrap. The probe checks that it is a static executable for this machine that only root
 //! or the caller can change; without a usable one, docker offers no domain filtering.
 
-use std::path::{Component, Path, PathBuf};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use palisade_engine::output::FieldError;
+use palisade_engine::reader::{
+    self, Errors, Node, each_entry, expect_exact, expect_list, expect_mapping, expect_str,
+    index_path, quote, unknown_field,
+};
 
 use palisade_shims::docker as shim;
 #[cfg(target_os = "linux")]
@@ -38,7 +45,6 @@ use palisade_shims::docker::{DockerSpec, Removal};
 use palisade_shims::plan::LaunchPlan;
 #[cfg(target_os = "linux")]
 use palisade_shims::supervise;
-use serde::Deserialize;
 
 #[cfg(target_os = "linux")]
 use crate::launch::{LaunchError, Launched};
@@ -71,8 +77,14 @@ pub enum ProfileError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("runtime profiles `{}` are invalid: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    #[error("runtime profiles `{}` are larger than {MAX_BYTES} bytes", path.display())]
+    TooLarge { path: PathBuf },
+    #[error("runtime profiles `{}` are invalid: {summary}", path.display())]
+    Invalid {
+        path: PathBuf,
+        summary: String,
+        errors: Vec<FieldError>,
+    },
     #[error(
         "runtime profile `{name}` does not pin its image: give `imageId` or `digest` (sha256:…)"
     )]
@@ -95,105 +107,94 @@ impl ProfileError {
             _ => ErrorCode::DockerProfileInvalid,
         }
     }
+
+    /// Every offending field, for detail lines.
+    pub fn field_errors(&self) -> &[FieldError] {
+        match self {
+            ProfileError::Invalid { errors, .. } => errors,
+            _ => &[],
+        }
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Document {
-    api_version: String,
-    kind: String,
-    metadata: Metadata,
-    spec: Spec,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Metadata {
-    name: String,
-    #[serde(default)]
-    #[allow(dead_code, reason = "accepted for the Loopwright shape; not used")]
-    labels: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    #[allow(dead_code, reason = "accepted for the Loopwright shape; not used")]
-    annotations: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct Spec {
-    runtime_profiles: Vec<ProfileDoc>,
-    #[serde(default)]
-    egress_bridge: Option<PathBuf>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ProfileDoc {
-    name: String,
-    image: String,
-    #[serde(default)]
-    image_id: Option<String>,
-    #[serde(default)]
-    digest: Option<String>,
-    #[serde(default)]
-    read_only_paths: Vec<PathBuf>,
-}
+/// The largest runtime profile file read, in bytes.
+pub const MAX_BYTES: u64 = 1024 * 1024;
+/// The most profiles one file may hold.
+const MAX_PROFILES: usize = 256;
+/// The most `readOnlyPaths` one profile may list.
+const MAX_READ_ONLY_PATHS: usize = 64;
 
 /// Reads `path` and picks profile `name` (or the only one).
 pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Read {
+    let read_error = |source| ProfileError::Read {
         path: path.to_path_buf(),
         source,
-    })?;
-    let (profiles, egress_bridge) = parse(&text).map_err(|message| ProfileError::Invalid {
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > MAX_BYTES {
+        return Err(ProfileError::TooLarge {
+            path: path.to_path_buf(),
+        });
+    }
+    let invalid = |errors: Errors| ProfileError::Invalid {
         path: path.to_path_buf(),
-        message,
+        summary: errors.summary(),
+        errors: errors.into_listed(),
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let mut errors = Errors::default();
+        errors.push(
+            "document",
+            format!("not valid utf-8 (byte {})", e.utf8_error().valid_up_to()),
+        );
+        invalid(errors)
     })?;
-    let chosen = match name {
-        Some(name) => profiles
-            .into_iter()
-            .find(|p| p.name == name)
-            .ok_or_else(|| {
-                let available = parse(&text)
-                    .map(|(all, _)| {
-                        all.into_iter()
-                            .map(|p| p.name)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default();
+    let (profiles, egress_bridge) = parse(&text).map_err(invalid)?;
+    let available = || {
+        profiles
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let chosen =
+        match name {
+            Some(name) => profiles.iter().find(|p| p.name == name).ok_or_else(|| {
                 ProfileError::UnknownName {
                     path: path.to_path_buf(),
                     name: name.to_owned(),
-                    available,
+                    available: available(),
                 }
             })?,
-        None if profiles.len() == 1 => {
-            profiles.into_iter().next().ok_or(ProfileError::Ambiguous {
-                path: path.to_path_buf(),
-                count: 0,
-            })?
-        }
-        None => {
-            return Err(ProfileError::Ambiguous {
-                path: path.to_path_buf(),
-                count: profiles.len(),
-            });
-        }
-    };
-    match chosen.pin {
+            None => match profiles.as_slice() {
+                [only] => only,
+                _ => {
+                    return Err(ProfileError::Ambiguous {
+                        path: path.to_path_buf(),
+                        count: profiles.len(),
+                    });
+                }
+            },
+        };
+    match &chosen.pin {
         Some(pin) => Ok(RuntimeProfile {
-            name: chosen.name,
-            image: chosen.image,
-            pin,
-            read_only_paths: chosen.read_only_paths,
+            name: chosen.name.clone(),
+            image: chosen.image.clone(),
+            pin: pin.clone(),
+            read_only_paths: chosen.read_only_paths.clone(),
             egress_bridge,
         }),
-        None => Err(ProfileError::Unpinned { name: chosen.name }),
+        None => Err(ProfileError::Unpinned {
+            name: chosen.name.clone(),
+        }),
     }
 }
 
 /// A profile as read, before its pin is required.
+#[derive(Default)]
 struct Parsed {
     name: String,
     image: String,
@@ -201,88 +202,231 @@ struct Parsed {
     read_only_paths: Vec<PathBuf>,
 }
 
-/// Parses and validates a whole file (its profiles and `spec.egressBridge`); every problem, each
-/// with its field path, in one message.
-fn parse(text: &str) -> Result<(Vec<Parsed>, Option<PathBuf>), String> {
-    let doc: Document =
-        serde_yaml::from_str(text).map_err(|e| crate::report::one_line(&e.to_string()))?;
-    let mut problems = Vec::new();
-    if doc.api_version != API_VERSION {
-        problems.push(format!("apiVersion: must be `{API_VERSION}`"));
-    }
-    if doc.kind != KIND {
-        problems.push(format!("kind: must be `{KIND}`"));
-    }
-    if doc.metadata.name.is_empty() {
-        problems.push("metadata.name: must not be empty".to_owned());
-    }
-    if doc.spec.runtime_profiles.is_empty() {
-        problems.push("spec.runtimeProfiles: must list at least one profile".to_owned());
-    }
-    if let Some(bridge) = &doc.spec.egress_bridge
-        && (!bridge.is_absolute() || bridge.components().any(|c| c == Component::ParentDir))
-    {
-        problems.push(format!(
-            "spec.egressBridge: `{}` must be absolute, without `..`",
-            bridge.display()
-        ));
-    }
-    let mut seen = Vec::new();
-    let mut parsed = Vec::new();
-    for (index, profile) in doc.spec.runtime_profiles.into_iter().enumerate() {
-        let at = format!("spec.runtimeProfiles[{index}]");
-        let name_ok = !profile.name.is_empty()
-            && profile.name.len() <= 64
-            && profile
-                .name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !name_ok {
-            problems.push(format!("{at}.name: letters, digits, `-`, `_`, `.` (1..64)"));
-        } else if seen.contains(&profile.name) {
-            problems.push(format!("{at}.name: duplicate `{}`", profile.name));
+/// Parses and validates a whole file (its profiles and `spec.egressBridge`) with the engine's
+/// reader: every offending field, each at its path.
+fn parse(text: &str) -> Result<(Vec<Parsed>, Option<PathBuf>), Errors> {
+    let mut errors = Errors::default();
+    let node = match reader::parse(text) {
+        Ok(node) => node,
+        Err(message) => {
+            errors.push("document", message);
+            return Err(errors);
         }
-        seen.push(profile.name.clone());
-        if !crate::probe::docker::valid_image_name(&profile.image) || profile.image.contains('@') {
-            problems.push(format!(
-                "{at}.image: `{}` is not an image reference (name[:tag]; pin with imageId or digest)",
-                profile.image.escape_default()
-            ));
-        }
-        let pin = match (profile.image_id, profile.digest) {
-            (Some(_), Some(_)) => {
-                problems.push(format!("{at}: give `imageId` or `digest`, not both"));
-                None
-            }
-            (Some(id), None) | (None, Some(id)) if !shim::valid_image_id(&id) => {
-                problems.push(format!(
-                    "{at}: `{}` is not `sha256:` and 64 lowercase hex digits",
-                    id.escape_default()
-                ));
-                None
-            }
-            (Some(id), None) | (None, Some(id)) => Some(id),
-            (None, None) => None,
-        };
-        for (i, path) in profile.read_only_paths.iter().enumerate() {
-            if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-                problems.push(format!(
-                    "{at}.readOnlyPaths[{i}]: `{}` must be absolute, without `..`",
-                    path.display()
-                ));
+    };
+    let mut profiles = Vec::new();
+    let mut bridge = None;
+    if expect_mapping(&node, "document", &mut errors) {
+        let (mut api, mut kind, mut metadata, mut spec) = (false, false, false, false);
+        each_entry(
+            &node,
+            "",
+            &mut errors,
+            |key, path, value, errors| match key {
+                "apiVersion" => {
+                    api = true;
+                    expect_exact(value, &path, API_VERSION, errors);
+                }
+                "kind" => {
+                    kind = true;
+                    expect_exact(value, &path, KIND, errors);
+                }
+                "metadata" => {
+                    metadata = true;
+                    walk_metadata(value, &path, errors);
+                }
+                "spec" => {
+                    spec = true;
+                    (profiles, bridge) = walk_spec(value, &path, errors);
+                }
+                other => errors.push(
+                    path,
+                    unknown_field(other, &["apiVersion", "kind", "metadata", "spec"]),
+                ),
+            },
+        );
+        for (seen, field) in [
+            (api, "apiVersion"),
+            (kind, "kind"),
+            (metadata, "metadata"),
+            (spec, "spec"),
+        ] {
+            if !seen {
+                errors.push(field, "is required");
             }
         }
-        parsed.push(Parsed {
-            name: profile.name,
-            image: profile.image,
-            pin,
-            read_only_paths: profile.read_only_paths,
-        });
     }
-    if problems.is_empty() {
-        Ok((parsed, doc.spec.egress_bridge))
+    if errors.is_empty() {
+        Ok((profiles, bridge))
     } else {
-        Err(problems.join("; "))
+        Err(errors)
+    }
+}
+
+/// `metadata`: a non-empty `name`, and the Loopwright shape's optional string maps.
+fn walk_metadata(node: &Node, path: &str, errors: &mut Errors) {
+    if !expect_mapping(node, path, errors) {
+        return;
+    }
+    let mut named = false;
+    each_entry(node, path, errors, |key, path, value, errors| match key {
+        "name" => {
+            named = true;
+            if expect_str(value, &path, errors).is_some_and(str::is_empty) {
+                errors.push(path, "must not be empty");
+            }
+        }
+        "labels" | "annotations" => {
+            if expect_mapping(value, &path, errors) {
+                each_entry(value, &path, errors, |_, path, value, errors| {
+                    expect_str(value, &path, errors);
+                });
+            }
+        }
+        other => errors.push(
+            path,
+            unknown_field(other, &["name", "labels", "annotations"]),
+        ),
+    });
+    if !named {
+        errors.push(reader::child_path(path, "name"), "is required");
+    }
+}
+
+/// `spec`: the profiles and the optional egress bridge.
+fn walk_spec(node: &Node, path: &str, errors: &mut Errors) -> (Vec<Parsed>, Option<PathBuf>) {
+    let mut profiles = Vec::new();
+    let mut bridge = None;
+    if !expect_mapping(node, path, errors) {
+        return (profiles, bridge);
+    }
+    let mut listed = false;
+    each_entry(node, path, errors, |key, path, value, errors| match key {
+        "runtimeProfiles" => {
+            listed = true;
+            let Some(items) = expect_list(value, &path, MAX_PROFILES, errors) else {
+                return;
+            };
+            if items.is_empty() {
+                errors.push(&path, "must list at least one profile");
+            }
+            for (index, item) in items.iter().enumerate() {
+                let at = index_path(&path, index);
+                let profile = walk_profile(item, &at, errors);
+                let named = !profile.name.is_empty();
+                if named && profiles.iter().any(|p: &Parsed| p.name == profile.name) {
+                    errors.push(
+                        reader::child_path(&at, "name"),
+                        format!("duplicate profile {}", quote(&profile.name)),
+                    );
+                }
+                profiles.push(profile);
+            }
+        }
+        "egressBridge" => bridge = absolute_path(value, &path, errors),
+        other => errors.push(
+            path,
+            unknown_field(other, &["runtimeProfiles", "egressBridge"]),
+        ),
+    });
+    if !listed {
+        errors.push(reader::child_path(path, "runtimeProfiles"), "is required");
+    }
+    (profiles, bridge)
+}
+
+/// One profile: `name`, `image`, a pin (`imageId` or `digest`, not both), `readOnlyPaths`.
+fn walk_profile(node: &Node, path: &str, errors: &mut Errors) -> Parsed {
+    const FIELDS: [&str; 5] = ["name", "image", "imageId", "digest", "readOnlyPaths"];
+    let mut profile = Parsed::default();
+    if !expect_mapping(node, path, errors) {
+        return profile;
+    }
+    let mut pins: Vec<(String, String)> = Vec::new();
+    let (mut named, mut imaged) = (false, false);
+    each_entry(node, path, errors, |key, field, value, errors| match key {
+        "name" => {
+            named = true;
+            let Some(name) = expect_str(value, &field, errors) else {
+                return;
+            };
+            let valid = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !valid {
+                errors.push(
+                    field,
+                    format!("{}: letters, digits, `-`, `_`, `.` (1..64)", quote(name)),
+                );
+            }
+            profile.name = name.to_owned();
+        }
+        "image" => {
+            imaged = true;
+            let Some(image) = expect_str(value, &field, errors) else {
+                return;
+            };
+            if !crate::probe::docker::valid_image_name(image) || image.contains('@') {
+                errors.push(
+                    field,
+                    format!(
+                        "{} is not an image reference (name[:tag]; pin with imageId or digest)",
+                        quote(image)
+                    ),
+                );
+            }
+            profile.image = image.to_owned();
+        }
+        "imageId" | "digest" => {
+            let Some(pin) = expect_str(value, &field, errors) else {
+                return;
+            };
+            if !shim::valid_image_id(pin) {
+                errors.push(
+                    &field,
+                    format!(
+                        "{} is not `sha256:` and 64 lowercase hex digits",
+                        quote(pin)
+                    ),
+                );
+            }
+            pins.push((field, pin.to_owned()));
+        }
+        "readOnlyPaths" => {
+            let Some(items) = expect_list(value, &field, MAX_READ_ONLY_PATHS, errors) else {
+                return;
+            };
+            for (index, item) in items.iter().enumerate() {
+                if let Some(path) = absolute_path(item, &index_path(&field, index), errors) {
+                    profile.read_only_paths.push(path);
+                }
+            }
+        }
+        other => errors.push(field, unknown_field(other, &FIELDS)),
+    });
+    for (seen, field) in [(named, "name"), (imaged, "image")] {
+        if !seen {
+            errors.push(reader::child_path(path, field), "is required");
+        }
+    }
+    match pins.as_slice() {
+        [] => {}
+        [(_, pin)] => profile.pin = Some(pin.clone()),
+        [_, (second, _), ..] => errors.push(second, "give `imageId` or `digest`, not both"),
+    }
+    profile
+}
+
+/// An absolute, normalised host path.
+fn absolute_path(node: &Node, path: &str, errors: &mut Errors) -> Option<PathBuf> {
+    let value = expect_str(node, path, errors)?;
+    match reader::check_absolute_path(value) {
+        Ok(()) => Some(PathBuf::from(value)),
+        Err(message) => {
+            errors.push(path, message);
+            None
+        }
     }
 }
 
@@ -453,11 +597,19 @@ mod tests {
             Some(PathBuf::from("/opt/palisade-bridge"))
         );
         let (_dir, path) = file(&format!("{}  egressBridge: bin/bridge\n", doc(&profile)));
-        let text = load(&path, None).unwrap_err().to_string();
-        assert!(
-            text.contains("spec.egressBridge: `bin/bridge` must be absolute"),
-            "{text}"
+        assert_eq!(
+            paths(&load(&path, None).unwrap_err()),
+            ["spec.egressBridge"]
         );
+    }
+
+    /// The field paths of an invalid file's errors.
+    fn paths(error: &ProfileError) -> Vec<String> {
+        error
+            .field_errors()
+            .iter()
+            .map(|e| e.path.clone())
+            .collect()
     }
 
     #[test]
@@ -467,9 +619,25 @@ mod tests {
         )));
         let err = load(&path, None).unwrap_err();
         assert_eq!(err.code(), ErrorCode::DockerProfileInvalid);
+        assert_eq!(paths(&err), ["spec.runtimeProfiles[0].imageID"]);
         let text = err.to_string();
-        assert!(text.contains("spec.runtimeProfiles[0]"), "{text}");
-        assert!(text.contains("unknown field `imageID`"), "{text}");
+        assert!(text.contains("did you mean `imageId`?"), "{text}");
+        // Every problem, not the first: wrong types, missing fields, repeats, unknown keys.
+        let (_dir, path) = file(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {name: x, owner: y}\nspec:\n  runtimeProfiles:\n    - {name: a, image: [b]}\n    - {image: c:1, image: d:1}\n    - 7\n  egressBridge: 3\n  extra: 1\n",
+        );
+        assert_eq!(
+            paths(&load(&path, None).unwrap_err()),
+            [
+                "metadata.owner",
+                "spec.runtimeProfiles[0].image",
+                "spec.runtimeProfiles[1].image",
+                "spec.runtimeProfiles[1].name",
+                "spec.runtimeProfiles[2]",
+                "spec.egressBridge",
+                "spec.extra",
+            ]
+        );
     }
 
     #[test]
@@ -489,14 +657,21 @@ mod tests {
         let (_dir, path) = file(&doc(&format!(
             "    - name: a\n      image: b:1\n      imageId: {ID}\n    - name: a\n      image: b@{ID}\n      imageId: {ID}\n      readOnlyPaths: [rel]\n"
         )));
-        let text = load(&path, Some("a")).unwrap_err().to_string();
-        for expected in [
-            "spec.runtimeProfiles[1].name: duplicate `a`",
-            "spec.runtimeProfiles[1].image",
-            "spec.runtimeProfiles[1].readOnlyPaths[0]",
-        ] {
-            assert!(text.contains(expected), "{expected} in {text}");
-        }
+        assert_eq!(
+            paths(&load(&path, Some("a")).unwrap_err()),
+            [
+                "spec.runtimeProfiles[1].image",
+                "spec.runtimeProfiles[1].readOnlyPaths[0]",
+                "spec.runtimeProfiles[1].name",
+            ]
+        );
+        let (_dir, path) = file(&doc(&format!(
+            "    - name: a\n      image: b:1\n      imageId: {ID}\n      digest: {ID}\n"
+        )));
+        assert_eq!(
+            paths(&load(&path, None).unwrap_err()),
+            ["spec.runtimeProfiles[0].digest"]
+        );
     }
 
     #[test]
@@ -506,12 +681,7 @@ mod tests {
         ))
         .replace("TrustedRegistry", "RuntimeProfiles");
         let (_dir, path) = file(&text);
-        assert!(
-            load(&path, Some("a"))
-                .unwrap_err()
-                .to_string()
-                .contains("kind: must be")
-        );
+        assert_eq!(paths(&load(&path, Some("a")).unwrap_err()), ["kind"]);
         let (_dir, path) = file(&text.replace("RuntimeProfiles", "TrustedRegistry"));
         assert!(matches!(
             load(&path, None),

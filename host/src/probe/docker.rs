@@ -213,7 +213,7 @@ pub fn elf_is_static_for_this_machine(head: &[u8]) -> Result<(), String> {
             Some(PT_INTERP) => {
                 return Err(
                     "is dynamically linked (it names a program interpreter); build it with \
-                     `-C target-feature=+crt-static` (README)"
+                     `-C target-feature=+crt-static` (docs/docker.md)"
                         .into(),
                 );
             }

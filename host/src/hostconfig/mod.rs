@@ -1,0 +1,438 @@
+//! The host configuration: one home for the facts the host decides about itself (session kind,
+//! default backend order, the `direct-dedicated` opt-in, writable roots, the environment
+//! allowlist, budget ceilings, whether `workspace` mode may be used).
+//!
+//! Two files, layered: the system file ([`SYSTEM_PATH`], the administrator's) and the per-user
+//! file (`$XDG_CONFIG_HOME/palisade/host.yaml`, default `~/.config/palisade/host.yaml`), which
+//! may only tighten what the system file sets. `--host-config FILE` takes the per-user file's
+//! place (same rules) and never replaces the system file: whoever can pass a flag must not be
+//! able to lift the administrator's limits with it.
+//!
+//! Key design decision — what "tighten" means is decided per field ([`tighten_errors`]), on one
+//! uniform principle: a field the system file sets is a ceiling the per-user file may only
+//! narrow; a field the system file leaves unset is the per-user file's to set. A per-user file
+//! that loosens anything is refused as a whole (`HOST_CONFIG_INVALID`), never half-applied.
+//!
+//! Validated like a taskpack, with the engine's reader ([`palisade_engine::reader`]): bounded
+//! size, every duplicate key reported, bounded nodes and depth, unknown keys rejected, every
+//! offending field path listed.
+//!
+//! The module's parts: [`load`] (where the files are and how they are opened), [`parse`] (one
+//! file's text to a [`Spec`]), [`layering`] (what "tighten" means per field, and the effective
+//! values), [`flags`] (the command line against the configuration).
+//! The files read, their SHA-256 and the effective values with their origin go into every audit
+//! record ([`HostConfig::record`]).
+
+mod flags;
+mod layering;
+mod load;
+mod parse;
+
+use std::path::PathBuf;
+
+use palisade_engine::reader::{self, Errors};
+use palisade_engine::{Backend, SessionKind};
+use serde::Serialize;
+
+pub use flags::{Forbidden, HostFlags, fact_options, host_choices};
+pub use layering::{merge, tighten_errors};
+pub use load::{Locations, load, user_path};
+pub use palisade_engine::output::FieldError;
+pub use parse::parse;
+
+/// The `apiVersion` a host configuration must carry.
+pub const API_VERSION: &str = "palisade.dev/v1alpha1";
+/// The `kind` a host configuration must carry.
+pub const KIND: &str = "HostConfig";
+/// The system-wide file.
+pub const SYSTEM_PATH: &str = "/etc/palisade/host.yaml";
+/// The largest file accepted, in bytes: a host configuration is a few hundred bytes.
+pub const MAX_BYTES: u64 = 64 * 1024;
+/// The most entries a path list (`writableRoots`, `taskTempDirs`) may hold.
+pub const MAX_PATHS: usize = 64;
+
+/// Each budget ceiling with its inclusive upper bound: a taskpack's `spec.budgets` fields.
+const BUDGET_FIELDS: [(&str, u64); 4] = palisade_engine::budgets::FIELDS;
+
+/// Why the host configuration cannot be used. Every variant is `HOST_CONFIG_INVALID`.
+#[derive(Debug, thiserror::Error)]
+pub enum HostConfigError {
+    #[error("cannot read host configuration `{path}`: {reason}")]
+    Read { path: String, reason: String },
+    #[error("host configuration `{path}` is larger than {MAX_BYTES} bytes")]
+    TooLarge { path: String },
+    #[error("host configuration `{path}` is not safe to trust: {reason}")]
+    Unsafe { path: String, reason: String },
+    #[error("host configuration `{path}` is invalid: {summary}")]
+    Invalid {
+        path: String,
+        summary: String,
+        errors: Vec<FieldError>,
+    },
+    #[error("host configuration `{path}` loosens the system configuration: {summary}")]
+    Loosens {
+        path: String,
+        summary: String,
+        errors: Vec<FieldError>,
+    },
+}
+
+impl HostConfigError {
+    /// A file with these offending fields.
+    fn invalid(path: String, errors: Errors) -> HostConfigError {
+        HostConfigError::Invalid {
+            path,
+            summary: errors.summary(),
+            errors: errors.into_listed(),
+        }
+    }
+
+    /// The field errors, for detail lines.
+    pub fn field_errors(&self) -> &[FieldError] {
+        match self {
+            HostConfigError::Invalid { errors, .. } | HostConfigError::Loosens { errors, .. } => {
+                errors
+            }
+            _ => &[],
+        }
+    }
+}
+
+/// Where a configuration file came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// Palisade's built-in default (no file set the field).
+    Default,
+    /// The system file.
+    System,
+    /// The per-user file.
+    User,
+    /// `--host-config FILE` (in the per-user file's place).
+    Flag,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Default => "default",
+            Source::System => "system",
+            Source::User => "user",
+            Source::Flag => "flag",
+        }
+    }
+}
+
+/// One file read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigFile {
+    pub source: Source,
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Budget ceilings: a run's budget is never above these.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ceilings {
+    pub timeout_seconds: Option<u64>,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+}
+
+impl Ceilings {
+    fn get(&self, field: &str) -> Option<u64> {
+        match field {
+            "timeoutSeconds" => self.timeout_seconds,
+            "memoryMiB" => self.memory_mib,
+            "maxProcesses" => self.max_processes,
+            _ => self.cpu_seconds,
+        }
+    }
+
+    fn slot(&mut self, field: &str) -> &mut Option<u64> {
+        match field {
+            "timeoutSeconds" => &mut self.timeout_seconds,
+            "memoryMiB" => &mut self.memory_mib,
+            "maxProcesses" => &mut self.max_processes,
+            _ => &mut self.cpu_seconds,
+        }
+    }
+}
+
+/// What one file sets; `None` = the file leaves the field alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Spec {
+    pub session_kind: Option<SessionKind>,
+    pub default_backend_order: Option<Vec<Backend>>,
+    pub allow_direct_dedicated: Option<bool>,
+    pub allow_workspace_mode: Option<bool>,
+    pub writable_roots: Option<Vec<String>>,
+    pub task_temp_dirs: Option<Vec<String>>,
+    pub results_dir: Option<String>,
+    pub docker_runtime_profiles: Option<String>,
+    pub environment: Option<Vec<String>>,
+    pub budgets: Ceilings,
+}
+
+/// One effective value and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Setting<T> {
+    pub value: T,
+    pub from: Source,
+}
+
+/// The effective host configuration, each value with its origin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Effective {
+    /// `null`: not configured (the command line decides; `cli` by default).
+    pub session_kind: Setting<Option<SessionKind>>,
+    pub default_backend_order: Setting<Vec<Backend>>,
+    /// `null`: not configured (`--allow-direct-dedicated` opts in); `false` forbids the flag.
+    pub allow_direct_dedicated: Setting<Option<bool>>,
+    /// `null`: not configured (permitted on request); `false` forbids `workspace` mode.
+    pub allow_workspace_mode: Setting<Option<bool>>,
+    pub writable_roots: Setting<Vec<String>>,
+    pub task_temp_dirs: Setting<Vec<String>>,
+    pub results_dir: Setting<Option<String>>,
+    pub docker_runtime_profiles: Setting<Option<String>>,
+    pub environment: Setting<Vec<String>>,
+    pub budgets: BudgetSettings,
+}
+
+/// The budget ceilings, each with its origin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetSettings {
+    pub timeout_seconds: Setting<Option<u64>>,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Setting<Option<u64>>,
+    pub max_processes: Setting<Option<u64>>,
+    pub cpu_seconds: Setting<Option<u64>>,
+}
+
+/// The host configuration in force: the files read and the effective values.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostConfig {
+    /// Files read, system first.
+    pub files: Vec<ConfigFile>,
+    /// Locations looked at that held no file.
+    pub absent: Vec<String>,
+    pub effective: Effective,
+}
+
+impl HostConfig {
+    /// The configuration when no file exists: every value Palisade's default.
+    pub fn defaults() -> HostConfig {
+        let effective = merge(&Spec::default(), None);
+        HostConfig {
+            files: Vec::new(),
+            absent: Vec::new(),
+            effective,
+        }
+    }
+
+    /// The object recorded in audit records (`context.hostConfig`) and printed by `doctor`.
+    pub fn record(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The human view `palisade doctor` prints: files, then every effective value and its origin.
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let mut first = true;
+        let mut line = |text: String| {
+            out.push_str(if first { "config    " } else { "          " });
+            out.push_str(&text);
+            out.push('\n');
+            first = false;
+        };
+        for file in &self.files {
+            line(format!(
+                "{:<7} {} sha256:{}",
+                file.source.as_str(),
+                file.path,
+                file.sha256
+            ));
+        }
+        for path in &self.absent {
+            line(format!("-       {path} (not present)"));
+        }
+        let e = &self.effective;
+        let opt = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+        let join = |items: &[String]| {
+            if items.is_empty() {
+                "-".to_owned()
+            } else {
+                items.join(", ")
+            }
+        };
+        let rows: Vec<(&str, String, Source)> = vec![
+            (
+                "sessionKind",
+                opt(e.session_kind.value.map(|k| k.as_str().to_owned())),
+                e.session_kind.from,
+            ),
+            (
+                "defaultBackendOrder",
+                e.default_backend_order
+                    .value
+                    .iter()
+                    .map(|b| b.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                e.default_backend_order.from,
+            ),
+            (
+                "allowDirectDedicated",
+                opt(e.allow_direct_dedicated.value.map(|b| b.to_string())),
+                e.allow_direct_dedicated.from,
+            ),
+            (
+                "allowWorkspaceMode",
+                opt(e.allow_workspace_mode.value.map(|b| b.to_string())),
+                e.allow_workspace_mode.from,
+            ),
+            (
+                "writableRoots",
+                join(&e.writable_roots.value),
+                e.writable_roots.from,
+            ),
+            (
+                "taskTempDirs",
+                join(&e.task_temp_dirs.value),
+                e.task_temp_dirs.from,
+            ),
+            (
+                "resultsDir",
+                opt(e.results_dir.value.clone()),
+                e.results_dir.from,
+            ),
+            (
+                "dockerRuntimeProfiles",
+                opt(e.docker_runtime_profiles.value.clone()),
+                e.docker_runtime_profiles.from,
+            ),
+            (
+                "environment",
+                join(&e.environment.value),
+                e.environment.from,
+            ),
+        ];
+        for (name, value, from) in rows {
+            line(format!("{name:<22} {value} [{}]", from.as_str()));
+        }
+        for (name, setting) in [
+            ("budgets.timeoutSeconds", &e.budgets.timeout_seconds),
+            ("budgets.memoryMiB", &e.budgets.memory_mib),
+            ("budgets.maxProcesses", &e.budgets.max_processes),
+            ("budgets.cpuSeconds", &e.budgets.cpu_seconds),
+        ] {
+            line(format!(
+                "{name:<22} {} [{}]",
+                opt(setting.value.map(|v| v.to_string())),
+                setting.from.as_str()
+            ));
+        }
+        out
+    }
+
+    /// The budget ceilings in force.
+    pub fn ceilings(&self) -> Ceilings {
+        let b = &self.effective.budgets;
+        Ceilings {
+            timeout_seconds: b.timeout_seconds.value,
+            memory_mib: b.memory_mib.value,
+            max_processes: b.max_processes.value,
+            cpu_seconds: b.cpu_seconds.value,
+        }
+    }
+
+    /// The ceilings for the engine's host facts, in the contract's units: `None` when no file
+    /// sets any, so decisions on unconfigured hosts keep the bytes they always had.
+    pub fn budget_ceilings(&self) -> Option<palisade_engine::model::BudgetLimits> {
+        let c = self.ceilings();
+        (c != Ceilings::default()).then(|| palisade_engine::model::BudgetLimits {
+            timeout_millis: c.timeout_seconds.map(|s| s.saturating_mul(1000)),
+            memory_bytes: c.memory_mib.map(|m| m.saturating_mul(1024 * 1024)),
+            max_processes: c.max_processes,
+            cpu_seconds: c.cpu_seconds,
+        })
+    }
+
+    /// The allowlist for the engine's host facts: `None` when no file set one, so decisions on
+    /// unconfigured hosts keep the bytes they always had.
+    pub fn environment_allowlist(&self) -> Option<Vec<String>> {
+        (self.effective.environment.from != Source::Default)
+            .then(|| self.effective.environment.value.clone())
+    }
+
+    /// The configured writable roots, in order (`writableRoots`, `taskTempDirs`, `resultsDir`),
+    /// each with its field path and the source that set it.
+    pub fn writable_roots(&self) -> Vec<(PathBuf, String, Source)> {
+        let e = &self.effective;
+        let mut roots = Vec::new();
+        for (field, setting) in [
+            ("spec.writableRoots", &e.writable_roots),
+            ("spec.taskTempDirs", &e.task_temp_dirs),
+        ] {
+            for (index, root) in setting.value.iter().enumerate() {
+                roots.push((
+                    PathBuf::from(root),
+                    format!("{field}[{index}]"),
+                    setting.from,
+                ));
+            }
+        }
+        if let Some(root) = &e.results_dir.value {
+            roots.push((
+                PathBuf::from(root),
+                "spec.resultsDir".to_owned(),
+                e.results_dir.from,
+            ));
+        }
+        roots
+    }
+
+    /// Every configured writable root must be an existing directory (Palisade creates none:
+    /// a typo must not become a fresh writable directory). The error names the file that set
+    /// the first missing one and lists them all.
+    pub fn check_directories(&self) -> Result<(), HostConfigError> {
+        let mut errors = Errors::default();
+        let mut origin = None;
+        for (path, field, source) in self.writable_roots() {
+            let problem = match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => continue,
+                Ok(_) => "not a directory".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            origin.get_or_insert(source);
+            errors.push(
+                field,
+                format!(
+                    "{} is not usable: {problem}",
+                    reader::quote(&path.display().to_string())
+                ),
+            );
+        }
+        let Some(source) = origin else {
+            return Ok(());
+        };
+        let path = self
+            .files
+            .iter()
+            .find(|f| f.source == source)
+            .map(|f| f.path.clone())
+            .unwrap_or_default();
+        Err(HostConfigError::invalid(path, errors))
+    }
+}
+
+#[cfg(test)]
+mod tests;

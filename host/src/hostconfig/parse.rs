@@ -1,0 +1,270 @@
+//! One host configuration file's text to a [`Spec`], with the engine's reader: every offending
+//! field reported at its path, unknown keys rejected with a "did you mean" hint.
+
+use palisade_engine::environment;
+use palisade_engine::reader::{
+    self, Errors, Node, bounded_integer, check_absolute_path, each_entry, expect_bool,
+    expect_exact, expect_list, expect_mapping, expect_str, index_path, quote, unknown_field,
+};
+use palisade_engine::{Backend, SessionKind};
+
+use super::{API_VERSION, BUDGET_FIELDS, Ceilings, HostConfigError, KIND, MAX_PATHS, Spec};
+
+/// The top-level keys.
+const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
+
+/// The keys of `spec`.
+const SPEC_FIELDS: [&str; 10] = [
+    "sessionKind",
+    "defaultBackendOrder",
+    "allowDirectDedicated",
+    "allowWorkspaceMode",
+    "writableRoots",
+    "taskTempDirs",
+    "resultsDir",
+    "dockerRuntimeProfiles",
+    "environment",
+    "budgets",
+];
+
+/// Parses and validates one file's text. `shown` names the file in the error.
+pub fn parse(text: &str, shown: &str) -> Result<Spec, HostConfigError> {
+    let mut errors = Errors::default();
+    let spec = match reader::parse(text) {
+        Ok(node) => walk_document(&node, &mut errors),
+        Err(message) => {
+            errors.push("document", message);
+            Spec::default()
+        }
+    };
+    if errors.is_empty() {
+        Ok(spec)
+    } else {
+        Err(HostConfigError::invalid(shown.to_owned(), errors))
+    }
+}
+
+fn walk_document(node: &Node, errors: &mut Errors) -> Spec {
+    let mut spec = Spec::default();
+    if matches!(node, Node::Empty) {
+        errors.push(
+            "document",
+            "is empty; expected `apiVersion`, `kind` and `spec`",
+        );
+        return spec;
+    }
+    if !expect_mapping(node, "document", errors) {
+        return spec;
+    }
+    let (mut seen_api, mut seen_kind) = (false, false);
+    each_entry(node, "", errors, |key, path, value, errors| match key {
+        "apiVersion" => {
+            seen_api = true;
+            expect_exact(value, &path, API_VERSION, errors);
+        }
+        "kind" => {
+            seen_kind = true;
+            expect_exact(value, &path, KIND, errors);
+        }
+        "metadata" => walk_metadata(value, &path, errors),
+        "spec" => walk_spec(value, &path, &mut spec, errors),
+        other => errors.push(path, unknown_field(other, &TOP_FIELDS)),
+    });
+    if !seen_api {
+        errors.push("apiVersion", format!("is required: `{API_VERSION}`"));
+    }
+    if !seen_kind {
+        errors.push("kind", format!("is required: `{KIND}`"));
+    }
+    spec
+}
+
+fn walk_metadata(node: &Node, path: &str, errors: &mut Errors) {
+    if !expect_mapping(node, path, errors) {
+        return;
+    }
+    each_entry(node, path, errors, |key, path, value, errors| match key {
+        "name" => {
+            if expect_str(value, &path, errors).is_some_and(str::is_empty) {
+                errors.push(path, "must not be empty");
+            }
+        }
+        other => errors.push(path, unknown_field(other, &["name"])),
+    });
+}
+
+fn walk_spec(node: &Node, path: &str, spec: &mut Spec, errors: &mut Errors) {
+    if !expect_mapping(node, path, errors) {
+        return;
+    }
+    each_entry(node, path, errors, |key, path, value, errors| match key {
+        "sessionKind" => spec.session_kind = session_kind(value, &path, errors),
+        "defaultBackendOrder" => spec.default_backend_order = backend_order(value, &path, errors),
+        "allowDirectDedicated" => spec.allow_direct_dedicated = expect_bool(value, &path, errors),
+        "allowWorkspaceMode" => spec.allow_workspace_mode = expect_bool(value, &path, errors),
+        "writableRoots" => spec.writable_roots = path_list(value, &path, errors),
+        "taskTempDirs" => spec.task_temp_dirs = path_list(value, &path, errors),
+        "resultsDir" => spec.results_dir = path_value(value, &path, true, errors),
+        "dockerRuntimeProfiles" => {
+            spec.docker_runtime_profiles = path_value(value, &path, false, errors);
+        }
+        "environment" => spec.environment = environment_section(value, &path, errors),
+        "budgets" => spec.budgets = budgets(value, &path, errors),
+        other => errors.push(path, unknown_field(other, &SPEC_FIELDS)),
+    });
+}
+
+fn session_kind(node: &Node, path: &str, errors: &mut Errors) -> Option<SessionKind> {
+    let name = expect_str(node, path, errors)?;
+    let kind = match name {
+        "turnkey" => Some(SessionKind::Turnkey),
+        "cli" => Some(SessionKind::Cli),
+        "managed" => Some(SessionKind::Managed),
+        _ => None,
+    };
+    if kind.is_none() {
+        errors.push(
+            path,
+            format!(
+                "unknown session kind {}; expected `turnkey`, `cli` or `managed`{}",
+                quote(name),
+                reader::did_you_mean(name, ["turnkey", "cli", "managed"])
+            ),
+        );
+    }
+    kind
+}
+
+fn backend_order(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<Backend>> {
+    let items = expect_list(node, path, Backend::ALL.len(), errors)?;
+    if items.is_empty() {
+        errors.push(
+            path,
+            format!("must name 1 to {} backends", Backend::ALL.len()),
+        );
+        return None;
+    }
+    let before = errors.total();
+    let known = || Backend::ALL.iter().map(|b| b.as_str());
+    let mut order = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        let Some(name) = expect_str(item, &item_path, errors) else {
+            continue;
+        };
+        match Backend::from_name(name) {
+            Some(backend) if order.contains(&backend) => {
+                errors.push(item_path, format!("duplicate backend {}", quote(name)));
+            }
+            Some(backend) => order.push(backend),
+            None => errors.push(
+                item_path,
+                format!(
+                    "unknown backend {}; expected one of {}{}",
+                    quote(name),
+                    reader::list_names(known()),
+                    reader::did_you_mean(name, known())
+                ),
+            ),
+        }
+    }
+    (errors.total() == before).then_some(order)
+}
+
+/// An absolute, normalised path; a writable one may not be `/`.
+fn path_value(node: &Node, path: &str, writable: bool, errors: &mut Errors) -> Option<String> {
+    let value = expect_str(node, path, errors)?;
+    if let Err(message) = check_absolute_path(value) {
+        errors.push(path, message);
+        return None;
+    }
+    if writable && value == "/" {
+        errors.push(path, "`/` would make the whole filesystem writable");
+        return None;
+    }
+    Some(value.to_owned())
+}
+
+fn path_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let items = expect_list(node, path, MAX_PATHS, errors)?;
+    let before = errors.total();
+    let mut out = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        match path_value(item, &item_path, true, errors) {
+            Some(value) if out.contains(&value) => {
+                errors.push(item_path, format!("duplicate path {}", quote(&value)));
+            }
+            Some(value) => out.push(value),
+            None => {}
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+fn environment_section(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    if !expect_mapping(node, path, errors) {
+        return None;
+    }
+    let mut allow = None;
+    let mut seen = false;
+    each_entry(
+        node,
+        path,
+        errors,
+        |key, key_path, value, errors| match key {
+            "allow" => {
+                seen = true;
+                allow = allowlist(value, &key_path, errors);
+            }
+            other => errors.push(key_path, unknown_field(other, &["allow"])),
+        },
+    );
+    if !seen {
+        errors.push(
+            reader::child_path(path, "allow"),
+            "is required: the list of variables to pass",
+        );
+    }
+    allow
+}
+
+fn allowlist(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let items = expect_list(node, path, environment::MAX_ENTRIES, errors)?;
+    let before = errors.total();
+    let mut out: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        let Some(entry) = expect_str(item, &item_path, errors) else {
+            continue;
+        };
+        if let Err(message) = environment::parse_entry(entry) {
+            errors.push(item_path, message);
+        } else if out.iter().any(|e| e == entry) {
+            errors.push(item_path, format!("duplicate entry {}", quote(entry)));
+        } else {
+            out.push(entry.to_owned());
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `spec.budgets`: the ceilings, bounded like a taskpack's `spec.budgets`.
+fn budgets(node: &Node, path: &str, errors: &mut Errors) -> Ceilings {
+    let mut ceilings = Ceilings::default();
+    if !expect_mapping(node, path, errors) {
+        return ceilings;
+    }
+    let names: Vec<&str> = BUDGET_FIELDS.iter().map(|(n, _)| *n).collect();
+    each_entry(node, path, errors, |key, key_path, value, errors| {
+        let Some((field, max)) = BUDGET_FIELDS.iter().find(|(n, _)| *n == key) else {
+            errors.push(key_path, unknown_field(key, &names));
+            return;
+        };
+        match bounded_integer(value, *max) {
+            Ok(number) => *ceilings.slot(field) = Some(number),
+            Err(message) => errors.push(key_path, message),
+        }
+    });
+    ceilings
+}
