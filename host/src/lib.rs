@@ -6,6 +6,7 @@
 //! be replayed bit for bit by any runtime that loads the same component.
 
 pub mod audit;
+pub mod cli;
 pub mod docker;
 pub mod egress;
 pub mod envpolicy;

@@ -1,0 +1,268 @@
+//! The command line, as clap reads it: every subcommand and flag. Kept in the library so the
+//! subcommands can be driven (and tested) without a process, and so completions and a man page
+//! can be generated from the same definitions.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "palisade",
+    version,
+    about = "Sandbox policy engine and launcher: decide how a command may be isolated, fail closed",
+    after_help = EXIT_HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed (HOST_CONFIG_INVALID \
+included); 2 usage; 3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE, \
+SANDBOX_CAPABILITY_INSUFFICIENT, EXECUTION_MODE_FORBIDDEN or HOST_CONFIG_FORBIDDEN; \
+5 replay diverged. `palisade run` exits with the command's status (128+N for signal N), \
+or 125 when palisade failed or refused and nothing was launched.";
+
+const REPLAY_HELP: &str = "Each record is REPRODUCED (the engine it names, re-run on the \
+recorded input, emitted exactly the recorded output bytes), DIVERGED (other bytes, or an engine \
+other than the one it names) or INVALID (malformed, inconsistent with itself, or its engine \
+cannot be had); exit 5 unless every record is REPRODUCED.\n\n\
+Auditing across versions: run `palisade component --archive DIR` wherever palisade records \
+decisions; later `palisade replay FILE --component-store DIR --export-in-toto OUT` replays each \
+record with its own engine and writes an in-toto statement per reproduced record, and \
+`palisade replay --in-toto OUT --component-store DIR` verifies such statements.";
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Probe every backend afresh and show what this host can enforce.
+    Doctor(DoctorArgs),
+    /// Decide how a command would be sandboxed here; launch nothing.
+    Decide(DecideArgs),
+    /// Decide, then run a command under the chosen backend, supervise it and reap its tree.
+    Run(RunArgs),
+    /// Re-run recorded decisions through the engine and compare the exact bytes; export or
+    /// verify them as in-toto statements.
+    #[command(after_help = REPLAY_HELP)]
+    Replay(ReplayArgs),
+    /// Write the engine component (WebAssembly) for other runtimes, or archive it by digest.
+    Component(ComponentArgs),
+    /// Print the engine's WIT contract.
+    Wit,
+    /// Internal: the init process of a Landlock or direct-dedicated sandbox.
+    #[command(name = "__sandbox-init", hide = true)]
+    SandboxInit,
+    /// Internal: inside a filtered-egress sandbox, bridge loopback to the proxy, exec CMD.
+    #[command(name = "__proxy-bridge", hide = true)]
+    ProxyBridge(ProxyBridgeArgs),
+}
+
+#[derive(Args)]
+pub struct ProxyBridgeArgs {
+    /// The sandbox-loopback port to listen on.
+    #[arg(long)]
+    pub port: u16,
+    /// The proxy's Unix socket, as mounted in the sandbox.
+    #[arg(long)]
+    pub socket: PathBuf,
+    /// The command (absolute path) and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+/// Flags that describe the host (shared by `doctor`, `decide` and later `run`).
+#[derive(Args, Clone)]
+pub struct HostArgs {
+    /// The workspace the command runs in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// An extra writable root (results dir, task temp dir); repeatable.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    pub writable_roots: Vec<PathBuf>,
+    /// The kind of host session deciding (default: the host configuration's, else `cli`); may
+    /// only tighten a configured kind (to `turnkey`).
+    #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"])]
+    pub session_kind: Option<String>,
+    /// Opt this host in to the `direct-dedicated` backend (no filesystem or network masks);
+    /// refused when the host configuration says `allowDirectDedicated: false`.
+    #[arg(long)]
+    pub allow_direct_dedicated: bool,
+    /// Read this host configuration instead of the per-user one (the system file
+    /// /etc/palisade/host.yaml still applies, and this file may only tighten it).
+    #[arg(long = "host-config", value_name = "FILE")]
+    pub host_config: Option<PathBuf>,
+    /// The docker socket to probe (default: `$DOCKER_HOST` or /var/run/docker.sock).
+    #[arg(long, value_name = "PATH")]
+    pub docker_socket: Option<PathBuf>,
+    /// A docker image to probe; without a runtime profile pinning it, docker stays unavailable.
+    #[arg(long, value_name = "IMAGE", conflicts_with = "runtime_profiles")]
+    pub docker_image: Option<String>,
+    /// Runtime profiles (kind `TrustedRegistry`): the pinned images the docker backend may run.
+    #[arg(long, value_name = "FILE")]
+    pub runtime_profiles: Option<PathBuf>,
+    /// The profile to use from the runtime profile file (default: the file's only profile).
+    #[arg(long, value_name = "NAME")]
+    pub runtime_profile: Option<String>,
+}
+
+/// `--execution-mode` and who asked (shared by `decide` and `run`).
+#[derive(Args, Clone)]
+pub struct ExecArgs {
+    /// `sandbox`, or `workspace`: no isolation, by explicit request (still supervised: budgets,
+    /// process-tree cleanup, the environment allowlist); a host configuration may forbid it.
+    #[arg(long, value_name = "MODE", value_parser = ["sandbox", "workspace"], default_value = "sandbox")]
+    pub execution_mode: String,
+    /// Who asked for a `workspace` run, recorded in the audit next to the invoking user.
+    #[arg(long, value_name = "TEXT")]
+    pub requested_by: Option<String>,
+}
+
+/// Budget flags (shared by `decide` and `run`): decision inputs, which may only tighten the
+/// Taskpack's `spec.budgets` (a looser one is clamped, and the decision says so).
+#[derive(Args, Clone, Default)]
+pub struct BudgetArgs {
+    /// Wall-clock budget: `90s`, `1500ms`, `5m`, `1h` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
+    /// Memory budget for the whole tree: `512M`, `2G` (may only tighten the Taskpack's).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// Most processes alive at once in the tree (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    pub max_procs: Option<u64>,
+    /// CPU-time budget for the tree, in seconds (may only tighten the Taskpack's).
+    #[arg(long, value_name = "N")]
+    pub cpu_seconds: Option<u64>,
+}
+
+#[derive(Args)]
+pub struct DecideArgs {
+    /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
+    #[arg(long, value_name = "FILE")]
+    pub taskpack: Option<PathBuf>,
+    /// Use recorded host facts and probes (JSON) instead of probing this host.
+    #[arg(long, value_name = "FILE", conflicts_with = "input")]
+    pub facts: Option<PathBuf>,
+    /// The whole decision input (document and facts) as JSON; `-` reads stdin.
+    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["taskpack", "facts"])]
+    pub input: Option<String>,
+    /// Print the canonical decision JSON instead of a summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Append an audit record (JSON Lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Probe afresh instead of using the probe cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
+    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
+    pub allow_domains: Vec<String>,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
+    pub host: HostArgs,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
+    #[arg(long, value_name = "FILE")]
+    pub taskpack: Option<PathBuf>,
+    /// Append the decision (before launching) and the run's outcome (after) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
+    /// Probe afresh instead of using the probe cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
+    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN")]
+    pub allow_domains: Vec<String>,
+    /// Resolve NAME to ADDR in the filtering proxy instead of asking DNS (like curl's
+    /// `--resolve`); repeatable. The proxy still applies its address checks.
+    #[arg(long = "proxy-resolve", value_name = "NAME=ADDR")]
+    pub proxy_resolve: Vec<String>,
+    #[command(flatten)]
+    pub exec: ExecArgs,
+    #[command(flatten)]
+    pub host: HostArgs,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The audit file (JSON Lines) to replay, or with `--in-toto` the statements to verify.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Replay every record with this engine component instead of the embedded one.
+    #[arg(long, value_name = "FILE", conflicts_with = "component_store")]
+    pub component: Option<PathBuf>,
+    /// Replay each record with the engine it names, from this content-addressed store
+    /// (`DIR/sha256/<hex>.wasm`, filled by `palisade component --archive DIR`).
+    #[arg(long, value_name = "DIR")]
+    pub component_store: Option<PathBuf>,
+    /// FILE holds in-toto statements (as `--export-in-toto` writes them): verify each one.
+    #[arg(long, conflicts_with = "export_in_toto")]
+    pub in_toto: bool,
+    /// Write an in-toto Statement v1 (JSON Lines) for every record that reproduced to OUT.
+    #[arg(long, value_name = "OUT")]
+    pub export_in_toto: Option<PathBuf>,
+    /// Print one JSON object per record instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ComponentArgs {
+    /// Where to write the component (default: stdout, unless `--archive` is given).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Store the component in this content-addressed store as `DIR/sha256/<hex>.wasm`, for
+    /// `palisade replay --component-store DIR`.
+    #[arg(long, value_name = "DIR")]
+    pub archive: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::panic, reason = "tests")]
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_definitions_are_consistent() {
+        // clap's own checks: no two flags with one name, every conflict names a real argument.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_run_needs_its_command_after_the_separator() {
+        let run =
+            Cli::try_parse_from(["palisade", "run", "--timeout", "5s", "--", "sh", "-c", "x"]);
+        let Ok(Cli {
+            command: Command::Run(args),
+        }) = run
+        else {
+            panic!("`run -- sh -c x` did not parse");
+        };
+        assert_eq!(args.command, ["sh", "-c", "x"]);
+        assert_eq!(args.budgets.timeout.as_deref(), Some("5s"));
+    }
+}

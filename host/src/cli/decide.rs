@@ -1,0 +1,274 @@
+//! `palisade decide`: gather the input (probed, `--facts` or `--input`), decide, record, and
+//! print the canonical JSON or a summary of the plan.
+
+use std::io::Read;
+use std::path::Path;
+
+use palisade_engine::output::{
+    BudgetKind, BudgetOrigin, ConfinementPlan, EnvironmentOrigin, PlanNetwork,
+};
+use palisade_engine::{DecisionInput, ExecutionMode, Outcome, RecordedFacts, Verdict};
+use serde_json::Value;
+
+use crate::audit::RecordContext;
+use crate::execmode;
+use crate::exit::Exit;
+use crate::facts;
+use crate::hostconfig::HostConfig;
+use crate::probe;
+use crate::report::{ErrorCode, Failure};
+use crate::translate;
+
+use super::args::DecideArgs;
+use super::engine::{decide_recorded, refusal_failure};
+use super::inputs::{budget_flags, execution, narrowing, read_document, read_file_limited};
+use super::setup::{facts_failure, host_setup, probe_options};
+use super::{CommandResult, write_stdout};
+
+/// Where the decision input came from, for the audit context.
+pub(super) struct GatheredInput {
+    input: DecisionInput,
+    probe_source: &'static str,
+    /// The host configuration, when the facts were measured here (not `--facts`/`--input`).
+    host_config: Option<HostConfig>,
+}
+
+pub(super) fn read_json_source(source: &str) -> Result<Vec<u8>, Failure> {
+    if source == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+            Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
+        })?;
+        Ok(bytes)
+    } else {
+        read_file_limited(Path::new(source), "input")
+    }
+}
+
+pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
+    if let Some(source) = &args.input {
+        let bytes = read_json_source(source)?;
+        let input: DecisionInput = serde_json::from_slice(&bytes).map_err(|e| {
+            Failure::new(ErrorCode::InputInvalid, format!("input `{source}` is not a decision input: {e}"))
+                .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see docs/contract.md")
+        })?;
+        if args.exec.execution_mode != "sandbox" {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "`--execution-mode` does not apply to `--input`, which carries its own `executionMode`",
+            ));
+        }
+        if budget_flags(&args.budgets)?.is_some() {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "budget flags do not apply to `--input`, which carries its own `budgetFlags`",
+            ));
+        }
+        return Ok(GatheredInput {
+            input,
+            probe_source: "input-file",
+            host_config: None,
+        });
+    }
+
+    let (document, document_name) = read_document(&args.taskpack, &args.host)?;
+    if let Some(path) = &args.facts {
+        let bytes = read_file_limited(path, "facts file")?;
+        let recorded: RecordedFacts =
+            serde_json::from_slice(&bytes).map_err(|e| {
+                Failure::new(
+                ErrorCode::InputInvalid,
+                format!("facts file `{}` is not recorded host facts: {e}", path.display()),
+            )
+            .hint("the facts file is JSON with `host` and `probes`, as in an audit record's input")
+            })?;
+        return Ok(GatheredInput {
+            input: DecisionInput {
+                document,
+                document_name,
+                host: recorded.host,
+                probes: recorded.probes,
+                narrow_allowed_domains: narrowing(&args.allow_domains),
+                execution_mode: execmode::input_field(execution(&args.exec).0),
+                budget_flags: budget_flags(&args.budgets)?,
+            },
+            probe_source: "facts-file",
+            host_config: None,
+        });
+    }
+
+    let (config, options) = host_setup(&args.host)?;
+    let host = facts::gather(&options).map_err(facts_failure)?;
+    let probes = probe::probe_all(&probe_options(&args.host, &config, !args.no_cache)?);
+    if let Some(problem) = &probes.cache_error {
+        eprintln!("warning: probe cache not used: {problem}");
+    }
+    Ok(GatheredInput {
+        input: DecisionInput {
+            document,
+            document_name,
+            host,
+            probes: probes.probes,
+            narrow_allowed_domains: narrowing(&args.allow_domains),
+            execution_mode: execmode::input_field(execution(&args.exec).0),
+            budget_flags: budget_flags(&args.budgets)?,
+        },
+        probe_source: if probes.from_cache { "cache" } else { "fresh" },
+        host_config: Some(config),
+    })
+}
+
+/// `palisade decide`.
+pub fn decide(args: &DecideArgs) -> CommandResult {
+    let gathered = gather_input(args)?;
+    let mut context = RecordContext::now("decide", gathered.probe_source);
+    context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
+    context.requested_by = execution(&args.exec).1;
+    let outcome = decide_recorded(&gathered.input, args.record.as_deref(), context)?;
+
+    if args.json {
+        let mut text = outcome.canonical_json.clone();
+        text.push('\n');
+        write_stdout(text.as_bytes())?;
+    } else if let Verdict::Decision(plan) = &outcome.verdict {
+        write_stdout(summarize(&outcome, plan).as_bytes())?;
+    }
+    match refusal_failure(&outcome) {
+        None => Ok(Exit::Success),
+        Some(failure) => Err(failure),
+    }
+}
+
+/// A string field of a JSON object, or `?` when it is missing (for human summaries only).
+pub(super) fn str_field<'v>(value: &'v Value, key: &str) -> &'v str {
+    value.get(key).and_then(Value::as_str).unwrap_or("?")
+}
+
+/// A human summary of a decision: the plan as the launcher applies it, and from the canonical
+/// JSON the policy's source, requirements and the negotiation trace.
+pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
+    let report: Value = serde_json::from_str(&outcome.canonical_json).unwrap_or(Value::Null);
+    let text = |pointer: &str| {
+        report
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_owned()
+    };
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "-".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    let mut out = String::new();
+    if plan.execution_mode == ExecutionMode::Workspace {
+        out.push_str(
+            "mode      workspace: UNSANDBOXED by request (no isolation; supervised only)\n",
+        );
+    }
+    out.push_str(&format!("backend   {}\n", plan.backend.as_str()));
+    match &plan.network {
+        PlanNetwork::Filtered { allowlist } => out.push_str(&format!(
+            "network   filtered: own loopback, egress only via the filtering proxy to: {}\n",
+            list(allowlist)
+        )),
+        other => out.push_str(&format!("network   {}\n", other.as_str())),
+    }
+    out.push_str(&format!(
+        "policy    {} ({})\n",
+        text("/policy/source"),
+        text("/policy/documentName")
+    ));
+    if let Some(requirements) = report
+        .pointer("/policy/requirements")
+        .and_then(Value::as_array)
+    {
+        for (index, requirement) in requirements.iter().enumerate() {
+            out.push_str(&format!(
+                "{}  {} [{}]\n",
+                if index == 0 { "requires" } else { "        " },
+                str_field(requirement, "capability"),
+                str_field(requirement, "origin"),
+            ));
+        }
+    }
+    out.push_str(&format!("writable  {}\n", list(&plan.writable_roots)));
+    out.push_str(&format!("denied    {}\n", list(&plan.denied_read_paths)));
+    let protected: Vec<String> = plan
+        .protected_paths
+        .iter()
+        .map(|p| {
+            if p.enforced {
+                p.path.clone()
+            } else {
+                format!("{} (NOT enforced)", p.path)
+            }
+        })
+        .collect();
+    out.push_str(&format!("protected {}\n", list(&protected)));
+    out.push_str(&format!("budgets   {}\n", budget_summary(plan)));
+    for line in translate::notices(plan)
+        .iter()
+        .filter(|line| line.contains("clamped"))
+    {
+        out.push_str(&format!("          {line}\n"));
+    }
+    let environment = &plan.environment;
+    out.push_str(&format!(
+        "env       {} allowlist: {}\n",
+        match environment.origin {
+            EnvironmentOrigin::Default => "default",
+            EnvironmentOrigin::Host => "host",
+        },
+        list(&environment.allowlist)
+    ));
+    if !environment.explicit_secrets.is_empty() {
+        out.push_str(&format!(
+            "          secret-looking, passed because named: {}\n",
+            list(&environment.explicit_secrets)
+        ));
+    }
+    if let Some(trace) = report.get("trace").and_then(Value::as_array) {
+        for (index, candidate) in trace.iter().enumerate() {
+            out.push_str(&format!(
+                "{} {:<17} {:<15} {}\n",
+                if index == 0 { "trace    " } else { "         " },
+                str_field(candidate, "backend"),
+                str_field(candidate, "verdict"),
+                str_field(candidate, "reason"),
+            ));
+        }
+    }
+    out.push_str(&format!("digest    sha256:{}\n", outcome.digest));
+    out
+}
+
+/// `timeout 10m [policy], memory 512 MiB [host-ceiling]`, or `none`.
+pub(super) fn budget_summary(plan: &ConfinementPlan) -> String {
+    let b = &plan.budgets;
+    let parts: Vec<String> = [
+        ("timeout", BudgetKind::Timeout, b.timeout_millis),
+        ("memory", BudgetKind::Memory, b.memory_bytes),
+        ("processes", BudgetKind::MaxProcesses, b.max_processes),
+        ("cpu", BudgetKind::Cpu, b.cpu_seconds),
+    ]
+    .into_iter()
+    .filter_map(|(name, kind, limit)| {
+        limit.map(|limit| {
+            let origin = match limit.origin {
+                BudgetOrigin::Policy => "policy",
+                BudgetOrigin::Flag => "flag",
+                BudgetOrigin::HostCeiling => "host ceiling",
+            };
+            format!("{name} {} [{origin}]", translate::show(kind, limit.value))
+        })
+    })
+    .collect();
+    if parts.is_empty() {
+        "none".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}

@@ -1,0 +1,96 @@
+//! `palisade doctor`: every backend probed afresh, the host configuration and the engine.
+
+use crate::exit::Exit;
+use crate::facts;
+use crate::probe;
+
+use super::args::DoctorArgs;
+use super::engine::load_runtime;
+use super::setup::{facts_failure, host_setup, probe_options};
+use super::{CommandResult, write_stdout};
+
+/// `palisade doctor`.
+pub fn doctor(args: &DoctorArgs) -> CommandResult {
+    let (config, options) = host_setup(&args.host)?;
+    let host = facts::gather(&options).map_err(facts_failure)?;
+    // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
+    let probes = probe::probe_all(&probe_options(&args.host, &config, false)?);
+    let engine = load_runtime(None).ok();
+    let mut out = String::new();
+    if args.json {
+        let value = serde_json::json!({
+            "host": host,
+            "probes": probes.probes,
+            "probeMillis": u64::try_from(probes.elapsed.as_millis()).unwrap_or(u64::MAX),
+            "hostConfig": config.record(),
+            "engine": engine.as_ref().map(|e| serde_json::json!({
+                "componentSha256": e.component_sha256(),
+                "determinism": e.settings(),
+            })),
+        });
+        out.push_str(&value.to_string());
+        out.push('\n');
+    } else {
+        out.push_str(&format!(
+            "host      {} {}, session {}, uid {}, workspace {}\n",
+            host.os,
+            host.arch,
+            host.session_kind.as_str(),
+            facts::current_uid(),
+            host.workspace_dir
+        ));
+        out.push_str(&config.render_text());
+        if let Some(engine) = &engine {
+            out.push_str(&format!(
+                "engine    component sha256:{} on wasmtime {}\n",
+                engine.component_sha256(),
+                engine.settings().wasmtime_version
+            ));
+        }
+        out.push_str(&format!(
+            "probed    {} backends in {} ms\n\n",
+            probes.probes.len(),
+            probes.elapsed.as_millis()
+        ));
+        out.push_str(&format!(
+            "{:<17} {:<10} {:<22} {:<44} {}\n",
+            "BACKEND", "AVAILABLE", "VERSION", "NETWORK MODES", "CAPABILITIES / REASON"
+        ));
+        for p in &probes.probes {
+            let mut modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
+            if p.domain_filtering {
+                modes.push("domains");
+            }
+            let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
+            let detail = if p.available {
+                caps.join(", ")
+            } else {
+                p.reason.clone()
+            };
+            out.push_str(&format!(
+                "{:<17} {:<10} {:<22} {:<44} {}\n",
+                p.backend.as_str(),
+                if p.available { "yes" } else { "no" },
+                if p.version.is_empty() {
+                    "-"
+                } else {
+                    p.version.as_str()
+                },
+                if p.available {
+                    modes.join(", ")
+                } else {
+                    "-".to_owned()
+                },
+                detail
+            ));
+            for limitation in &p.limitations {
+                out.push_str(&format!(
+                    "{:<17} {:<10} {:<22} {:<44} limit: {limitation}\n",
+                    "", "", "", ""
+                ));
+            }
+        }
+    }
+    write_stdout(out.as_bytes())?;
+    Ok(Exit::Success)
+}

@@ -1,0 +1,98 @@
+//! Running the embedded engine for a subcommand: load it, decide (recording first when asked)
+//! and turn a refusal into the failure to print.
+
+use std::path::Path;
+
+use palisade_engine::{DecisionInput, Outcome, Verdict};
+
+use crate::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use crate::report::{ErrorCode, Failure};
+use crate::runtime::{self, EngineRuntime, LoadOptions};
+
+use super::setup::cache_dir;
+
+pub(super) fn load_runtime(component: Option<Vec<u8>>) -> Result<EngineRuntime, Failure> {
+    EngineRuntime::load(&LoadOptions {
+        component,
+        cache_dir: cache_dir(),
+        ..LoadOptions::default()
+    })
+    .map_err(|error| {
+        Failure::new(
+            ErrorCode::Internal,
+            format!("cannot load the engine: {error}"),
+        )
+    })
+}
+
+/// Runs the input through a fresh instance of the embedded component and, when `audit` is
+/// given, appends the record (synced) before returning: `decide` and `run` share this path, so a
+/// run's decision is exactly what `decide` would have recorded.
+pub(super) fn decide_recorded(
+    input: &DecisionInput,
+    audit: Option<&Path>,
+    context: RecordContext,
+) -> Result<Outcome, Failure> {
+    let engine_failed = |e: runtime::RuntimeError| {
+        Failure::new(ErrorCode::Internal, format!("the engine failed: {e}"))
+    };
+    let engine = load_runtime(None)?;
+    let mut instance = engine.instantiate().map_err(engine_failed)?;
+    let outcome = instance.decide(input).map_err(engine_failed)?;
+    if let Some(path) = audit {
+        let info = instance.info().map_err(engine_failed)?;
+        let record = AuditRecord {
+            schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
+            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
+            input: input.clone(),
+            output: outcome.canonical_json.clone(),
+            output_digest: outcome.digest.clone(),
+            context,
+        };
+        audit::append(path, &record)
+            .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    }
+    Ok(outcome)
+}
+
+/// The failure to report for a refusal, or `None` for a decision.
+pub(super) fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
+    let Verdict::Refusal {
+        code,
+        message,
+        errors,
+        trace,
+    } = &outcome.verdict
+    else {
+        return None;
+    };
+    let code = ErrorCode::from_refusal(*code);
+    let mut failure = Failure::new(code, message.clone());
+    for error in errors {
+        failure = failure.detail(format!("{}: {}", error.path, error.message));
+    }
+    for candidate in trace {
+        failure = failure.detail(format!(
+            "{}: {} ({})",
+            candidate.backend.as_str(),
+            candidate.verdict.as_str(),
+            candidate.reason
+        ));
+    }
+    failure = match code {
+        ErrorCode::SandboxPolicyInvalid => {
+            failure.hint("fix the listed fields; `palisade decide --json` prints them as data")
+        }
+        ErrorCode::SandboxBackendUnavailable => {
+            failure.hint("run `palisade doctor` to see why each backend is unavailable")
+        }
+        ErrorCode::SandboxCapabilityInsufficient => failure.hint(
+            "drop a requirement or prefer a backend that provides it; `palisade doctor` lists capabilities",
+        ),
+        ErrorCode::ExecutionModeForbidden => failure.hint(
+            "the host configuration sets `allowWorkspaceMode: false`; `palisade doctor` shows which file",
+        ),
+        _ => failure,
+    };
+    Some(failure.detail(format!("digest sha256:{}", outcome.digest)))
+}

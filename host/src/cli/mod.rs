@@ -1,0 +1,105 @@
+//! The `palisade` command line: [`args`] (what clap reads) and one module per subcommand, each
+//! returning the exit status or a [`Failure`] to report. stdout carries data only; failures go
+//! to stderr as one line with a code, then detail and `hint:` lines.
+//!
+//! The modules shared by the subcommands: [`setup`] (the host configuration, flags and probe
+//! options), [`inputs`] (the taskpack and the launcher's own inputs), [`engine`] (running the
+//! embedded engine, recording first). [`main`] is the whole of the binary.
+
+pub mod args;
+mod component;
+mod decide;
+mod doctor;
+mod engine;
+mod inputs;
+mod replay;
+mod run;
+mod setup;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::exit::Exit;
+use crate::report::{ErrorCode, Failure};
+
+pub use args::Cli;
+pub use component::{component, wit};
+pub use decide::decide;
+pub use doctor::doctor;
+pub use replay::replay;
+pub use run::run;
+
+/// What a subcommand returns.
+pub type CommandResult = Result<Exit, Failure>;
+
+/// Parses the command line, runs the subcommand and turns its result into the exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            // clap prints help/version to stdout and usage errors to stderr.
+            let _ = error.print();
+            return if error.use_stderr() {
+                Exit::Usage.into()
+            } else {
+                Exit::Success.into()
+            };
+        }
+    };
+    dispatch(cli.command)
+}
+
+/// Runs one subcommand.
+pub fn dispatch(command: args::Command) -> ExitCode {
+    use args::Command;
+    let is_run = matches!(command, Command::Run(_));
+    let result = match command {
+        Command::Doctor(args) => doctor(&args),
+        Command::Decide(args) => decide(&args),
+        Command::Run(args) => run(&args),
+        #[cfg(target_os = "linux")]
+        Command::SandboxInit => palisade_shims::init::main(),
+        // The PID-namespace init exists on Linux only; nothing launches it elsewhere.
+        #[cfg(not(target_os = "linux"))]
+        Command::SandboxInit => {
+            let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
+            return Exit::NotLaunched.into();
+        }
+        Command::ProxyBridge(args) => {
+            let message = crate::egress::bridge_main(args.port, &args.socket, &args.command);
+            let _ = writeln!(std::io::stderr(), "palisade: egress bridge: {message}");
+            return Exit::NotLaunched.into();
+        }
+        Command::Replay(args) => replay(&args),
+        Command::Component(args) => component(&args),
+        Command::Wit => wit(),
+    };
+    match result {
+        Ok(exit) => exit.into(),
+        Err(failure) => {
+            let _ = std::io::stderr().write_all(failure.render().as_bytes());
+            // `run` keeps the command's statuses for the command: any failure of Palisade's
+            // own, refusals included, is 125 and means nothing was launched.
+            if is_run {
+                Exit::NotLaunched.into()
+            } else {
+                failure.code.exit().into()
+            }
+        }
+    }
+}
+
+/// Writes data to stdout; a closed pipe (`palisade … | head`) is not an error.
+fn write_stdout(bytes: &[u8]) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::new(
+            ErrorCode::Internal,
+            format!("cannot write to stdout: {e}"),
+        )),
+    }
+}

@@ -1,0 +1,153 @@
+//! `palisade replay`: re-run recorded decisions through the engine that made them and compare
+//! the bytes; export or verify in-toto statements.
+
+use crate::audit;
+use crate::exit::Exit;
+use crate::replay::{self, EngineChoice, Engines, ReplayStatus};
+use crate::report::{ErrorCode, Failure};
+use crate::store::ComponentStore;
+
+use super::args::ReplayArgs;
+use super::inputs::read_file_limited;
+use super::setup::cache_dir;
+use super::{CommandResult, write_stdout};
+
+/// `palisade replay`.
+pub fn replay(args: &ReplayArgs) -> CommandResult {
+    let choice = if let Some(path) = &args.component {
+        EngineChoice::Component(read_file_limited(path, "component")?)
+    } else if let Some(dir) = &args.component_store {
+        if !dir.is_dir() {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                format!("component store `{}` is not a directory", dir.display()),
+            )
+            .hint("fill one with `palisade component --archive DIR`"));
+        }
+        EngineChoice::Store(ComponentStore::new(dir))
+    } else {
+        EngineChoice::Embedded
+    };
+    let mut engines = Engines::new(choice, cache_dir());
+    engines
+        .preload()
+        .map_err(|reason| Failure::new(ErrorCode::Internal, reason))?;
+    let lines = audit::read_lines(&args.file)
+        .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+    if lines.is_empty() {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!(
+                "{} `{}` holds no {}",
+                if args.in_toto {
+                    "statement file"
+                } else {
+                    "audit file"
+                },
+                args.file.display(),
+                if args.in_toto {
+                    "statements"
+                } else {
+                    "records"
+                }
+            ),
+        ));
+    }
+    let mut out = String::new();
+    let mut failed = 0usize;
+    let mut replayed = 0usize;
+    let mut digests_seen = Vec::new();
+    let mut statements = String::new();
+    let mut exported = 0usize;
+    for (line, text) in &lines {
+        let result = if args.in_toto {
+            replay::verify_statement(&mut engines, *line, text)
+        } else {
+            let record = match audit::parse_line(text) {
+                audit::AuditLine::Decision(record) => record,
+                audit::AuditLine::Outcome(outcome) => {
+                    // Outcomes are not decisions: nothing to replay, but each must follow the
+                    // decision it claims to have been launched under.
+                    if !digests_seen.contains(&outcome.decision_digest) {
+                        failed += 1;
+                        out.push_str(&format!(
+                            "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
+                            ReplayStatus::Invalid.as_str(),
+                            outcome.decision_digest
+                        ));
+                    }
+                    continue;
+                }
+            };
+            let result = replay::replay_line(&mut engines, *line, &record);
+            if let Ok(record) = record.as_ref() {
+                digests_seen.push(record.output_digest.clone());
+                if args.export_in_toto.is_some() && result.status == ReplayStatus::Reproduced {
+                    let statement = replay::statement_for(text, record).map_err(|reason| {
+                        Failure::new(
+                            ErrorCode::Internal,
+                            format!("cannot export line {line}: {reason}"),
+                        )
+                    })?;
+                    statements.push_str(&statement);
+                    statements.push('\n');
+                    exported += 1;
+                }
+            }
+            result
+        };
+        replayed += 1;
+        if result.status != ReplayStatus::Reproduced {
+            failed += 1;
+        }
+        if args.json {
+            out.push_str(&serde_json::to_string(&result).unwrap_or_default());
+            out.push('\n');
+        } else {
+            out.push_str(&format!(
+                "{:<10} line {} sha256:{}\n",
+                result.status.as_str(),
+                result.line,
+                result.recorded_digest.as_deref().unwrap_or("-")
+            ));
+            if let Some(note) = &result.engine_note {
+                out.push_str(&format!("  note: {note}\n"));
+            }
+            for detail in &result.details {
+                out.push_str(&format!("  {detail}\n"));
+            }
+        }
+    }
+    if let Some(path) = &args.export_in_toto {
+        std::fs::write(path, statements.as_bytes()).map_err(|e| {
+            Failure::new(
+                ErrorCode::Internal,
+                format!("cannot write `{}`: {e}", path.display()),
+            )
+        })?;
+    }
+    write_stdout(out.as_bytes())?;
+    let what = if args.in_toto {
+        "statements"
+    } else {
+        "decisions"
+    };
+    if failed == 0 {
+        Ok(Exit::Success)
+    } else {
+        let mut failure = Failure::new(
+            ErrorCode::ReplayDiverged,
+            format!(
+                "{failed} of {} lines did not reproduce ({replayed} {what} replayed)",
+                lines.len()
+            ),
+        );
+        if let Some(path) = &args.export_in_toto {
+            failure = failure.detail(format!(
+                "{exported} statements for the reproduced records were written to `{}`",
+                path.display()
+            ));
+        }
+        Err(failure)
+    }
+}

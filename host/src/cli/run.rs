@@ -1,0 +1,202 @@
+//! `palisade run`: decide (recorded before anything launches), start what the plan needs (the
+//! docker image check, the egress proxy), translate the plan once, say what was clamped or
+//! is unenforced, launch, and record the outcome.
+
+use palisade_engine::output::PlanNetwork;
+use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
+use serde_json::Value;
+
+use crate::audit::{self, RecordContext};
+use crate::egress;
+use crate::envpolicy;
+use crate::execmode;
+use crate::exit::Exit;
+use crate::facts;
+use crate::launch;
+use crate::probe;
+use crate::report::{ErrorCode, Failure};
+use crate::translate;
+
+use super::CommandResult;
+use super::args::RunArgs;
+use super::engine::{decide_recorded, refusal_failure};
+use super::inputs::{budget_flags, execution, narrowing, read_document};
+use super::setup::{docker_spec, facts_failure, host_setup, probe_options, verified_bridge};
+
+/// `palisade run`.
+pub fn run(args: &RunArgs) -> CommandResult {
+    // First, while single-threaded: what the command is denied, Palisade itself still holds;
+    // keep it out of `/proc/<pid>/environ` (see envpolicy).
+    let scrubbed = envpolicy::scrub_own_environ();
+    let (config, mut fact_opts) = host_setup(&args.host)?;
+    let (mode, requester) = execution(&args.exec);
+    let budget_flags = budget_flags(&args.budgets)?;
+    let overrides = args
+        .proxy_resolve
+        .iter()
+        .map(|text| egress::parse_resolve(text))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+    let run_id = launch::new_run_id();
+    // The run's private temp dir is a writable root of the decision, so the audit shows it.
+    let temp = launch::RunTempDir::create(&run_id)
+        .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+
+    let (document, document_name) = read_document(&args.taskpack, &args.host)?;
+    fact_opts.writable_roots.push(temp.path().to_path_buf());
+    let host = facts::gather(&fact_opts).map_err(facts_failure)?;
+    let probe_opts = probe_options(&args.host, &config, !args.no_cache)?;
+    let probes = probe::probe_all(&probe_opts);
+    if let Some(problem) = &probes.cache_error {
+        eprintln!("warning: probe cache not used: {problem}");
+    }
+    let input = DecisionInput {
+        document,
+        document_name,
+        host,
+        probes: probes.probes,
+        narrow_allowed_domains: narrowing(&args.allow_domains),
+        execution_mode: execmode::input_field(mode),
+        budget_flags,
+    };
+    let probe_source = if probes.from_cache { "cache" } else { "fresh" };
+
+    // The decision is on disk before anything is launched.
+    let mut context = RecordContext::now("run", probe_source);
+    context.run_id = Some(run_id.clone());
+    context.host_config = Some(config.record());
+    context.requested_by = requester.clone();
+    let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
+    let plan = match &outcome.verdict {
+        Verdict::Decision(plan) => plan,
+        Verdict::Refusal { .. } => {
+            return Err(refusal_failure(&outcome).unwrap_or_else(|| {
+                Failure::new(ErrorCode::Internal, "the engine refused without a reason")
+            }));
+        }
+    };
+
+    let internal = |e: launch::LaunchError| Failure::new(ErrorCode::Internal, e.to_string());
+    // The image is checked against its pin right before the launch, and before the proxy
+    // starts: a docker run's proxy admits that container.
+    let docker = match plan.backend {
+        Backend::Docker => Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?),
+        Backend::LinuxBwrap
+        | Backend::LinuxLandlock
+        | Backend::MacosSeatbelt
+        | Backend::DirectDedicated => None,
+    };
+    // Filtered egress: the proxy listens before the sandbox exists.
+    let egress = match &plan.network {
+        PlanNetwork::Filtered { allowlist } => {
+            let site = match &docker {
+                None => egress::RunSite::Sandbox,
+                Some((spec, bridge)) => egress::RunSite::Container {
+                    socket: spec.socket.clone(),
+                    name: spec.container_name(),
+                    bridge: verified_bridge(bridge.as_deref())?,
+                },
+            };
+            Some(
+                egress::EgressSession::start(&run_id, allowlist, &overrides, site)
+                    .map_err(internal)?,
+            )
+        }
+        PlanNetwork::None | PlanNetwork::LoopbackOnly | PlanNetwork::AllowOutbound => {
+            if !overrides.is_empty() {
+                return Err(Failure::new(
+                    ErrorCode::InputInvalid,
+                    "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
+                ));
+            }
+            None
+        }
+    };
+    let (launch_plan, mut environment) = translate::launch_plan(
+        plan,
+        translate::HostSide {
+            command: args.command.clone(),
+            vars: std::env::vars_os(),
+            home: input.host.home_dir.clone(),
+            run_temp_dir: temp.path().to_path_buf(),
+            egress: egress
+                .as_ref()
+                .map(egress::EgressSession::plan)
+                .transpose()
+                .map_err(internal)?,
+        },
+    )
+    .map_err(internal)?;
+    environment.supervisor_environ =
+        envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
+    // Tell the user what the decision clamped or leaves unenforced, before the command starts.
+    for line in translate::notices(plan) {
+        eprintln!("palisade: {line}");
+    }
+    if plan.execution_mode == ExecutionMode::Workspace {
+        eprintln!(
+            "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
+        );
+    }
+    let mut result = launch::execute(
+        &launch_plan,
+        &launch::ExecuteOptions {
+            bwrap: probe::locate_bwrap(&probe_opts),
+            docker: docker.map(|(spec, _)| spec),
+        },
+    );
+    // Host-side facts of the run: the proxy's account, the environment's names, who asked.
+    let record = match &mut result {
+        Ok(launched) => Some(&mut launched.record),
+        Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
+        Err(_) => None,
+    };
+    let egress_account = egress.map(egress::EgressSession::finish);
+    if let Some(Value::Object(map)) = record {
+        if let Some(account) = egress_account {
+            map.insert("egress".to_owned(), account);
+        }
+        map.insert(
+            "environment".to_owned(),
+            serde_json::to_value(&environment).unwrap_or_default(),
+        );
+        if let Some(requester) = &requester {
+            map.insert(
+                "executionMode".to_owned(),
+                serde_json::json!({"mode": "workspace", "sandboxed": false, "requestedBy": requester}),
+            );
+        }
+    }
+    let record_outcome = |record: &Value| {
+        if let Some(path) = &args.audit {
+            let line = audit::OutcomeRecord {
+                schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
+                run_id: run_id.clone(),
+                decision_digest: outcome.digest.clone(),
+                time: audit::utc_now_rfc3339(),
+                outcome: record.clone(),
+            };
+            // The command already ran: a failure to record is reported, not its status.
+            if let Err(error) = audit::append_outcome(path, &line) {
+                eprintln!("warning: {error}");
+            }
+        }
+    };
+    match result {
+        Ok(launched) => {
+            record_outcome(&launched.record);
+            drop(temp);
+            Ok(Exit::Command(launched.exit_code))
+        }
+        Err(launch::LaunchError::TreeNotEmpty { remaining, record }) => {
+            record_outcome(&record);
+            Err(Failure::new(
+                ErrorCode::Internal,
+                format!("{remaining} processes of the run survived the cleanup"),
+            )
+            .hint("the outcome is in the audit record; report this as a bug"))
+        }
+        Err(error) => Err(Failure::new(ErrorCode::Internal, error.to_string())
+            .hint("nothing was left running; `palisade doctor` shows what this host can enforce")),
+    }
+}

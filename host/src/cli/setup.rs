@@ -1,0 +1,201 @@
+//! The host side of every subcommand: the host configuration and flags, probe options, the
+//! docker runtime profile and its checks right before a launch.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use palisade_engine::SessionKind;
+
+use crate::docker;
+use crate::facts::{self, FactOptions};
+use crate::hostconfig::{self, HostConfig};
+use crate::probe::{self, ProbeOptions};
+use crate::report::{ErrorCode, Failure};
+use crate::runtime;
+
+use super::args::HostArgs;
+
+/// The per-user cache directory: `$PALISADE_CACHE_DIR`, else the platform default.
+pub(super) fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("PALISADE_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(runtime::default_cache_dir)
+}
+
+pub(super) fn probe_options(
+    host: &HostArgs,
+    config: &HostConfig,
+    use_cache: bool,
+) -> Result<ProbeOptions, Failure> {
+    let profile = runtime_profile(host, config)?;
+    // clap refuses `--docker-image` with `--runtime-profiles`; a file the host configuration
+    // names is refused the same way rather than silently winning.
+    if let (Some(image), Some(profile)) = (&host.docker_image, &profile) {
+        return Err(Failure::new(
+            ErrorCode::HostConfigForbidden,
+            format!(
+                "--docker-image {image} conflicts with the host configuration's dockerRuntimeProfiles (profile `{}`, image `{}`)",
+                profile.name, profile.image
+            ),
+        )
+        .hint("drop --docker-image; the runtime profile names the image"));
+    }
+    Ok(ProbeOptions {
+        docker_socket: host.docker_socket.clone(),
+        docker_image: match &profile {
+            Some(profile) => Some(profile.image.clone()),
+            None => host.docker_image.clone(),
+        },
+        docker_image_pin: profile.as_ref().map(|profile| profile.pin.clone()),
+        docker_egress_bridge: profile.and_then(|profile| profile.egress_bridge),
+        timeout: Duration::from_secs(2),
+        cache_dir: cache_dir(),
+        use_cache,
+        ..ProbeOptions::default()
+    })
+}
+
+/// The runtime profile file: the host configuration's `dockerRuntimeProfiles`, or
+/// `--runtime-profiles` where the configuration names none. A flag naming another file than the
+/// configuration's is refused: flags may only tighten the host configuration.
+pub(super) fn runtime_profiles_file(
+    host: &HostArgs,
+    config: &HostConfig,
+) -> Result<Option<PathBuf>, Failure> {
+    let configured = config
+        .effective
+        .docker_runtime_profiles
+        .value
+        .as_ref()
+        .map(PathBuf::from);
+    match (&host.runtime_profiles, configured) {
+        (Some(flag), Some(configured)) if *flag != configured => Err(Failure::new(
+            ErrorCode::HostConfigForbidden,
+            format!(
+                "--runtime-profiles {} differs from the host configuration's dockerRuntimeProfiles {}",
+                flag.display(),
+                configured.display()
+            ),
+        )
+        .hint("drop the flag or change the host configuration; `palisade doctor` shows it")),
+        (Some(flag), _) => Ok(Some(flag.clone())),
+        (None, configured) => Ok(configured),
+    }
+}
+
+/// The runtime profile the host configuration or `--runtime-profiles`, and `--runtime-profile`,
+/// choose, if any.
+pub(super) fn runtime_profile(
+    host: &HostArgs,
+    config: &HostConfig,
+) -> Result<Option<docker::RuntimeProfile>, Failure> {
+    let Some(path) = runtime_profiles_file(host, config)? else {
+        if host.runtime_profile.is_some() {
+            return Err(Failure::new(
+                ErrorCode::DockerProfileInvalid,
+                "--runtime-profile names a profile, but no runtime profile file is configured",
+            )
+            .hint("pass `--runtime-profiles FILE` or set dockerRuntimeProfiles in the host configuration"));
+        }
+        return Ok(None);
+    };
+    docker::load(&path, host.runtime_profile.as_deref())
+        .map(Some)
+        .map_err(|e| {
+            let mut failure = Failure::new(e.code(), e.to_string());
+            for field in e.field_errors() {
+                failure = failure.detail(format!("{}: {}", field.path, field.message));
+            }
+            failure.hint("docs/docker.md describes the runtime profile file")
+        })
+}
+
+/// Everything a docker run needs: the CLI and daemon the probe used, and the pinned image,
+/// checked again now (a tag may have moved since it was probed or cached).
+pub(super) fn docker_spec(
+    host: &HostArgs,
+    config: &HostConfig,
+    probe_opts: &ProbeOptions,
+    run_id: &str,
+) -> Result<(palisade_shims::docker::DockerSpec, Option<PathBuf>), Failure> {
+    let profile = runtime_profile(host, config)?.ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerImageUnpinned,
+            "the docker backend needs a runtime profile that pins its image",
+        )
+        .hint("pass `--runtime-profiles FILE` (docs/docker.md)")
+    })?;
+    let socket = probe::docker_socket(probe_opts)
+        .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
+    let cli = probe::locate_docker(probe_opts).ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerDaemonUnavailable,
+            "the docker cli is not installed (it was when probed); nothing was run",
+        )
+    })?;
+    let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
+        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    let spec = palisade_shims::docker::DockerSpec {
+        cli,
+        socket,
+        image_id,
+        run_id: run_id.to_owned(),
+        read_only_binds: profile.read_only_paths,
+    };
+    Ok((spec, profile.egress_bridge))
+}
+
+/// The docker run's static egress bridge, checked again now (like the image: it runs inside
+/// the container); the resolved path is what gets mounted.
+pub(super) fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Failure> {
+    let refused = |why: String| {
+        Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
+            .hint("nothing was run; `palisade doctor` shows the docker probe")
+    };
+    let bridge = configured.ok_or_else(|| {
+        refused(
+            "filtered egress under docker needs the runtime profiles' `spec.egressBridge` (it was there when probed)".into(),
+        )
+    })?;
+    probe::docker::check_egress_bridge(bridge, probe::user_ids().1).map_err(refused)
+}
+
+/// The host configuration in force (system file, then the per-user file or `--host-config`)
+/// and the fact options it and the host flags give; the flags may only tighten it.
+pub(super) fn host_setup(host: &HostArgs) -> Result<(HostConfig, FactOptions), Failure> {
+    let config = hostconfig::load(&hostconfig::Locations::standard(host.host_config.clone()))
+        .and_then(|config| config.check_directories().map(|()| config))
+        .map_err(host_config_failure)?;
+    let flags = hostconfig::HostFlags {
+        session_kind: host.session_kind.as_deref().map(|kind| match kind {
+            "turnkey" => SessionKind::Turnkey,
+            "managed" => SessionKind::Managed,
+            _ => SessionKind::Cli,
+        }),
+        allow_direct_dedicated: host.allow_direct_dedicated,
+    };
+    let options = hostconfig::fact_options(
+        &config,
+        &flags,
+        host.workspace.clone(),
+        &host.writable_roots,
+    )
+    .map_err(|e| {
+        Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
+            .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
+    })?;
+    Ok((config, options))
+}
+
+pub(super) fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {
+    let mut failure = Failure::new(ErrorCode::HostConfigInvalid, error.to_string());
+    for field in error.field_errors() {
+        failure = failure.detail(format!("{}: {}", field.path, field.message));
+    }
+    failure.hint("fix the listed fields; docs/host-configuration.md describes the file")
+}
+
+pub(super) fn facts_failure(error: facts::FactsError) -> Failure {
+    Failure::new(ErrorCode::InputInvalid, error.to_string())
+        .hint("pass an existing directory with `--workspace DIR` / `--writable-root DIR`")
+}
