@@ -39,6 +39,9 @@ fn input(entries: &[String]) -> DecisionInput {
             environment_allowlist: None,
             allow_workspace_mode: None,
             budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,

@@ -312,6 +312,9 @@ impl World {
         );
         let ws = env.base.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
+        // The user's home, beside the workspace: a workspace that is the home (or holds it) is
+        // no containment, and is refused.
+        std::fs::create_dir(env.base.path().join("home")).unwrap();
         let runtime_dir = env.base.path().join("xdg");
         std::fs::create_dir(&runtime_dir).unwrap();
         escape_kit::chmod(&runtime_dir, 0o700);
@@ -374,7 +377,10 @@ impl World {
     fn base_env(&self) -> Vec<(String, String)> {
         vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
-            ("HOME".into(), self.ws.display().to_string()),
+            (
+                "HOME".into(),
+                self.ws.with_file_name("home").display().to_string(),
+            ),
             ("LANG".into(), "C.UTF-8".into()),
             (
                 "PALISADE_CACHE_DIR".into(),

@@ -171,10 +171,84 @@ pub(crate) fn effective(
     out
 }
 
+/// A budget value for people: `10m`, `1.5s`, `512 MiB`, `64 processes`, `30 cpu-seconds`.
+pub fn show(budget: BudgetKind, value: u64) -> String {
+    match budget {
+        BudgetKind::Timeout => show_millis(value),
+        BudgetKind::Memory => show_bytes(value),
+        BudgetKind::MaxProcesses => format!("{value} processes"),
+        BudgetKind::Cpu => format!("{value} cpu-seconds"),
+    }
+}
+
+fn show_millis(millis: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(3_600_000, "h"), (60_000, "m"), (1000, "s")];
+    for (size, unit) in UNITS {
+        if millis >= size && millis.is_multiple_of(size) {
+            return format!("{}{unit}", millis / size);
+        }
+    }
+    if millis >= 1000 {
+        let fraction = format!("{:03}", millis % 1000);
+        format!("{}.{}s", millis / 1000, fraction.trim_end_matches('0'))
+    } else {
+        format!("{millis}ms")
+    }
+}
+
+fn show_bytes(bytes: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [
+        (1 << 30, "GiB"),
+        (1 << 20, "MiB"),
+        (1 << 10, "KiB"),
+        (1, "B"),
+    ];
+    UNITS
+        .iter()
+        .find(|(size, _)| bytes >= *size && bytes.is_multiple_of(*size))
+        .map(|(size, unit)| format!("{} {unit}", bytes / size))
+        .unwrap_or_else(|| format!("{bytes} B"))
+}
+
+/// Who asked: `--timeout`, `the policy's timeoutSeconds`.
+pub(crate) fn requester(origin: BudgetOrigin, budget: BudgetKind) -> String {
+    let (flag, field) = match budget {
+        BudgetKind::Timeout => ("--timeout", "timeoutSeconds"),
+        BudgetKind::Memory => ("--memory", "memoryMiB"),
+        BudgetKind::MaxProcesses => ("--max-procs", "maxProcesses"),
+        BudgetKind::Cpu => ("--cpu-seconds", "cpuSeconds"),
+    };
+    match origin {
+        BudgetOrigin::Flag => flag.to_owned(),
+        BudgetOrigin::Policy => format!("the policy's budgets.{field}"),
+        BudgetOrigin::HostCeiling => format!("the host ceiling for {field}"),
+    }
+}
+
+/// Who set a limit, as a clamp warning says it.
+pub(crate) fn origin_phrase(origin: BudgetOrigin) -> &'static str {
+    match origin {
+        BudgetOrigin::Policy => "the policy's budget",
+        BudgetOrigin::Flag => "the command line",
+        BudgetOrigin::HostCeiling => "the host configuration's ceiling",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
+
+    #[test]
+    fn values_read_as_people_write_them() {
+        assert_eq!(show(BudgetKind::Timeout, 600_000), "10m");
+        assert_eq!(show(BudgetKind::Timeout, 1_500), "1.5s");
+        assert_eq!(show(BudgetKind::Timeout, 250), "250ms");
+        assert_eq!(show(BudgetKind::Timeout, 7_200_000), "2h");
+        assert_eq!(show(BudgetKind::Memory, 512 << 20), "512 MiB");
+        assert_eq!(show(BudgetKind::Memory, 1000), "1000 B");
+        assert_eq!(show(BudgetKind::MaxProcesses, 64), "64 processes");
+    }
 
     fn walk_text(text: &str) -> (Budgets, Vec<String>) {
         let node = crate::yaml::parse(text).unwrap();

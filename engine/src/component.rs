@@ -118,6 +118,9 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         environment_allowlist: host.environment_allowlist,
         allow_workspace_mode: host.allow_workspace_mode,
         budget_ceilings: host.budget_ceilings.map(from_wit_limits),
+        denied_read_paths: host.denied_read_paths,
+        exempt_denied_read_paths: host.exempt_denied_read_paths,
+        allow_home_writable: host.allow_home_writable,
     }
 }
 
@@ -205,6 +208,7 @@ fn to_wit_refusal_code(code: RefusalCode) -> wit::RefusalCode {
         }
         RefusalCode::HostFactsInvalid => wit::RefusalCode::HostFactsInvalid,
         RefusalCode::ExecutionModeForbidden => wit::RefusalCode::ExecutionModeForbidden,
+        RefusalCode::WritableRootUnsafe => wit::RefusalCode::WritableRootUnsafe,
     }
 }
 
@@ -241,6 +245,7 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
                 output::EnvironmentOrigin::Host => wit::EnvironmentOrigin::Host,
             },
         },
+        warnings: plan.warnings,
     }
 }
 

@@ -75,6 +75,18 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         return report;
     }
 
+    // (1b') Writable roots that contain nothing: the decision would report write containment
+    // that does not exist. Unsandboxed runs confine nothing anyway.
+    if !workspace {
+        let errors = host::unsafe_writable_roots(input);
+        if !errors.is_empty() {
+            let message = format!("a writable root is no containment: {}", errors.summary());
+            let mut report = refusal(input_digest, RefusalCode::WritableRootUnsafe, message);
+            report.errors = errors.into_listed();
+            return report;
+        }
+    }
+
     // (1c) The launcher's budget flags: its own input, checked like the policy's budgets.
     if let Some(flags) = &input.budget_flags {
         let mut errors = crate::text::Errors::default();

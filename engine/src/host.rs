@@ -61,12 +61,109 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(ceilings) = &host.budget_ceilings {
         crate::budgets::validate_limits(ceilings, "host.budgetCeilings", &mut errors);
     }
+    if let Some(denied) = &host.denied_read_paths {
+        validate_denied(denied, input, &mut errors);
+    }
+    if let Some(exempt) = &host.exempt_denied_read_paths {
+        validate_exempt(exempt, &mut errors);
+    }
     let mut probed = BTreeSet::new();
     for (index, probe) in input.probes.iter().enumerate() {
         if !probed.insert(probe.backend) {
             errors.push(
                 format!("probes[{index}].backend"),
                 format!("a second probe for `{}`", probe.backend.as_str()),
+            );
+        }
+    }
+    errors
+}
+
+/// The host's own denied read paths: bounded, each a valid `deniedReadPaths` entry that does
+/// not hide the workspace or a writable root.
+fn validate_denied(denied: &[String], input: &DecisionInput, errors: &mut Errors) {
+    const PATH: &str = "host.deniedReadPaths";
+    if denied.len() > crate::sandbox::MAX_DENIED_READ_PATHS {
+        errors.push(
+            PATH,
+            format!(
+                "has {} entries; expected at most {}",
+                denied.len(),
+                crate::sandbox::MAX_DENIED_READ_PATHS
+            ),
+        );
+        return;
+    }
+    for (index, raw) in denied.iter().enumerate() {
+        let at = text::index_path(PATH, index);
+        match paths::resolve_denied(raw, &input.host.home_dir) {
+            Err(message) => errors.push(at, message),
+            Ok(full) => {
+                if let Some(root) = crate::sandbox::blocked_root(&full, &input.host) {
+                    errors.push(
+                        at,
+                        format!(
+                            "{} resolves to {}, which contains {root}",
+                            text::quote(raw),
+                            text::quote(&full)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Exemptions name built-in denied paths exactly as the built-in list spells them, once each.
+fn validate_exempt(exempt: &[String], errors: &mut Errors) {
+    const PATH: &str = "host.exemptDeniedReadPaths";
+    let built_in = crate::resolve::BUILT_IN_DENIED_READ_PATHS;
+    let mut seen = BTreeSet::new();
+    for (index, entry) in exempt.iter().enumerate() {
+        let at = text::index_path(PATH, index);
+        if !built_in.contains(&entry.as_str()) {
+            errors.push(
+                at,
+                format!(
+                    "{} is not a built-in denied path; expected one of {}",
+                    text::quote(entry),
+                    text::list_names(built_in)
+                ),
+            );
+        } else if !seen.insert(entry.as_str()) {
+            errors.push(at, format!("duplicate entry {}", text::quote(entry)));
+        }
+    }
+}
+
+/// The writable roots (the workspace first) that contain nothing: `/`, the home directory
+/// (unless the host allows it explicitly) or an ancestor of it. Each at its field path.
+pub(crate) fn unsafe_writable_roots(input: &DecisionInput) -> Errors {
+    let host = &input.host;
+    let mut errors = Errors::default();
+    let roots = std::iter::once((String::from("host.workspaceDir"), &host.workspace_dir)).chain(
+        host.writable_roots
+            .iter()
+            .enumerate()
+            .map(|(index, root)| (text::index_path("host.writableRoots", index), root)),
+    );
+    for (at, root) in roots {
+        if root == "/" {
+            errors.push(
+                at,
+                "`/` would make the whole filesystem writable: no containment",
+            );
+        } else if *root == host.home_dir && host.allow_home_writable == Some(true) {
+            // Allowed by the host configuration, and recorded with the facts.
+        } else if paths::contains(root, &host.home_dir) {
+            errors.push(
+                at,
+                format!(
+                    "{} is the home directory {} or contains it: every dotfile and credential store \
+                     there would be writable",
+                    text::quote(root),
+                    text::quote(&host.home_dir)
+                ),
             );
         }
     }
@@ -124,6 +221,9 @@ mod tests {
                 environment_allowlist: None,
                 allow_workspace_mode: None,
                 budget_ceilings: None,
+                denied_read_paths: None,
+                exempt_denied_read_paths: None,
+                allow_home_writable: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,

@@ -13,6 +13,7 @@ pub mod environment;
 pub mod model;
 pub mod output;
 pub mod reader;
+pub mod resolve;
 pub mod yaml;
 
 mod decide;
@@ -22,7 +23,6 @@ mod negotiate;
 mod paths;
 mod plan;
 mod policy;
-mod resolve;
 mod sandbox;
 mod text;
 

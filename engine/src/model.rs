@@ -220,6 +220,18 @@ pub struct HostFacts {
     /// policy or the launcher asks. Absent: no ceilings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_ceilings: Option<BudgetLimits>,
+    /// The host configuration's own denied read paths (absolute or `~/`), added to every
+    /// policy's. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_read_paths: Option<Vec<String>>,
+    /// Built-in denied read paths the host configuration exempts, spelled as the built-in list
+    /// spells them (`~/.npmrc`). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exempt_denied_read_paths: Option<Vec<String>>,
+    /// Whether the host configuration lets the home directory itself be a writable root.
+    /// Absent: it may not. `/` and the home's ancestors never may.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_home_writable: Option<bool>,
 }
 
 /// Everything one decision depends on (the seed's `SandboxPolicyInput`).

@@ -207,6 +207,9 @@ mod tests {
             environment_allowlist: None,
             allow_workspace_mode: None,
             budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
         }
     }
 
@@ -229,6 +232,7 @@ mod tests {
                 })
                 .collect(),
             denied_read_paths: vec![],
+            dropped_denied_read_paths: vec![],
             protected_paths: vec![],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),

@@ -23,6 +23,10 @@ pub enum RefusalCode {
     HostFactsInvalid,
     /// The launcher asked for an execution mode the host forbids (`workspace`).
     ExecutionModeForbidden,
+    /// A writable root (the workspace included) is `/`, the home directory or an ancestor of
+    /// it: no containment at all.
+    #[serde(rename = "SANDBOX_WRITABLE_ROOT_UNSAFE")]
+    WritableRootUnsafe,
 }
 
 impl RefusalCode {
@@ -34,6 +38,7 @@ impl RefusalCode {
             RefusalCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             RefusalCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             RefusalCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
+            RefusalCode::WritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
         }
     }
 }
@@ -110,6 +115,34 @@ pub struct Budgets {
     pub cpu_seconds: Option<u64>,
 }
 
+/// Where a denied read path came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeniedOrigin {
+    /// The policy's `spec.sandbox.deniedReadPaths` (wins when also built in or the host's).
+    Declared,
+    /// The host configuration's `deniedReadPaths`.
+    Host,
+    /// A credential store every policy denies ([`crate::resolve::BUILT_IN_DENIED_READ_PATHS`]).
+    BuiltIn,
+}
+
+/// One denied read path and its origin.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeniedPath {
+    pub path: String,
+    pub origin: DeniedOrigin,
+}
+
+/// A built-in denied path that is not applied, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DroppedDeniedPath {
+    pub path: String,
+    pub reason: String,
+}
+
 /// The effective policy after defaults and implications.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -126,8 +159,14 @@ pub struct EffectivePolicy {
     pub network_mode_origin: Origin,
     /// Sorted by capability (canonical order).
     pub requirements: Vec<Requirement>,
-    /// Resolved absolute, normalised, deduplicated, sorted.
-    pub denied_read_paths: Vec<String>,
+    /// Every path made unreadable where the backend can (resolved absolute, normalised, sorted
+    /// by path): the policy's own, the built-in credential stores and the host's, each with
+    /// where it came from. Only the policy's own imply `filesystemReadContainment`.
+    pub denied_read_paths: Vec<DeniedPath>,
+    /// Built-in denied paths left out, each with why (the host exempted it, or it contains the
+    /// workspace or a writable root). Never silent: the launcher says so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_denied_read_paths: Vec<DroppedDeniedPath>,
     /// Built-in protected paths resolved against the workspace, in built-in order.
     pub protected_paths: Vec<String>,
     pub allow_dedicated_direct_override: bool,
@@ -226,6 +265,10 @@ pub struct ConfinementPlan {
     pub budgets: EffectiveBudgets,
     /// The environment allowlist the launcher applies to its own environment.
     pub environment: EnvironmentPolicy,
+    /// What the launcher says on stderr before the command starts, one line each: every budget
+    /// request that was clamped, protections this backend does not apply (protected or denied
+    /// paths), credential stores left readable, and an unsandboxed run. Empty: nothing to say.
+    pub warnings: Vec<String>,
 }
 
 /// The network as the launcher applies it.

@@ -26,7 +26,7 @@ pub(crate) fn plan(
     let network = network(policy);
     // The egress bridge is one process of Palisade's own inside the tree.
     let helper_processes = u32::from(matches!(network, PlanNetwork::Filtered { .. }));
-    ConfinementPlan {
+    let mut plan = ConfinementPlan {
         backend: probe.backend,
         execution_mode: ExecutionMode::Sandbox,
         network,
@@ -34,7 +34,11 @@ pub(crate) fn plan(
         writable_roots: writable_roots(&input.host),
         read_only_root: has(Capability::FilesystemWriteContainment),
         denied_read_paths: if has(Capability::FilesystemReadContainment) {
-            policy.denied_read_paths.clone()
+            policy
+                .denied_read_paths
+                .iter()
+                .map(|denied| denied.path.clone())
+                .collect()
         } else {
             Vec::new()
         },
@@ -48,14 +52,17 @@ pub(crate) fn plan(
             helper_processes,
         ),
         environment: environment_policy(&input.host),
-    }
+        warnings: Vec::new(),
+    };
+    plan.warnings = warnings(policy, &plan);
+    plan
 }
 
 /// The plan for an explicit `workspace` request: nothing is confined (outbound network, no
 /// masks, no filter, every protected path unenforced); the launcher still supervises it with the
 /// budgets, tree cleanup and the environment allowlist, the way it runs `direct-dedicated`.
 pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) -> ConfinementPlan {
-    ConfinementPlan {
+    let mut plan = ConfinementPlan {
         backend: crate::model::Backend::DirectDedicated,
         execution_mode: ExecutionMode::Workspace,
         network: PlanNetwork::AllowOutbound,
@@ -73,7 +80,61 @@ pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) ->
             0,
         ),
         environment: environment_policy(&input.host),
+        warnings: Vec::new(),
+    };
+    plan.warnings = warnings(policy, &plan);
+    plan
+}
+
+/// What the launcher must say before the command starts (see [`ConfinementPlan::warnings`]).
+fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
+    let mut lines = Vec::new();
+    let backend = plan.backend.as_str();
+    if plan.execution_mode == ExecutionMode::Workspace {
+        lines.push(String::from(
+            "running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation",
+        ));
     }
+    for clamp in &plan.budgets.clamped {
+        lines.push(format!(
+            "{} {} clamped to {} by {}",
+            budgets::requester(clamp.requested_by, clamp.budget),
+            budgets::show(clamp.budget, clamp.requested),
+            budgets::show(clamp.budget, clamp.limit),
+            budgets::origin_phrase(clamp.limited_by),
+        ));
+    }
+    let unenforced: Vec<&str> = plan
+        .protected_paths
+        .iter()
+        .filter(|protected| !protected.enforced)
+        .map(|protected| protected.path.as_str())
+        .collect();
+    if !unenforced.is_empty() {
+        lines.push(format!(
+            "protected paths are NOT read-only under `{backend}`: {}",
+            unenforced.join(", ")
+        ));
+    }
+    if plan.denied_read_paths.is_empty() && !policy.denied_read_paths.is_empty() {
+        let paths: Vec<&str> = policy
+            .denied_read_paths
+            .iter()
+            .map(|denied| denied.path.as_str())
+            .collect();
+        lines.push(format!(
+            "denied read paths are READABLE under `{backend}` (no read containment): {}",
+            paths.join(", ")
+        ));
+    }
+    for dropped in &policy.dropped_denied_read_paths {
+        lines.push(format!(
+            "credential store {} is readable: {}",
+            crate::text::quote(&dropped.path),
+            dropped.reason
+        ));
+    }
+    lines
 }
 
 /// The network as the launcher applies it: filtered egress is its own variant (the sandbox
@@ -183,6 +244,9 @@ mod tests {
             environment_allowlist: None,
             allow_workspace_mode: None,
             budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
         }
     }
 
@@ -197,7 +261,11 @@ mod tests {
             network_mode: NetworkMode::LoopbackOnly,
             network_mode_origin: Origin::Declared,
             requirements: vec![],
-            denied_read_paths: vec!["/root/.ssh".into()],
+            denied_read_paths: vec![crate::output::DeniedPath {
+                path: "/root/.ssh".into(),
+                origin: crate::output::DeniedOrigin::Declared,
+            }],
+            dropped_denied_read_paths: vec![],
             protected_paths: vec!["/w/.github".into()],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),

@@ -82,6 +82,12 @@ pub fn unknown_field(key: &str, known: &[&str]) -> String {
     )
 }
 
+/// Whether `raw` is spelled as a `deniedReadPaths` entry must be: absolute or `~/`-relative,
+/// no NUL, no `..` component, not `~` alone or `~user`.
+pub fn check_denied_path(raw: &str) -> Result<(), String> {
+    crate::paths::resolve_denied(raw, "/").map(|_| ())
+}
+
 /// `true` or `false`; otherwise reports the type at `path`.
 pub fn expect_bool(node: &Node, path: &str, errors: &mut Errors) -> Option<bool> {
     match node {

@@ -6,9 +6,13 @@
 //! them (a network mode needs `networkIsolation`, denied paths need `filesystemReadContainment`),
 //! and which came from a default.
 
+use std::collections::BTreeMap;
+
 use crate::domains::DomainEntry;
-use crate::model::{Backend, Capability, DecisionInput, NetworkMode};
-use crate::output::{EffectivePolicy, Origin, PolicySource, Requirement};
+use crate::model::{Backend, Capability, DecisionInput, HostFacts, NetworkMode};
+use crate::output::{
+    DeniedOrigin, DeniedPath, DroppedDeniedPath, EffectivePolicy, Origin, PolicySource, Requirement,
+};
 use crate::paths;
 use crate::policy::Taskpack;
 use crate::sandbox::{self, SandboxSpec};
@@ -17,6 +21,25 @@ use crate::text::{self, Errors};
 /// Workspace-relative paths every backend with `protectedPathReadOnlyMask` keeps read-only.
 pub(crate) const BUILT_IN_PROTECTED_PATHS: [&str; 4] =
     [".github", ".loopwright/policies", "AGENTS.md", "CLAUDE.md"];
+
+/// Credential stores every policy denies, on every backend with read containment (absolute or
+/// `~/`-relative, as a policy spells them). A host may exempt one only by naming it in its
+/// configuration, and the decision lists the exemption.
+pub const BUILT_IN_DENIED_READ_PATHS: [&str; 13] = [
+    "~/.ssh",
+    "~/.aws",
+    "~/.config/gh",
+    "~/.gnupg",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.docker/config.json",
+    "~/.kube",
+    "~/.config/gcloud",
+    "~/.azure",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.cargo/credentials.toml",
+];
 
 /// The fixed order for an omitted policy outside GitHub Actions.
 const OMITTED_DEFAULT_BACKENDS: [Backend; 3] = [
@@ -52,6 +75,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         network_mode_origin: Origin::Default,
         requirements: Vec::new(),
         denied_read_paths: Vec::new(),
+        dropped_denied_read_paths: Vec::new(),
         protected_paths,
         allow_dedicated_direct_override: false,
         budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
@@ -83,8 +107,51 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
                 })
                 .collect();
         }
-    }
+    };
+    add_host_and_built_in_denied(&mut policy, &input.host);
     policy
+}
+
+/// Adds the host's denied read paths and the built-in credential stores to the policy's own
+/// (already there), each once: a path the policy names keeps origin `declared`. A built-in path
+/// the host exempts, or that contains the workspace or a writable root (the task could not
+/// run), is listed as dropped with the reason. Host entries were validated with the facts.
+fn add_host_and_built_in_denied(policy: &mut EffectivePolicy, host: &HostFacts) {
+    let mut all: BTreeMap<String, DeniedOrigin> = policy
+        .denied_read_paths
+        .iter()
+        .map(|d| (d.path.clone(), d.origin))
+        .collect();
+    for raw in host.denied_read_paths.iter().flatten() {
+        if let Ok(path) = paths::resolve_denied(raw, &host.home_dir) {
+            all.entry(path).or_insert(DeniedOrigin::Host);
+        }
+    }
+    let exempt = host.exempt_denied_read_paths.as_deref().unwrap_or_default();
+    for raw in BUILT_IN_DENIED_READ_PATHS {
+        let Ok(path) = paths::resolve_denied(raw, &host.home_dir) else {
+            continue;
+        };
+        let dropped = if exempt.iter().any(|e| e == raw) {
+            Some(String::from("exempted by the host configuration"))
+        } else if !all.contains_key(&path) {
+            sandbox::blocked_root(&path, host).map(|root| format!("it contains {root}"))
+        } else {
+            None
+        };
+        match dropped {
+            Some(reason) => policy
+                .dropped_denied_read_paths
+                .push(DroppedDeniedPath { path, reason }),
+            None => {
+                all.entry(path).or_insert(DeniedOrigin::BuiltIn);
+            }
+        }
+    }
+    policy.denied_read_paths = all
+        .into_iter()
+        .map(|(path, origin)| DeniedPath { path, origin })
+        .collect();
 }
 
 /// Applies a declared `spec.sandbox`: declared values, host and contract defaults, implications.
@@ -106,7 +173,14 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
         policy.allowed_domains = Some(list.clone());
         policy.allowed_domains_origin = Some(Origin::Declared);
     }
-    policy.denied_read_paths = sandbox.denied_read_paths.clone();
+    policy.denied_read_paths = sandbox
+        .denied_read_paths
+        .iter()
+        .map(|path| DeniedPath {
+            path: path.clone(),
+            origin: DeniedOrigin::Declared,
+        })
+        .collect();
 
     let mut requirements: Vec<Requirement> = sandbox
         .required_capabilities
@@ -256,6 +330,9 @@ mod tests {
                 environment_allowlist: None,
                 allow_workspace_mode: None,
                 budget_ceilings: None,
+                denied_read_paths: None,
+                exempt_denied_read_paths: None,
+                allow_home_writable: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,

@@ -26,7 +26,7 @@ const FIELDS: [&str; 5] = [
 /// Bounds from the policy contract.
 const MAX_BACKENDS: usize = 5;
 const MAX_CAPABILITIES: usize = 6;
-const MAX_DENIED_READ_PATHS: usize = 64;
+pub(crate) const MAX_DENIED_READ_PATHS: usize = 64;
 
 /// A valid `spec.sandbox`: absent fields are `None` (or empty), resolved later.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -335,7 +335,7 @@ fn denied_read_paths(
 }
 
 /// The workspace or writable root a denied path would hide, described for a message.
-fn blocked_root(denied: &str, host: &HostFacts) -> Option<String> {
+pub(crate) fn blocked_root(denied: &str, host: &HostFacts) -> Option<String> {
     if paths::contains(denied, &host.workspace_dir) {
         return Some(format!(
             "the workspace {}",
@@ -370,6 +370,9 @@ mod tests {
             environment_allowlist: None,
             allow_workspace_mode: None,
             budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
         }
     }
 

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{HEAD, code, error_paths, host, input, probe, report, taskpack};
+use common::{HEAD, code, error_paths, input, probe, report, taskpack};
 use palisade_engine::output::{SCHEMA_VERSION, canonical_json, sha256_hex};
 use palisade_engine::{
     Backend, Capability, RefusalCode, SessionKind, Verdict, decide, decide_json,
@@ -93,11 +93,19 @@ fn loopback_only_skips_a_backend_that_cannot_enforce_it() {
 fn denied_read_paths_imply_read_containment_and_reach_the_plan() {
     let doc = taskpack("deniedReadPaths: ['~/.ssh', '~/.aws/', /etc//shadow, '~/.ssh']");
     let r = report(&decide(&input(Some(&doc))));
+    let denied = r["policy"]["deniedReadPaths"].as_array().unwrap();
+    let declared: Vec<&str> = denied
+        .iter()
+        .filter(|d| d["origin"] == "declared")
+        .map(|d| d["path"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        r["policy"]["deniedReadPaths"],
-        json!(["/etc/shadow", "/home/dev/.aws", "/home/dev/.ssh"])
+        declared,
+        ["/etc/shadow", "/home/dev/.aws", "/home/dev/.ssh"]
     );
-    assert_eq!(r["plan"]["deniedReadPaths"], r["policy"]["deniedReadPaths"]);
+    // The plan applies every one of them, the built-in credential stores included.
+    let paths: Vec<&Value> = denied.iter().map(|d| &d["path"]).collect();
+    assert_eq!(r["plan"]["deniedReadPaths"], json!(paths));
     assert_eq!(
         r["policy"]["requirements"][0]["capability"],
         "filesystemReadContainment"
@@ -449,13 +457,115 @@ fn every_capability_name_round_trips_through_a_policy() {
 }
 
 #[test]
-fn workspace_at_root_keeps_paths_clean() {
+fn a_writable_root_that_contains_nothing_is_refused() {
+    // `/`, the home and its ancestors, as the workspace or as another writable root.
+    for (workspace, root, path) in [
+        ("/", None, "host.workspaceDir"),
+        ("/home/dev", None, "host.workspaceDir"),
+        ("/home", None, "host.workspaceDir"),
+        ("/home/dev/proj", Some("/"), "host.writableRoots[0]"),
+        ("/home/dev/proj", Some("/home/dev"), "host.writableRoots[0]"),
+    ] {
+        let mut i = input(None);
+        i.host.workspace_dir = workspace.into();
+        i.host.writable_roots = root.map(String::from).into_iter().collect();
+        let r = report(&decide(&i));
+        assert_eq!(
+            code(&r),
+            "SANDBOX_WRITABLE_ROOT_UNSAFE",
+            "{workspace} {root:?}"
+        );
+        assert_eq!(error_paths(&r), [path], "{workspace} {root:?}");
+    }
+    // The home itself only when the host allows it, and never `/`.
     let mut i = input(None);
-    i.host = host();
+    i.host.workspace_dir = "/home/dev".into();
+    i.host.allow_home_writable = Some(true);
+    assert_eq!(backend_of(&decide(&i)), Some(Backend::LinuxBwrap));
     i.host.workspace_dir = "/".into();
+    assert_eq!(code(&report(&decide(&i))), "SANDBOX_WRITABLE_ROOT_UNSAFE");
+    // An unsandboxed run confines nothing, so nothing is refused.
+    i.execution_mode = Some(palisade_engine::ExecutionMode::Workspace);
+    assert_eq!(backend_of(&decide(&i)), Some(Backend::DirectDedicated));
+}
+
+#[test]
+fn credential_stores_are_denied_in_every_policy() {
+    let built_in = palisade_engine::resolve::BUILT_IN_DENIED_READ_PATHS;
+    // An omitted policy and a declared one alike.
+    for document in [None, Some(taskpack("preferredBackends: [linux-bwrap]"))] {
+        let r = report(&decide(&input(document.as_deref())));
+        let denied = r["policy"]["deniedReadPaths"].as_array().unwrap();
+        assert_eq!(denied.len(), built_in.len(), "{denied:?}");
+        assert!(denied.iter().all(|d| d["origin"] == "built-in"));
+        assert!(denied.iter().any(|d| d["path"] == "/home/dev/.ssh"));
+        assert_eq!(
+            r["plan"]["deniedReadPaths"].as_array().unwrap().len(),
+            built_in.len()
+        );
+        // They do not require read containment: the policy did not ask for it.
+        assert!(
+            !r["policy"]["requirements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|q| q["capability"] == "filesystemReadContainment")
+        );
+    }
+    // A path the policy names is `declared`; the host adds its own; an exemption is recorded.
+    let mut i = input(Some(&taskpack("deniedReadPaths: ['~/.ssh']")));
+    i.host.denied_read_paths = Some(vec!["/opt/secrets".into()]);
+    i.host.exempt_denied_read_paths = Some(vec!["~/.npmrc".into()]);
+    let r = report(&decide(&i));
+    let origin_of = |path: &str| {
+        r["policy"]["deniedReadPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["path"] == path)
+            .map(|d| d["origin"].clone())
+    };
+    assert_eq!(origin_of("/home/dev/.ssh"), Some(json!("declared")));
+    assert_eq!(origin_of("/opt/secrets"), Some(json!("host")));
+    assert_eq!(origin_of("/home/dev/.aws"), Some(json!("built-in")));
+    assert_eq!(origin_of("/home/dev/.npmrc"), None);
+    assert_eq!(
+        r["policy"]["droppedDeniedReadPaths"],
+        json!([{"path": "/home/dev/.npmrc", "reason": "exempted by the host configuration"}])
+    );
+    // An exemption must name a built-in entry; a host path may not hide the workspace.
+    let mut i = input(None);
+    i.host.exempt_denied_read_paths = Some(vec!["~/.bashrc".into()]);
+    i.host.denied_read_paths = Some(vec!["~/".into(), "~/proj".into()]);
+    let r = report(&decide(&i));
+    assert_eq!(code(&r), "HOST_FACTS_INVALID");
+    assert_eq!(
+        error_paths(&r),
+        [
+            "host.deniedReadPaths[0]",
+            "host.deniedReadPaths[1]",
+            "host.exemptDeniedReadPaths[0]"
+        ]
+    );
+}
+
+#[test]
+fn a_built_in_denied_path_that_holds_the_workspace_is_dropped_aloud() {
+    let mut i = input(None);
+    i.host.workspace_dir = "/home/dev/.kube/work".into();
     i.host.writable_roots.clear();
     let r = report(&decide(&i));
-    assert_eq!(r["policy"]["protectedPaths"][0], "/.github");
+    assert_eq!(r["backend"], "linux-bwrap");
+    assert_eq!(
+        r["policy"]["droppedDeniedReadPaths"][0]["path"],
+        "/home/dev/.kube"
+    );
+    assert!(
+        r["policy"]["droppedDeniedReadPaths"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the workspace")
+    );
 }
 
 /// Prints one decision and one refusal (`cargo test -- --nocapture print_examples`).
@@ -475,4 +585,18 @@ fn print_examples() {
         ))))
         .canonical_json
     );
+}
+
+#[test]
+fn refusal_codes_read_the_same_in_json_and_in_text() {
+    for code in [
+        RefusalCode::SandboxPolicyInvalid,
+        RefusalCode::SandboxBackendUnavailable,
+        RefusalCode::SandboxCapabilityInsufficient,
+        RefusalCode::HostFactsInvalid,
+        RefusalCode::ExecutionModeForbidden,
+        RefusalCode::WritableRootUnsafe,
+    ] {
+        assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+    }
 }

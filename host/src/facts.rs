@@ -22,6 +22,12 @@ pub struct FactOptions {
     pub allow_workspace_mode: Option<bool>,
     /// From the host configuration; `None`: no ceilings.
     pub budget_ceilings: Option<palisade_engine::model::BudgetLimits>,
+    /// From the host configuration: denied read paths it adds; `None`: none.
+    pub denied_read_paths: Option<Vec<String>>,
+    /// From the host configuration: built-in denied paths it exempts; `None`: none.
+    pub exempt_denied_read_paths: Option<Vec<String>>,
+    /// From the host configuration: whether the home may be a writable root; `None`: no.
+    pub allow_home_writable: Option<bool>,
 }
 
 /// Why host facts could not be measured.
@@ -87,6 +93,9 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         environment_allowlist: options.environment_allowlist.clone(),
         allow_workspace_mode: options.allow_workspace_mode,
         budget_ceilings: options.budget_ceilings.clone(),
+        denied_read_paths: options.denied_read_paths.clone(),
+        exempt_denied_read_paths: options.exempt_denied_read_paths.clone(),
+        allow_home_writable: options.allow_home_writable,
     })
 }
 

@@ -12,6 +12,8 @@ pub enum ErrorCode {
     HostFactsInvalid,
     /// The engine refused an execution mode the host forbids (`--execution-mode workspace`).
     ExecutionModeForbidden,
+    /// The engine refused a writable root that contains nothing (`/`, the home or above).
+    WritableRootUnsafe,
     /// A host configuration file is unusable: unreadable, too large, not YAML, an unknown key or
     /// a bad value, or a per-user file that loosens the system one. Nothing was decided.
     HostConfigInvalid,
@@ -44,6 +46,7 @@ impl ErrorCode {
             ErrorCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             ErrorCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             ErrorCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
+            ErrorCode::WritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
             ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
             ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
@@ -64,6 +67,7 @@ impl ErrorCode {
             ErrorCode::SandboxBackendUnavailable
             | ErrorCode::SandboxCapabilityInsufficient
             | ErrorCode::ExecutionModeForbidden
+            | ErrorCode::WritableRootUnsafe
             | ErrorCode::HostConfigForbidden => Exit::Refused,
             ErrorCode::HostFactsInvalid
             | ErrorCode::HostConfigInvalid
@@ -87,6 +91,7 @@ impl ErrorCode {
             R::SandboxCapabilityInsufficient => ErrorCode::SandboxCapabilityInsufficient,
             R::HostFactsInvalid => ErrorCode::HostFactsInvalid,
             R::ExecutionModeForbidden => ErrorCode::ExecutionModeForbidden,
+            R::WritableRootUnsafe => ErrorCode::WritableRootUnsafe,
         }
     }
 }

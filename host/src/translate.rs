@@ -12,9 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use palisade_engine::Backend;
-use palisade_engine::output::{
-    BudgetKind, BudgetOrigin, ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, PlanNetwork,
-};
+use palisade_engine::output::{ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, PlanNetwork};
 use palisade_shims::plan::{Budgets, EgressProxy, LaunchPlan, Mechanism, Network};
 
 use crate::envpolicy::{self, EnvRecord};
@@ -147,112 +145,4 @@ fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
         upper.as_str(),
         "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
     )
-}
-
-/// What the user must hear before the command starts: every budget request that was clamped,
-/// and every protected path the backend does not keep read-only. One line each.
-pub fn notices(plan: &ConfinementPlan) -> Vec<String> {
-    let mut lines = Vec::new();
-    for clamp in &plan.budgets.clamped {
-        lines.push(format!(
-            "{} {} clamped to {} by {}",
-            requester(clamp.requested_by, clamp.budget),
-            show(clamp.budget, clamp.requested),
-            show(clamp.budget, clamp.limit),
-            origin(clamp.limited_by),
-        ));
-    }
-    let unenforced: Vec<&str> = plan
-        .protected_paths
-        .iter()
-        .filter(|protected| !protected.enforced)
-        .map(|protected| protected.path.as_str())
-        .collect();
-    if !unenforced.is_empty() {
-        lines.push(format!(
-            "protected paths are NOT read-only under `{}`: {}",
-            plan.backend.as_str(),
-            unenforced.join(", ")
-        ));
-    }
-    lines
-}
-
-/// Who asked: `--timeout`, `the policy's timeoutSeconds`.
-fn requester(origin: BudgetOrigin, budget: BudgetKind) -> String {
-    let (flag, field) = match budget {
-        BudgetKind::Timeout => ("--timeout", "timeoutSeconds"),
-        BudgetKind::Memory => ("--memory", "memoryMiB"),
-        BudgetKind::MaxProcesses => ("--max-procs", "maxProcesses"),
-        BudgetKind::Cpu => ("--cpu-seconds", "cpuSeconds"),
-    };
-    match origin {
-        BudgetOrigin::Flag => flag.to_owned(),
-        BudgetOrigin::Policy => format!("the policy's budgets.{field}"),
-        BudgetOrigin::HostCeiling => format!("the host ceiling for {field}"),
-    }
-}
-
-fn origin(origin: BudgetOrigin) -> &'static str {
-    match origin {
-        BudgetOrigin::Policy => "the policy's budget",
-        BudgetOrigin::Flag => "the command line",
-        BudgetOrigin::HostCeiling => "the host configuration's ceiling",
-    }
-}
-
-/// A budget value for people: `10m`, `1.5s`, `512 MiB`, `64 processes`, `30 cpu-seconds`.
-pub fn show(budget: BudgetKind, value: u64) -> String {
-    match budget {
-        BudgetKind::Timeout => show_millis(value),
-        BudgetKind::Memory => show_bytes(value),
-        BudgetKind::MaxProcesses => format!("{value} processes"),
-        BudgetKind::Cpu => format!("{value} cpu-seconds"),
-    }
-}
-
-fn show_millis(millis: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(3_600_000, "h"), (60_000, "m"), (1000, "s")];
-    for (size, unit) in UNITS {
-        if millis >= size && millis.is_multiple_of(size) {
-            return format!("{}{unit}", millis / size);
-        }
-    }
-    if millis >= 1000 {
-        let fraction = format!("{:03}", millis % 1000);
-        format!("{}.{}s", millis / 1000, fraction.trim_end_matches('0'))
-    } else {
-        format!("{millis}ms")
-    }
-}
-
-fn show_bytes(bytes: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [
-        (1 << 30, "GiB"),
-        (1 << 20, "MiB"),
-        (1 << 10, "KiB"),
-        (1, "B"),
-    ];
-    UNITS
-        .iter()
-        .find(|(size, _)| bytes >= *size && bytes.is_multiple_of(*size))
-        .map(|(size, unit)| format!("{} {unit}", bytes / size))
-        .unwrap_or_else(|| format!("{bytes} B"))
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
-    use super::*;
-
-    #[test]
-    fn values_read_as_people_write_them() {
-        assert_eq!(show(BudgetKind::Timeout, 600_000), "10m");
-        assert_eq!(show(BudgetKind::Timeout, 1_500), "1.5s");
-        assert_eq!(show(BudgetKind::Timeout, 250), "250ms");
-        assert_eq!(show(BudgetKind::Timeout, 7_200_000), "2h");
-        assert_eq!(show(BudgetKind::Memory, 512 << 20), "512 MiB");
-        assert_eq!(show(BudgetKind::Memory, 1000), "1000 B");
-        assert_eq!(show(BudgetKind::MaxProcesses, 64), "64 processes");
-    }
 }

@@ -174,8 +174,18 @@ fn decide_with_recorded_facts_prints_the_decision_json() {
     let report: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(report["outcome"], "decision");
     assert_eq!(report["backend"], "linux-bwrap");
+    // The policy's `~/.ssh`, among the built-in credential stores every policy denies.
     let ssh = env.dir.path().join(".ssh").display().to_string();
-    assert_eq!(report["plan"]["deniedReadPaths"], json!([ssh]));
+    let denied = report["policy"]["deniedReadPaths"].as_array().unwrap();
+    assert!(
+        denied.contains(&json!({"path": ssh, "origin": "declared"})),
+        "{denied:?}"
+    );
+    assert!(denied.iter().any(|d| d["origin"] == "built-in"));
+    assert_eq!(
+        report["plan"]["deniedReadPaths"].as_array().unwrap().len(),
+        denied.len()
+    );
 }
 
 #[test]

@@ -121,6 +121,9 @@ fn sample_input() -> DecisionInput {
             environment_allowlist: None,
             allow_workspace_mode: None,
             budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,

@@ -346,3 +346,109 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
         "the command must not have run"
     );
 }
+
+/// No silent downgrade: a backend that cannot keep the protected paths read-only (Landlock, for a
+/// policy that did not require `protectedPathReadOnlyMask`) lets an existing `AGENTS.md` be
+/// rewritten — and Palisade says so before the command starts, and the decision marks each
+/// path unenforced. bwrap, which can, keeps it and says nothing.
+#[test]
+fn a_backend_that_cannot_protect_paths_says_so_before_the_command_starts() {
+    let script = "echo changed > AGENTS.md && cat AGENTS.md";
+    for backend in ["linux-landlock", "linux-bwrap"] {
+        let env = Env::new();
+        std::fs::write(env.path("ws/AGENTS.md"), "original\n").unwrap();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "sh", "-c", script]);
+        let out = env.run(&args);
+        let stderr = text(&out.stderr);
+        let agents = env.path("ws/AGENTS.md");
+        let warned = stderr.contains(&format!(
+            "palisade: protected paths are NOT read-only under `{backend}`"
+        ));
+        let plan = &serde_json::from_str::<Value>(env.audit_lines()[0]["output"].as_str().unwrap())
+            .unwrap()["plan"];
+        let enforced: Vec<bool> = plan["protectedPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["enforced"].as_bool().unwrap())
+            .collect();
+        assert_eq!(enforced.len(), 4, "{backend}");
+        if backend == "linux-landlock" {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            assert_eq!(std::fs::read_to_string(&agents).unwrap(), "changed\n");
+            assert!(warned, "{backend}: {stderr}");
+            assert!(stderr.contains(&agents.display().to_string()), "{stderr}");
+            assert!(enforced.iter().all(|e| !e));
+        } else {
+            assert_ne!(out.status.code(), Some(0), "{stderr}");
+            assert_eq!(std::fs::read_to_string(&agents).unwrap(), "original\n");
+            assert!(!warned, "{backend}: {stderr}");
+            assert!(enforced.iter().all(|e| *e));
+        }
+    }
+}
+
+/// The command must not be able to rewrite the record of its own run: an audit file inside the
+/// workspace (or reached through a symlink into it) is refused, and nothing is launched.
+#[test]
+fn an_audit_file_the_command_could_rewrite_is_refused() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let marker = env.path("ws/ran");
+    std::os::unix::fs::symlink(env.path("ws/real.jsonl"), env.path("link.jsonl")).unwrap();
+    for audit in [env.path("ws/audit.jsonl"), env.path("link.jsonl")] {
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{stderr}");
+        assert!(stderr.contains("PALISADE_INPUT_INVALID"), "{stderr}");
+        assert!(!marker.exists(), "nothing may run");
+        assert!(!env.path("ws/audit.jsonl").exists() && !env.path("ws/real.jsonl").exists());
+    }
+    // Once the symlink's target exists, it is recognised for what it is.
+    std::fs::write(env.path("ws/real.jsonl"), "").unwrap();
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        env.path("link.jsonl").to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("could rewrite the record of its own run"),
+        "{stderr}"
+    );
+    assert!(!marker.exists());
+    assert_eq!(
+        std::fs::read_to_string(env.path("ws/real.jsonl")).unwrap(),
+        ""
+    );
+    std::fs::remove_file(env.path("ws/real.jsonl")).unwrap();
+    // Outside every writable root, the same run goes ahead.
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(marker.exists());
+}

@@ -43,6 +43,9 @@ pub fn host() -> HostFacts {
         environment_allowlist: None,
         allow_workspace_mode: None,
         budget_ceilings: None,
+        denied_read_paths: None,
+        exempt_denied_read_paths: None,
+        allow_home_writable: None,
     }
 }
 

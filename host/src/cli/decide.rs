@@ -17,7 +17,6 @@ use crate::facts;
 use crate::hostconfig::HostConfig;
 use crate::probe;
 use crate::report::{ErrorCode, Failure};
-use crate::translate;
 
 use super::args::DecideArgs;
 use super::engine::{decide_recorded, refusal_failure};
@@ -209,11 +208,9 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         .collect();
     out.push_str(&format!("protected {}\n", list(&protected)));
     out.push_str(&format!("budgets   {}\n", budget_summary(plan)));
-    for line in translate::notices(plan)
-        .iter()
-        .filter(|line| line.contains("clamped"))
-    {
-        out.push_str(&format!("          {line}\n"));
+    for (index, line) in plan.warnings.iter().enumerate() {
+        let head = if index == 0 { "warning  " } else { "         " };
+        out.push_str(&format!("{head} {line}\n"));
     }
     let environment = &plan.environment;
     out.push_str(&format!(
@@ -262,7 +259,10 @@ pub(super) fn budget_summary(plan: &ConfinementPlan) -> String {
                 BudgetOrigin::Flag => "flag",
                 BudgetOrigin::HostCeiling => "host ceiling",
             };
-            format!("{name} {} [{origin}]", translate::show(kind, limit.value))
+            format!(
+                "{name} {} [{origin}]",
+                palisade_engine::budgets::show(kind, limit.value)
+            )
         })
     })
     .collect();

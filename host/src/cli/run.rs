@@ -3,7 +3,7 @@
 //! is unenforced, launch, and record the outcome.
 
 use palisade_engine::output::PlanNetwork;
-use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
+use palisade_engine::{Backend, DecisionInput, Verdict};
 use serde_json::Value;
 
 use crate::audit::{self, RecordContext};
@@ -22,6 +22,55 @@ use super::args::RunArgs;
 use super::engine::{decide_recorded, refusal_failure};
 use super::inputs::{budget_flags, execution, narrowing, read_document};
 use super::setup::{docker_spec, facts_failure, host_setup, probe_options, verified_bridge};
+
+/// The audit file must not be where the command can write: it could rewrite the record of its
+/// own run. Refused before anything is decided or written.
+fn audit_outside_writable_roots(
+    audit: &std::path::Path,
+    host: &palisade_engine::HostFacts,
+) -> Result<(), Failure> {
+    // The file may not exist yet: resolve its directory (symlinks included) and add its name. A
+    // symlink that leads nowhere yet would be followed by the first write: refused.
+    let resolved = match std::fs::canonicalize(audit) {
+        Ok(path) => path,
+        Err(_) if std::fs::symlink_metadata(audit).is_ok() => {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                format!(
+                    "audit file `{}` is a symlink to a path that does not exist",
+                    audit.display()
+                ),
+            ));
+        }
+        Err(_) => {
+            let parent = match audit.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+                _ => std::path::PathBuf::from("."),
+            };
+            let parent = std::fs::canonicalize(&parent).map_err(|e| {
+                Failure::new(
+                    ErrorCode::InputInvalid,
+                    format!("audit file `{}`: {e}", audit.display()),
+                )
+            })?;
+            parent.join(audit.file_name().unwrap_or_default())
+        }
+    };
+    let roots = std::iter::once(&host.workspace_dir).chain(&host.writable_roots);
+    for root in roots {
+        if resolved.starts_with(root) {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                format!(
+                    "audit file `{}` is inside writable root `{root}`: the command could rewrite the record of its own run",
+                    resolved.display()
+                ),
+            )
+            .hint("keep the audit file outside the workspace and every writable root, e.g. `--audit ~/.local/state/palisade/audit.jsonl`"));
+        }
+    }
+    Ok(())
+}
 
 /// `palisade run`.
 pub fn run(args: &RunArgs) -> CommandResult {
@@ -45,6 +94,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let (document, document_name) = read_document(&args.taskpack, &args.host)?;
     fact_opts.writable_roots.push(temp.path().to_path_buf());
     let host = facts::gather(&fact_opts).map_err(facts_failure)?;
+    if let Some(audit) = &args.audit {
+        audit_outside_writable_roots(audit, &host)?;
+    }
     let probe_opts = probe_options(&args.host, &config, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
     if let Some(problem) = &probes.cache_error {
@@ -130,13 +182,8 @@ pub fn run(args: &RunArgs) -> CommandResult {
     environment.supervisor_environ =
         envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
     // Tell the user what the decision clamped or leaves unenforced, before the command starts.
-    for line in translate::notices(plan) {
+    for line in &plan.warnings {
         eprintln!("palisade: {line}");
-    }
-    if plan.execution_mode == ExecutionMode::Workspace {
-        eprintln!(
-            "palisade: running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation"
-        );
     }
     let mut result = launch::execute(
         &launch_plan,

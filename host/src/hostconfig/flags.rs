@@ -96,6 +96,9 @@ pub fn fact_options(
         default_backend_order: Some(config.effective.default_backend_order.value.clone()),
         environment_allowlist: config.environment_allowlist(),
         allow_workspace_mode: config.effective.allow_workspace_mode.value,
+        allow_home_writable: config.effective.allow_home_writable.value,
+        denied_read_paths: config.denied_read_paths(),
+        exempt_denied_read_paths: config.exempt_denied_read_paths(),
         budget_ceilings: config.budget_ceilings(),
     })
 }

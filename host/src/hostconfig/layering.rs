@@ -61,6 +61,11 @@ pub fn tighten_errors(system: &Spec, user: &Spec) -> Errors {
             system.allow_workspace_mode,
             user.allow_workspace_mode,
         ),
+        (
+            "spec.allowHomeWritable",
+            system.allow_home_writable,
+            user.allow_home_writable,
+        ),
     ] {
         if sys == Some(false) && usr == Some(true) {
             errors.push(
@@ -111,6 +116,29 @@ pub fn tighten_errors(system: &Spec, user: &Spec) -> Errors {
                     quote(sys)
                 )),
             );
+        }
+    }
+    // Denying more is tighter: the user's list keeps every path the system denies.
+    if let (Some(sys), Some(usr)) = (&system.denied_read_paths, &user.denied_read_paths) {
+        for path in sys.iter().filter(|path| !usr.contains(path)) {
+            errors.push(
+                "spec.deniedReadPaths",
+                loosens(format!("drops the system's {}", quote(path))),
+            );
+        }
+    }
+    // Exempting is looser: only what the system exempts.
+    if let (Some(sys), Some(usr)) = (
+        &system.exempt_denied_read_paths,
+        &user.exempt_denied_read_paths,
+    ) {
+        for (index, path) in usr.iter().enumerate() {
+            if !sys.contains(path) {
+                errors.push(
+                    format!("spec.exemptDeniedReadPaths[{index}]"),
+                    loosens(format!("{} is not exempted by the system", quote(path))),
+                );
+            }
         }
     }
     if let (Some(sys), Some(usr)) = (&system.environment, &user.environment) {
@@ -226,6 +254,20 @@ pub fn merge(system: &Spec, upper: Option<(&Spec, Source)>) -> Effective {
         allow_workspace_mode: pick_opt(
             system.allow_workspace_mode,
             upper.map(|(s, src)| (s.allow_workspace_mode, src)),
+        ),
+        allow_home_writable: pick_opt(
+            system.allow_home_writable,
+            upper.map(|(s, src)| (s.allow_home_writable, src)),
+        ),
+        denied_read_paths: pick(
+            Vec::new(),
+            system.denied_read_paths.as_ref(),
+            up(|s| s.denied_read_paths.as_ref()),
+        ),
+        exempt_denied_read_paths: pick(
+            Vec::new(),
+            system.exempt_denied_read_paths.as_ref(),
+            up(|s| s.exempt_denied_read_paths.as_ref()),
         ),
         writable_roots: pick(
             Vec::new(),

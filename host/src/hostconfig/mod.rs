@@ -171,11 +171,14 @@ pub struct Spec {
     pub default_backend_order: Option<Vec<Backend>>,
     pub allow_direct_dedicated: Option<bool>,
     pub allow_workspace_mode: Option<bool>,
+    pub allow_home_writable: Option<bool>,
     pub writable_roots: Option<Vec<String>>,
     pub task_temp_dirs: Option<Vec<String>>,
     pub results_dir: Option<String>,
     pub docker_runtime_profiles: Option<String>,
     pub environment: Option<Vec<String>>,
+    pub denied_read_paths: Option<Vec<String>>,
+    pub exempt_denied_read_paths: Option<Vec<String>>,
     pub budgets: Ceilings,
 }
 
@@ -197,11 +200,18 @@ pub struct Effective {
     pub allow_direct_dedicated: Setting<Option<bool>>,
     /// `null`: not configured (permitted on request); `false` forbids `workspace` mode.
     pub allow_workspace_mode: Setting<Option<bool>>,
+    /// `null`: not configured (the home may not be a writable root); `true` allows the home
+    /// directory itself (never `/` or an ancestor of the home).
+    pub allow_home_writable: Setting<Option<bool>>,
     pub writable_roots: Setting<Vec<String>>,
     pub task_temp_dirs: Setting<Vec<String>>,
     pub results_dir: Setting<Option<String>>,
     pub docker_runtime_profiles: Setting<Option<String>>,
     pub environment: Setting<Vec<String>>,
+    /// Denied read paths added to every policy's (absolute or `~/`).
+    pub denied_read_paths: Setting<Vec<String>>,
+    /// Built-in denied read paths (credential stores) exempted, each recorded in decisions.
+    pub exempt_denied_read_paths: Setting<Vec<String>>,
     pub budgets: BudgetSettings,
 }
 
@@ -300,6 +310,11 @@ impl HostConfig {
                 e.allow_workspace_mode.from,
             ),
             (
+                "allowHomeWritable",
+                opt(e.allow_home_writable.value.map(|b| b.to_string())),
+                e.allow_home_writable.from,
+            ),
+            (
                 "writableRoots",
                 join(&e.writable_roots.value),
                 e.writable_roots.from,
@@ -323,6 +338,16 @@ impl HostConfig {
                 "environment",
                 join(&e.environment.value),
                 e.environment.from,
+            ),
+            (
+                "deniedReadPaths",
+                join(&e.denied_read_paths.value),
+                e.denied_read_paths.from,
+            ),
+            (
+                "exemptDeniedReadPaths",
+                join(&e.exempt_denied_read_paths.value),
+                e.exempt_denied_read_paths.from,
             ),
         ];
         for (name, value, from) in rows {
@@ -366,11 +391,26 @@ impl HostConfig {
         })
     }
 
+    /// A list setting for the engine's host facts: `None` when no file set it, so decisions on
+    /// unconfigured hosts keep their bytes.
+    fn configured(setting: &Setting<Vec<String>>) -> Option<Vec<String>> {
+        (setting.from != Source::Default).then(|| setting.value.clone())
+    }
+
+    /// The denied read paths the configuration adds, for the engine's host facts.
+    pub fn denied_read_paths(&self) -> Option<Vec<String>> {
+        Self::configured(&self.effective.denied_read_paths)
+    }
+
+    /// The built-in denied read paths the configuration exempts, for the engine's host facts.
+    pub fn exempt_denied_read_paths(&self) -> Option<Vec<String>> {
+        Self::configured(&self.effective.exempt_denied_read_paths)
+    }
+
     /// The allowlist for the engine's host facts: `None` when no file set one, so decisions on
     /// unconfigured hosts keep the bytes they always had.
     pub fn environment_allowlist(&self) -> Option<Vec<String>> {
-        (self.effective.environment.from != Source::Default)
-            .then(|| self.effective.environment.value.clone())
+        Self::configured(&self.effective.environment)
     }
 
     /// The configured writable roots, in order (`writableRoots`, `taskTempDirs`, `resultsDir`),

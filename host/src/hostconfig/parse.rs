@@ -14,11 +14,14 @@ use super::{API_VERSION, BUDGET_FIELDS, Ceilings, HostConfigError, KIND, MAX_PAT
 const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
 
 /// The keys of `spec`.
-const SPEC_FIELDS: [&str; 10] = [
+const SPEC_FIELDS: [&str; 13] = [
     "sessionKind",
     "defaultBackendOrder",
     "allowDirectDedicated",
     "allowWorkspaceMode",
+    "allowHomeWritable",
+    "deniedReadPaths",
+    "exemptDeniedReadPaths",
     "writableRoots",
     "taskTempDirs",
     "resultsDir",
@@ -102,6 +105,11 @@ fn walk_spec(node: &Node, path: &str, spec: &mut Spec, errors: &mut Errors) {
         "defaultBackendOrder" => spec.default_backend_order = backend_order(value, &path, errors),
         "allowDirectDedicated" => spec.allow_direct_dedicated = expect_bool(value, &path, errors),
         "allowWorkspaceMode" => spec.allow_workspace_mode = expect_bool(value, &path, errors),
+        "allowHomeWritable" => spec.allow_home_writable = expect_bool(value, &path, errors),
+        "deniedReadPaths" => spec.denied_read_paths = denied_list(value, &path, errors),
+        "exemptDeniedReadPaths" => {
+            spec.exempt_denied_read_paths = exempt_list(value, &path, errors);
+        }
         "writableRoots" => spec.writable_roots = path_list(value, &path, errors),
         "taskTempDirs" => spec.task_temp_dirs = path_list(value, &path, errors),
         "resultsDir" => spec.results_dir = path_value(value, &path, true, errors),
@@ -197,6 +205,58 @@ fn path_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>
             }
             Some(value) => out.push(value),
             None => {}
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `deniedReadPaths`: entries as a taskpack writes them (absolute or `~/`), bounded, once each.
+/// Where they resolve (`~/` against whose home) is the engine's business, with the facts.
+fn denied_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let items = expect_list(node, path, MAX_PATHS, errors)?;
+    let before = errors.total();
+    let mut out: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        let Some(entry) = expect_str(item, &item_path, errors) else {
+            continue;
+        };
+        if let Err(message) = reader::check_denied_path(entry) {
+            errors.push(item_path, message);
+        } else if out.iter().any(|e| e == entry) {
+            errors.push(item_path, format!("duplicate path {}", quote(entry)));
+        } else {
+            out.push(entry.to_owned());
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `exemptDeniedReadPaths`: built-in denied paths, as the built-in list spells them, once each.
+fn exempt_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let built_in = palisade_engine::resolve::BUILT_IN_DENIED_READ_PATHS;
+    let items = expect_list(node, path, built_in.len(), errors)?;
+    let before = errors.total();
+    let mut out: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        let Some(entry) = expect_str(item, &item_path, errors) else {
+            continue;
+        };
+        if !built_in.contains(&entry) {
+            errors.push(
+                item_path,
+                format!(
+                    "{} is not a built-in denied path; expected one of {}{}",
+                    quote(entry),
+                    reader::list_names(built_in),
+                    reader::did_you_mean(entry, built_in)
+                ),
+            );
+        } else if out.iter().any(|e| e == entry) {
+            errors.push(item_path, format!("duplicate path {}", quote(entry)));
+        } else {
+            out.push(entry.to_owned());
         }
     }
     (errors.total() == before).then_some(out)

@@ -348,3 +348,55 @@ fn files_are_read_with_care() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn denied_paths_exemptions_and_the_home_are_read_and_only_tighten() {
+    let system = spec(
+        "  deniedReadPaths: [/srv/vault, '~/.config/op']\n  exemptDeniedReadPaths: ['~/.npmrc']\n  allowHomeWritable: false\n",
+    );
+    assert_eq!(
+        system.denied_read_paths,
+        Some(vec!["/srv/vault".into(), "~/.config/op".into()])
+    );
+    assert_eq!(
+        system.exempt_denied_read_paths,
+        Some(vec!["~/.npmrc".into()])
+    );
+    // Denying more, exempting less: tighter.
+    let tighter = spec(
+        "  deniedReadPaths: [/srv/vault, '~/.config/op', /opt/keys]\n  exemptDeniedReadPaths: []\n",
+    );
+    assert_eq!(tighter_paths(&system, &tighter), Vec::<String>::new());
+    // Dropping a denied path, exempting another store, allowing the home: looser, each said.
+    let looser = spec(
+        "  deniedReadPaths: [/srv/vault]\n  exemptDeniedReadPaths: ['~/.npmrc', '~/.ssh']\n  allowHomeWritable: true\n",
+    );
+    assert_eq!(
+        tighter_paths(&system, &looser),
+        [
+            "spec.allowHomeWritable",
+            "spec.deniedReadPaths",
+            "spec.exemptDeniedReadPaths[1]"
+        ]
+    );
+    // Every bad entry at its path: a relative path, `..`, a name that is not a built-in store.
+    assert_eq!(
+        error_paths(&format!(
+            "{HEAD}spec:\n  deniedReadPaths: [relative, /a/../b, /ok, /ok]\n  exemptDeniedReadPaths: ['~/.bashrc']\n"
+        )),
+        [
+            "spec.deniedReadPaths[0]",
+            "spec.deniedReadPaths[1]",
+            "spec.deniedReadPaths[3]",
+            "spec.exemptDeniedReadPaths[0]"
+        ]
+    );
+}
+
+fn tighter_paths(system: &Spec, user: &Spec) -> Vec<String> {
+    tighten_errors(system, user)
+        .into_listed()
+        .into_iter()
+        .map(|e| e.path)
+        .collect()
+}

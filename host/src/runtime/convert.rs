@@ -60,6 +60,9 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         environment_allowlist: host.environment_allowlist.clone(),
         allow_workspace_mode: host.allow_workspace_mode,
         budget_ceilings: host.budget_ceilings.as_ref().map(to_wit_limits),
+        denied_read_paths: host.denied_read_paths.clone(),
+        exempt_denied_read_paths: host.exempt_denied_read_paths.clone(),
+        allow_home_writable: host.allow_home_writable,
     }
 }
 
@@ -172,6 +175,7 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
                 wit::EnvironmentOrigin::Host => EnvironmentOrigin::Host,
             },
         },
+        warnings: plan.warnings,
     }
 }
 
@@ -243,6 +247,7 @@ fn from_wit_refusal_code(code: wit::RefusalCode) -> RefusalCode {
         }
         wit::RefusalCode::HostFactsInvalid => RefusalCode::HostFactsInvalid,
         wit::RefusalCode::ExecutionModeForbidden => RefusalCode::ExecutionModeForbidden,
+        wit::RefusalCode::WritableRootUnsafe => RefusalCode::WritableRootUnsafe,
     }
 }
 
