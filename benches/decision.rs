@@ -30,6 +30,7 @@ fn input() -> DecisionInput {
         narrow_allowed_domains: None,
         execution_mode: None,
         budget_flags: None,
+        task_contract: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn input(entries: &[String]) -> DecisionInput {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -56,6 +57,7 @@ fn input(entries: &[String]) -> DecisionInput {
         narrow_allowed_domains: None,
         execution_mode: None,
         budget_flags: None,
+        task_contract: None,
     }
 }
 

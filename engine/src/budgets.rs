@@ -105,32 +105,49 @@ pub(crate) fn validate_limits(limits: &BudgetLimits, path: &str, errors: &mut Er
     }
 }
 
+/// Everything a budget may come from.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BudgetSources<'a> {
+    /// The taskpack's `spec.budgets`.
+    pub(crate) policy: Option<&'a Budgets>,
+    /// The launcher's flags.
+    pub(crate) flags: Option<&'a BudgetLimits>,
+    /// The task contract's `spec.budgets` (envelope).
+    pub(crate) contract: Option<&'a Budgets>,
+    /// The runtime profile's budgets (envelope).
+    pub(crate) profile: Option<&'a BudgetLimits>,
+    /// The host configuration's ceilings.
+    pub(crate) ceilings: Option<&'a BudgetLimits>,
+}
+
 /// The budgets the launcher enforces: for each budget the tightest of the policy's, the
-/// launcher's flag and the host's ceiling, with who set it and every request not granted listed
-/// as clamped (a flag above the enforced value, or the policy above a host ceiling). `helper_processes` is what Palisade itself runs inside the tree (the egress bridge).
+/// launcher's flag, the envelope (task contract, runtime profile) and the host's ceiling, with
+/// who set it and every request not granted listed as clamped: a flag above the enforced value,
+/// or the policy above a cap (a flag tighter than the policy is the flag tightening it). `helper_processes` is what Palisade itself runs inside the tree (the egress bridge).
 ///
 /// Decided: a request above a ceiling (or a flag looser than the policy) is clamped, not
 /// refused. Budgets only ever get tighter, the request and the clamp both stay in the decision,
 /// and a refusal would make every taskpack depend on every host's ceilings.
-pub(crate) fn effective(
-    policy: &Budgets,
-    flags: Option<&BudgetLimits>,
-    ceilings: Option<&BudgetLimits>,
-    helper_processes: u32,
-) -> EffectiveBudgets {
+pub(crate) fn effective(sources: &BudgetSources<'_>, helper_processes: u32) -> EffectiveBudgets {
     let mut out = EffectiveBudgets {
         helper_processes,
         ..EffectiveBudgets::default()
     };
+    let limit = |limits: Option<&BudgetLimits>, kind| limits.and_then(|l| limit_of(l, kind));
     for (kind, _, _) in LIMIT_BOUNDS {
         // In tie-breaking order: the first source with the tightest value sets it.
         let sources = [
-            (BudgetOrigin::Policy, policy_limit(policy, kind)),
-            (BudgetOrigin::Flag, flags.and_then(|f| limit_of(f, kind))),
             (
-                BudgetOrigin::HostCeiling,
-                ceilings.and_then(|c| limit_of(c, kind)),
+                BudgetOrigin::Policy,
+                sources.policy.and_then(|p| policy_limit(p, kind)),
             ),
+            (BudgetOrigin::Flag, limit(sources.flags, kind)),
+            (
+                BudgetOrigin::TaskContract,
+                sources.contract.and_then(|c| policy_limit(c, kind)),
+            ),
+            (BudgetOrigin::RuntimeProfile, limit(sources.profile, kind)),
+            (BudgetOrigin::HostCeiling, limit(sources.ceilings, kind)),
         ];
         let tightest = sources
             .iter()
@@ -143,8 +160,10 @@ pub(crate) fn effective(
                 // may; a ceiling is a cap, never a request.
                 let clamped = match origin {
                     BudgetOrigin::Flag => true,
-                    BudgetOrigin::Policy => limit.origin == BudgetOrigin::HostCeiling,
-                    BudgetOrigin::HostCeiling => false,
+                    BudgetOrigin::Policy => limit.origin.is_cap(),
+                    BudgetOrigin::TaskContract
+                    | BudgetOrigin::RuntimeProfile
+                    | BudgetOrigin::HostCeiling => false,
                 };
                 if let Some(requested) = value
                     && clamped
@@ -221,6 +240,8 @@ pub(crate) fn requester(origin: BudgetOrigin, budget: BudgetKind) -> String {
     match origin {
         BudgetOrigin::Flag => flag.to_owned(),
         BudgetOrigin::Policy => format!("the policy's budgets.{field}"),
+        BudgetOrigin::TaskContract => format!("the task contract's budgets.{field}"),
+        BudgetOrigin::RuntimeProfile => format!("the runtime profile's budgets.{field}"),
         BudgetOrigin::HostCeiling => format!("the host ceiling for {field}"),
     }
 }
@@ -230,6 +251,8 @@ pub(crate) fn origin_phrase(origin: BudgetOrigin) -> &'static str {
     match origin {
         BudgetOrigin::Policy => "the policy's budget",
         BudgetOrigin::Flag => "the command line",
+        BudgetOrigin::TaskContract => "the task contract's envelope",
+        BudgetOrigin::RuntimeProfile => "the runtime profile's envelope",
         BudgetOrigin::HostCeiling => "the host configuration's ceiling",
     }
 }
@@ -303,7 +326,13 @@ mod tests {
         // A flag looser than the policy, a ceiling tighter than both.
         let flags = limits(Some(3_600_000), Some(64));
         let ceilings = limits(Some(300_000), Some(64));
-        let out = effective(&policy, Some(&flags), Some(&ceilings), 1);
+        let sources = BudgetSources {
+            policy: Some(&policy),
+            flags: Some(&flags),
+            ceilings: Some(&ceilings),
+            ..BudgetSources::default()
+        };
+        let out = effective(&sources, 1);
         let timeout = BudgetLimit {
             value: 300_000,
             origin: BudgetOrigin::HostCeiling,
@@ -348,10 +377,17 @@ mod tests {
 
     #[test]
     fn nothing_asked_nothing_enforced() {
-        let out = effective(&Budgets::default(), None, None, 0);
-        assert_eq!(out, EffectiveBudgets::default());
+        let sources = BudgetSources::default();
+        assert_eq!(effective(&sources, 0), EffectiveBudgets::default());
         // A ceiling alone applies without a clamp: nobody asked for more.
-        let out = effective(&Budgets::default(), None, Some(&limits(Some(5), None)), 0);
+        let ceiling = limits(Some(5), None);
+        let out = effective(
+            &BudgetSources {
+                ceilings: Some(&ceiling),
+                ..sources
+            },
+            0,
+        );
         assert_eq!(
             out.timeout_millis.map(|l| l.origin),
             Some(BudgetOrigin::HostCeiling)

@@ -70,6 +70,10 @@ fn from_wit_input(input: wit::DecisionInput) -> model::DecisionInput {
         narrow_allowed_domains: input.narrow_allowed_domains,
         execution_mode: input.execution_mode.map(from_wit_execution_mode),
         budget_flags: input.budget_flags.map(from_wit_limits),
+        task_contract: input.task_contract.map(|d| model::NamedDocument {
+            name: d.name,
+            text: d.text,
+        }),
     }
 }
 
@@ -121,6 +125,7 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         denied_read_paths: host.denied_read_paths,
         exempt_denied_read_paths: host.exempt_denied_read_paths,
         allow_home_writable: host.allow_home_writable,
+        runtime_profile_budgets: host.runtime_profile_budgets.map(from_wit_limits),
     }
 }
 
@@ -285,6 +290,8 @@ fn to_wit_budget_origin(origin: output::BudgetOrigin) -> wit::BudgetOrigin {
     match origin {
         output::BudgetOrigin::Policy => wit::BudgetOrigin::Policy,
         output::BudgetOrigin::Flag => wit::BudgetOrigin::Flag,
+        output::BudgetOrigin::TaskContract => wit::BudgetOrigin::TaskContract,
+        output::BudgetOrigin::RuntimeProfile => wit::BudgetOrigin::RuntimeProfile,
         output::BudgetOrigin::HostCeiling => wit::BudgetOrigin::HostCeiling,
     }
 }

@@ -11,8 +11,9 @@
 
 use crate::model::{Backend, Capability, DecisionInput, ExecutionMode};
 use crate::output::{
-    CandidateTrace, CandidateVerdict, EffectivePolicy, ExecutionModeReport, FieldError, Origin,
-    Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json, sha256_hex,
+    CandidateTrace, CandidateVerdict, ContractEnvelope, EffectivePolicy, ExecutionModeReport,
+    FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json,
+    sha256_hex,
 };
 use crate::{budgets, host, negotiate, plan, policy, resolve};
 
@@ -113,8 +114,27 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         },
     };
 
+    // (2b) The task contract, whose budgets are the envelope.
+    let contract = match &input.task_contract {
+        None => None,
+        Some(document) => match policy::parse_task_contract(&document.text, "taskContract") {
+            Ok(contract) => Some(ContractEnvelope {
+                document_name: document.name.clone(),
+                name: contract.name,
+                budgets: contract.budgets,
+            }),
+            Err(errors) => {
+                let message = format!("task contract is invalid: {}", errors.summary());
+                let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+                report.errors = errors.into_listed();
+                return report;
+            }
+        },
+    };
+
     // (3) Resolution, with the launcher's narrowing of the allowlist.
     let mut effective = resolve::resolve(input, taskpack.as_ref());
+    effective.task_contract = contract;
     if workspace && input.narrow_allowed_domains.is_some() {
         // `--allow-domain` asks for filtered egress, which only a sandbox can enforce.
         let mut errors = crate::text::Errors::default();

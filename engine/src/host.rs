@@ -61,6 +61,9 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(ceilings) = &host.budget_ceilings {
         crate::budgets::validate_limits(ceilings, "host.budgetCeilings", &mut errors);
     }
+    if let Some(profile) = &host.runtime_profile_budgets {
+        crate::budgets::validate_limits(profile, "host.runtimeProfileBudgets", &mut errors);
+    }
     if let Some(denied) = &host.denied_read_paths {
         validate_denied(denied, input, &mut errors);
     }
@@ -224,11 +227,13 @@ mod tests {
                 denied_read_paths: None,
                 exempt_denied_read_paths: None,
                 allow_home_writable: None,
+                runtime_profile_budgets: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
             execution_mode: None,
             budget_flags: None,
+            task_contract: None,
         }
     }
 

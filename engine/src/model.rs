@@ -228,6 +228,10 @@ pub struct HostFacts {
     /// spells them (`~/.npmrc`). Absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exempt_denied_read_paths: Option<Vec<String>>,
+    /// The selected runtime profile's budgets: part of the envelope the taskpack and the flags
+    /// may only tighten within. Absent: no runtime profile, or one without budgets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_profile_budgets: Option<BudgetLimits>,
     /// Whether the host configuration lets the home directory itself be a writable root.
     /// Absent: it may not. `/` and the home's ancestors never may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +258,18 @@ pub struct DecisionInput {
     /// policy's `spec.budgets`. Absent: none given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_flags: Option<BudgetLimits>,
+    /// A Loopwright `TaskContract` document, whose `spec.budgets` is the envelope the taskpack
+    /// and the flags may only tighten within. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_contract: Option<NamedDocument>,
+}
+
+/// A document's text and where it came from (recorded, never opened).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamedDocument {
+    pub name: String,
+    pub text: String,
 }
 
 /// Host facts and probes without a document: the `--facts` file format.

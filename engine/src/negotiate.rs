@@ -210,6 +210,7 @@ mod tests {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         }
     }
 
@@ -236,6 +237,7 @@ mod tests {
             protected_paths: vec![],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
+            task_contract: None,
             allowed_domains: None,
             allowed_domains_origin: None,
         }

@@ -115,6 +115,18 @@ pub struct Budgets {
     pub cpu_seconds: Option<u64>,
 }
 
+/// A task contract as the decision records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContractEnvelope {
+    /// Where the document came from.
+    pub document_name: String,
+    /// Its `metadata.name`.
+    pub name: String,
+    /// Its `spec.budgets`, as declared.
+    pub budgets: Budgets,
+}
+
 /// Where a denied read path came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -172,6 +184,9 @@ pub struct EffectivePolicy {
     pub allow_dedicated_direct_override: bool,
     /// `spec.budgets` as declared (the launcher may only tighten them).
     pub budgets: Budgets,
+    /// The task contract whose `spec.budgets` is the envelope, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_contract: Option<ContractEnvelope>,
     /// The effective domain allowlist (canonical entries, sorted): the policy's, or the
     /// launcher's narrower one. Absent when neither names one (the network mode is in charge),
     /// which keeps such decisions byte-identical to those of engines without allowlists.
@@ -315,8 +330,22 @@ pub enum BudgetOrigin {
     Policy,
     /// The launcher's flag (`--timeout`, `--memory`, `--max-procs`, `--cpu-seconds`).
     Flag,
+    /// The task contract's `spec.budgets` (part of the envelope).
+    TaskContract,
+    /// The runtime profile's budgets (part of the envelope).
+    RuntimeProfile,
     /// The host configuration's ceiling.
     HostCeiling,
+}
+
+impl BudgetOrigin {
+    /// Whether this source caps the others (the envelope and the ceiling) rather than asks.
+    pub fn is_cap(self) -> bool {
+        matches!(
+            self,
+            BudgetOrigin::TaskContract | BudgetOrigin::RuntimeProfile | BudgetOrigin::HostCeiling
+        )
+    }
 }
 
 /// Which budget.
@@ -330,7 +359,8 @@ pub enum BudgetKind {
 }
 
 /// One effective budget: the limit enforced and who set it (the tightest of the policy, the
-/// launcher's flag and the host's ceiling; on a tie, the first of those).
+/// launcher's flag, the task contract, the runtime profile and the host's ceiling; on a tie,
+/// the first of those).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetLimit {

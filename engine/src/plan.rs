@@ -45,12 +45,7 @@ pub(crate) fn plan(
         protected_paths: protected_paths(policy, has(Capability::ProtectedPathReadOnlyMask)),
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
-        budgets: budgets::effective(
-            &policy.budgets,
-            input.budget_flags.as_ref(),
-            input.host.budget_ceilings.as_ref(),
-            helper_processes,
-        ),
+        budgets: budgets::effective(&budget_sources(policy, input), helper_processes),
         environment: environment_policy(&input.host),
         warnings: Vec::new(),
     };
@@ -73,12 +68,7 @@ pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) ->
         protected_paths: protected_paths(policy, false),
         syscall_filter: false,
         process_tree_cleanup: true,
-        budgets: budgets::effective(
-            &policy.budgets,
-            input.budget_flags.as_ref(),
-            input.host.budget_ceilings.as_ref(),
-            0,
-        ),
+        budgets: budgets::effective(&budget_sources(policy, input), 0),
         environment: environment_policy(&input.host),
         warnings: Vec::new(),
     };
@@ -135,6 +125,21 @@ fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// Every source of a budget: the policy, the launcher's flags, the envelope (task contract and
+/// runtime profile) and the host's ceilings.
+fn budget_sources<'a>(
+    policy: &'a EffectivePolicy,
+    input: &'a DecisionInput,
+) -> budgets::BudgetSources<'a> {
+    budgets::BudgetSources {
+        policy: Some(&policy.budgets),
+        flags: input.budget_flags.as_ref(),
+        contract: policy.task_contract.as_ref().map(|c| &c.budgets),
+        profile: input.host.runtime_profile_budgets.as_ref(),
+        ceilings: input.host.budget_ceilings.as_ref(),
+    }
 }
 
 /// The network as the launcher applies it: filtered egress is its own variant (the sandbox
@@ -227,6 +232,7 @@ mod tests {
             narrow_allowed_domains: None,
             execution_mode: None,
             budget_flags: None,
+            task_contract: None,
         }
     }
 
@@ -247,6 +253,7 @@ mod tests {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         }
     }
 
@@ -269,6 +276,7 @@ mod tests {
             protected_paths: vec!["/w/.github".into()],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
+            task_contract: None,
             allowed_domains: None,
             allowed_domains_origin: None,
         }

@@ -42,64 +42,152 @@ pub(crate) struct Taskpack {
 /// Parses and validates a Taskpack document against the (already valid) host facts.
 pub(crate) fn parse_taskpack(document: &str, host: &HostFacts) -> Result<Taskpack, Errors> {
     let mut errors = Errors::default();
+    let root =
+        parse_bounded(document, "document", &mut errors).ok_or_else(|| errors_now(&mut errors))?;
+    let walked = walk_document(&root, "", KIND, &mut errors, |node, path, errors| {
+        walk_spec(node, path, host, errors)
+    });
+    match walked {
+        Some((name, spec)) if errors.is_empty() => {
+            let (ignored_spec_sections, sandbox, budgets) = spec.unwrap_or_default();
+            Ok(Taskpack {
+                name,
+                ignored_spec_sections,
+                sandbox,
+                budgets,
+            })
+        }
+        _ => Err(errors),
+    }
+}
+
+/// A valid TaskContract, reduced to its budgets envelope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TaskContract {
+    /// `metadata.name`.
+    pub(crate) name: String,
+    /// `spec.budgets`: the envelope the taskpack and the flags may only tighten within.
+    pub(crate) budgets: Budgets,
+}
+
+/// The `kind` of the task contract document.
+pub(crate) const CONTRACT_KIND: &str = "TaskContract";
+
+/// Parses and validates a TaskContract document; every problem is reported below `at`
+/// (`taskContract.spec.budgets.memoryMiB`). Only `spec.budgets` is read; other sections belong
+/// to the rest of the contract.
+pub(crate) fn parse_task_contract(document: &str, at: &str) -> Result<TaskContract, Errors> {
+    let mut errors = Errors::default();
+    let root = parse_bounded(document, at, &mut errors).ok_or_else(|| errors_now(&mut errors))?;
+    let walked = walk_document(
+        &root,
+        at,
+        CONTRACT_KIND,
+        &mut errors,
+        |node, path, errors| {
+            if !matches!(node, Node::Mapping(_)) {
+                errors.push(path, format!("expected a mapping, found {}", node.kind()));
+                return None;
+            }
+            let mut contract_budgets = Budgets::default();
+            each_entry(node, path, errors, |key, child, value, errors| {
+                if key == budgets::SECTION {
+                    contract_budgets = budgets::walk(value, &child, errors).0;
+                } else if text::within_edits(key, budgets::SECTION, 2) {
+                    errors.push(
+                        child,
+                        format!(
+                            "unknown section {}; did you mean `{}`?",
+                            text::quote(key),
+                            budgets::SECTION
+                        ),
+                    );
+                } else {
+                    check_duplicates(value, &child, errors);
+                }
+            });
+            Some(contract_budgets)
+        },
+    );
+    match walked {
+        Some((name, budgets)) if errors.is_empty() => Ok(TaskContract {
+            name,
+            budgets: budgets.unwrap_or_default(),
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// The errors so far, leaving an empty list behind (for an early return).
+fn errors_now(errors: &mut Errors) -> Errors {
+    std::mem::take(errors)
+}
+
+/// The document's YAML tree, bounded in size; problems are reported at `at` (or `document`).
+fn parse_bounded(document: &str, at: &str, errors: &mut Errors) -> Option<Node> {
+    let here = if at.is_empty() { "document" } else { at };
     if document.len() > crate::MAX_DOCUMENT_BYTES {
         errors.push(
-            "document",
+            here,
             format!(
                 "document is {} bytes; at most {} are accepted",
                 document.len(),
                 crate::MAX_DOCUMENT_BYTES
             ),
         );
-        return Err(errors);
+        return None;
     }
-    let root = match yaml::parse(document) {
-        Ok(root) => root,
+    match yaml::parse(document) {
+        Ok(root) => Some(root),
         Err(message) => {
-            errors.push("document", format!("invalid yaml: {message}"));
-            return Err(errors);
+            errors.push(here, format!("invalid yaml: {message}"));
+            None
         }
-    };
-    let taskpack = walk_root(&root, host, &mut errors);
-    match taskpack {
-        Some(taskpack) if errors.is_empty() => Ok(taskpack),
-        _ => Err(errors),
     }
 }
 
-/// Walks the top-level mapping.
-fn walk_root(root: &Node, host: &HostFacts, errors: &mut Errors) -> Option<Taskpack> {
+/// Walks a Loopwright document's top level (`apiVersion`, `kind` = `kind`, `metadata`, `spec`)
+/// below the field path `at`, handing `spec` to `walk_spec`. Returns `metadata.name` and what
+/// `walk_spec` made of `spec` (none when `spec` is absent), when the header is valid.
+fn walk_document<S>(
+    root: &Node,
+    at: &str,
+    kind: &str,
+    errors: &mut Errors,
+    mut walk_spec: impl FnMut(&Node, &str, &mut Errors) -> Option<S>,
+) -> Option<(String, Option<S>)> {
+    let here = if at.is_empty() { "document" } else { at };
     match root {
         Node::Mapping(_) => {}
         Node::Empty => {
-            errors.push("document", "document is empty");
+            errors.push(here, "document is empty");
             return None;
         }
         other => {
             errors.push(
-                "document",
+                here,
                 format!("the top level must be a mapping, found {}", other.kind()),
             );
             return None;
         }
     }
-    let (mut api_version, mut kind, mut metadata) = (false, false, false);
+    let (mut api_version, mut kind_seen, mut metadata) = (false, false, false);
     let mut name = None;
     let mut spec = None;
-    each_entry(root, "", errors, |key, path, value, errors| match key {
+    each_entry(root, at, errors, |key, path, value, errors| match key {
         "apiVersion" => {
             api_version = true;
             expect_exact(value, &path, API_VERSION, errors);
         }
         "kind" => {
-            kind = true;
-            expect_exact(value, &path, KIND, errors);
+            kind_seen = true;
+            expect_exact(value, &path, kind, errors);
         }
         "metadata" => {
             metadata = true;
             name = walk_metadata(value, &path, errors);
         }
-        "spec" => spec = walk_spec(value, &path, host, errors),
+        "spec" => spec = walk_spec(value, &path, errors),
         other => errors.push(
             path,
             unknown_field(other, &["apiVersion", "kind", "metadata", "spec"]),
@@ -107,23 +195,23 @@ fn walk_root(root: &Node, host: &HostFacts, errors: &mut Errors) -> Option<Taskp
     });
     if !api_version {
         errors.push(
-            "apiVersion",
+            text::child_path(at, "apiVersion"),
             format!("is required; expected `{API_VERSION}`"),
         );
     }
-    if !kind {
-        errors.push("kind", format!("is required; expected `{KIND}`"));
+    if !kind_seen {
+        errors.push(
+            text::child_path(at, "kind"),
+            format!("is required; expected `{kind}`"),
+        );
     }
     if !metadata {
-        errors.push("metadata", "is required, with a `name`");
+        errors.push(
+            text::child_path(at, "metadata"),
+            "is required, with a `name`",
+        );
     }
-    let (ignored_spec_sections, sandbox, budgets) = spec.unwrap_or_default();
-    Some(Taskpack {
-        name: name?,
-        ignored_spec_sections,
-        sandbox,
-        budgets,
-    })
+    Some((name?, spec))
 }
 
 /// Walks `metadata`, returning `metadata.name` when it is valid.
@@ -262,6 +350,7 @@ mod tests {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         }
     }
 

@@ -79,6 +79,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         protected_paths,
         allow_dedicated_direct_override: false,
         budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
+        task_contract: None,
         allowed_domains: None,
         allowed_domains_origin: None,
     };
@@ -333,11 +334,13 @@ mod tests {
                 denied_read_paths: None,
                 exempt_denied_read_paths: None,
                 allow_home_writable: None,
+                runtime_profile_budgets: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
             execution_mode: None,
             budget_flags: None,
+            task_contract: None,
         }
     }
 

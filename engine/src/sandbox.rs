@@ -373,6 +373,7 @@ mod tests {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         }
     }
 

@@ -152,6 +152,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                 narrow_allowed_domains: None,
                 execution_mode: None,
                 budget_flags: None,
+                task_contract: None,
             };
             (document, input)
         })

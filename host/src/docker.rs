@@ -67,6 +67,9 @@ pub struct RuntimeProfile {
     pub read_only_paths: Vec<PathBuf>,
     /// The file's `spec.egressBridge`: the static bridge for filtered egress.
     pub egress_bridge: Option<PathBuf>,
+    /// The profile's `budgets` (`timeoutSeconds`, `memoryMiB`, `maxProcesses`, `cpuSeconds`) in
+    /// the engine's units: part of the envelope every decision made with it tightens within.
+    pub budgets: Option<palisade_engine::model::BudgetLimits>,
 }
 
 /// Why a runtime profile file cannot be used. The codes are printed by the CLI.
@@ -186,6 +189,7 @@ pub fn load(path: &Path, name: Option<&str>) -> Result<RuntimeProfile, ProfileEr
             pin: pin.clone(),
             read_only_paths: chosen.read_only_paths.clone(),
             egress_bridge,
+            budgets: chosen.budgets.clone(),
         }),
         None => Err(ProfileError::Unpinned {
             name: chosen.name.clone(),
@@ -200,6 +204,7 @@ struct Parsed {
     image: String,
     pin: Option<String>,
     read_only_paths: Vec<PathBuf>,
+    budgets: Option<palisade_engine::model::BudgetLimits>,
 }
 
 /// Parses and validates a whole file (its profiles and `spec.egressBridge`) with the engine's
@@ -336,7 +341,14 @@ fn walk_spec(node: &Node, path: &str, errors: &mut Errors) -> (Vec<Parsed>, Opti
 
 /// One profile: `name`, `image`, a pin (`imageId` or `digest`, not both), `readOnlyPaths`.
 fn walk_profile(node: &Node, path: &str, errors: &mut Errors) -> Parsed {
-    const FIELDS: [&str; 5] = ["name", "image", "imageId", "digest", "readOnlyPaths"];
+    const FIELDS: [&str; 6] = [
+        "name",
+        "image",
+        "imageId",
+        "digest",
+        "readOnlyPaths",
+        "budgets",
+    ];
     let mut profile = Parsed::default();
     if !expect_mapping(node, path, errors) {
         return profile;
@@ -403,6 +415,7 @@ fn walk_profile(node: &Node, path: &str, errors: &mut Errors) -> Parsed {
                 }
             }
         }
+        "budgets" => profile.budgets = profile_budgets(value, &field, errors),
         other => errors.push(field, unknown_field(other, &FIELDS)),
     });
     for (seen, field) in [(named, "name"), (imaged, "image")] {
@@ -416,6 +429,37 @@ fn walk_profile(node: &Node, path: &str, errors: &mut Errors) -> Parsed {
         [_, (second, _), ..] => errors.push(second, "give `imageId` or `digest`, not both"),
     }
     profile
+}
+
+/// A profile's `budgets`, named and bounded as a taskpack's `spec.budgets`, in the engine's
+/// units (milliseconds, bytes).
+fn profile_budgets(
+    node: &Node,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<palisade_engine::model::BudgetLimits> {
+    if !expect_mapping(node, path, errors) {
+        return None;
+    }
+    let fields = palisade_engine::budgets::FIELDS;
+    let names: Vec<&str> = fields.iter().map(|(name, _)| *name).collect();
+    let mut limits = palisade_engine::model::BudgetLimits::default();
+    each_entry(node, path, errors, |key, field, value, errors| {
+        let Some((_, max)) = fields.iter().find(|(name, _)| *name == key) else {
+            errors.push(field, unknown_field(key, &names));
+            return;
+        };
+        match reader::bounded_integer(value, *max) {
+            Err(message) => errors.push(field, message),
+            Ok(number) => match key {
+                "timeoutSeconds" => limits.timeout_millis = Some(number.saturating_mul(1000)),
+                "memoryMiB" => limits.memory_bytes = Some(number.saturating_mul(1024 * 1024)),
+                "maxProcesses" => limits.max_processes = Some(number),
+                _ => limits.cpu_seconds = Some(number),
+            },
+        }
+    });
+    Some(limits)
 }
 
 /// An absolute, normalised host path.
@@ -567,7 +611,7 @@ mod tests {
     #[test]
     fn loads_a_pinned_profile() {
         let (_dir, path) = file(&doc(&format!(
-            "    - name: build\n      image: palisade-build:1\n      imageId: {ID}\n      readOnlyPaths: [/opt/tools]\n"
+            "    - name: build\n      image: palisade-build:1\n      imageId: {ID}\n      readOnlyPaths: [/opt/tools]\n      budgets: {{timeoutSeconds: 600, memoryMiB: 512}}\n"
         )));
         let profile = load(&path, None).unwrap();
         assert_eq!(
@@ -578,6 +622,12 @@ mod tests {
                 pin: ID.into(),
                 read_only_paths: vec![PathBuf::from("/opt/tools")],
                 egress_bridge: None,
+                budgets: Some(palisade_engine::model::BudgetLimits {
+                    timeout_millis: Some(600_000),
+                    memory_bytes: Some(512 << 20),
+                    max_processes: None,
+                    cpu_seconds: None,
+                }),
             }
         );
         assert_eq!(load(&path, Some("build")).unwrap(), profile);

@@ -28,6 +28,8 @@ pub struct FactOptions {
     pub exempt_denied_read_paths: Option<Vec<String>>,
     /// From the host configuration: whether the home may be a writable root; `None`: no.
     pub allow_home_writable: Option<bool>,
+    /// The selected runtime profile's budgets; `None`: no profile, or no budgets in it.
+    pub runtime_profile_budgets: Option<palisade_engine::model::BudgetLimits>,
 }
 
 /// Why host facts could not be measured.
@@ -96,6 +98,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         denied_read_paths: options.denied_read_paths.clone(),
         exempt_denied_read_paths: options.exempt_denied_read_paths.clone(),
         allow_home_writable: options.allow_home_writable,
+        runtime_profile_budgets: options.runtime_profile_budgets.clone(),
     })
 }
 

@@ -21,6 +21,8 @@ pub enum ErrorCode {
     HostConfigForbidden,
     /// A file or argument Palisade was given could not be used (unreadable, not JSON, …).
     InputInvalid,
+    /// A decision input (`run --input`) claims more than this host measured.
+    HostFactsMismatch,
     /// Palisade itself failed (engine load or trap, audit write, probe thread).
     Internal,
     /// `palisade replay` found records that did not reproduce.
@@ -50,6 +52,7 @@ impl ErrorCode {
             ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
             ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
+            ErrorCode::HostFactsMismatch => "HOST_FACTS_MISMATCH",
             ErrorCode::Internal => "PALISADE_INTERNAL",
             ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
             ErrorCode::DockerProfileInvalid => "DOCKER_PROFILE_INVALID",
@@ -68,6 +71,7 @@ impl ErrorCode {
             | ErrorCode::SandboxCapabilityInsufficient
             | ErrorCode::ExecutionModeForbidden
             | ErrorCode::WritableRootUnsafe
+            | ErrorCode::HostFactsMismatch
             | ErrorCode::HostConfigForbidden => Exit::Refused,
             ErrorCode::HostFactsInvalid
             | ErrorCode::HostConfigInvalid

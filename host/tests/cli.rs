@@ -1144,3 +1144,65 @@ fn tampered_statements_are_never_reproduced() {
         }
     }
 }
+
+/// The envelope reaches the decision from the command line: a `--task-contract` document and
+/// the selected runtime profile's `budgets` cap the taskpack and the flags, each recorded with
+/// its origin, and the clamps are said.
+#[test]
+fn a_task_contract_and_the_runtime_profile_budgets_are_the_envelope() {
+    let env = Env::new();
+    let taskpack = env.write(
+        "taskpack.yaml",
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  budgets: {timeoutSeconds: 600}\n  sandbox: {preferredBackends: [linux-bwrap]}\n",
+    );
+    let contract = env.write(
+        "contract.yaml",
+        "apiVersion: loopwright.dev/v1alpha1\nkind: TaskContract\nmetadata: {name: c}\nspec:\n  budgets: {timeoutSeconds: 120}\n",
+    );
+    let id = format!("sha256:{}", "0".repeat(64));
+    let profiles = env.write(
+        "registry.yaml",
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {{name: r}}\nspec:\n  runtimeProfiles:\n    - {{name: build, image: 'b:1', imageId: '{id}', budgets: {{maxProcesses: 16}}}}\n"
+        ),
+    );
+    let out = env.run(&[
+        "decide",
+        "--json",
+        "--no-cache",
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--task-contract",
+        contract.to_str().unwrap(),
+        "--runtime-profiles",
+        profiles.to_str().unwrap(),
+        "--max-procs",
+        "64",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let decision: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let budgets = &decision["plan"]["budgets"];
+    assert_eq!(
+        budgets["timeoutMillis"],
+        json!({"value": 120_000, "origin": "task-contract"})
+    );
+    assert_eq!(
+        budgets["maxProcesses"],
+        json!({"value": 16, "origin": "runtime-profile"})
+    );
+    assert_eq!(budgets["clamped"].as_array().unwrap().len(), 2, "{budgets}");
+    assert_eq!(decision["policy"]["taskContract"]["name"], "c");
+    let warnings = decision["plan"]["warnings"].to_string();
+    assert!(
+        warnings.contains(
+            "the policy's budgets.timeoutSeconds 10m clamped to 2m by the task contract's envelope"
+        ),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(
+            "--max-procs 64 processes clamped to 16 processes by the runtime profile's envelope"
+        ),
+        "{warnings}"
+    );
+}

@@ -124,6 +124,7 @@ fn sample_input() -> DecisionInput {
             denied_read_paths: None,
             exempt_denied_read_paths: None,
             allow_home_writable: None,
+            runtime_profile_budgets: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -138,6 +139,7 @@ fn sample_input() -> DecisionInput {
         narrow_allowed_domains: None,
         execution_mode: None,
         budget_flags: None,
+        task_contract: None,
     }
 }
 

@@ -46,8 +46,12 @@ impl Env {
     }
 
     fn run(&self, args: &[&str]) -> Output {
+        self.palisade("run", args)
+    }
+
+    fn palisade(&self, subcommand: &str, args: &[&str]) -> Output {
         Command::new(PALISADE)
-            .arg("run")
+            .arg(subcommand)
             .args(args)
             .env("PALISADE_CACHE_DIR", self.path("cache"))
             .env("HOME", self.dir.path())
@@ -451,4 +455,80 @@ fn an_audit_file_the_command_could_rewrite_is_refused() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(marker.exists());
+}
+
+/// A managed controller passes a whole decision input: `run --input` launches from it exactly as
+/// `decide --input` decides — after this host's own probes confirm every claim. A probe that
+/// claims more than this host measured is refused, and nothing runs.
+#[test]
+fn a_managed_input_runs_only_with_claims_this_host_confirms() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    // A genuine input: what this host measures, as a controller would have recorded it.
+    let recorded = env.path("decided.jsonl");
+    let out = env.palisade(
+        "decide",
+        &[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--record",
+            recorded.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&recorded).unwrap().trim()).unwrap();
+    let input = line["input"].clone();
+    let input_file = env.path("input.json");
+    std::fs::write(&input_file, input.to_string()).unwrap();
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--input",
+        input_file.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo managed",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "managed\n");
+    let record = &env.audit_lines()[0];
+    assert_eq!(record["context"]["probeSource"], "input-file");
+    // The input as given, plus the run's private temp dir as a writable root.
+    let roots = record["input"]["host"]["writableRoots"].as_array().unwrap();
+    assert_eq!(
+        roots.len(),
+        input["host"]["writableRoots"].as_array().unwrap().len() + 1
+    );
+    assert_eq!(record["input"]["probes"], input["probes"]);
+
+    // Forged: Landlock claims to keep protected paths read-only, which it cannot.
+    let mut forged = input.clone();
+    for probe in forged["probes"].as_array_mut().unwrap() {
+        if probe["backend"] == "linux-landlock" {
+            probe["capabilities"]
+                .as_array_mut()
+                .unwrap()
+                .push(Value::from("protectedPathReadOnlyMask"));
+        }
+    }
+    std::fs::write(&input_file, forged.to_string()).unwrap();
+    let marker = env.path("ws/ran");
+    let out = env.run(&[
+        "--input",
+        input_file.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("error[HOST_FACTS_MISMATCH]"), "{stderr}");
+    assert!(
+        stderr.contains("`linux-landlock` is claimed to provide `protectedPathReadOnlyMask`"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "nothing may run");
 }

@@ -46,6 +46,7 @@ pub fn host() -> HostFacts {
         denied_read_paths: None,
         exempt_denied_read_paths: None,
         allow_home_writable: None,
+        runtime_profile_budgets: None,
     }
 }
 
@@ -111,6 +112,7 @@ pub fn input(document: Option<&str>) -> DecisionInput {
         narrow_allowed_domains: None,
         execution_mode: None,
         budget_flags: None,
+        task_contract: None,
     }
 }
 

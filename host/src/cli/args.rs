@@ -142,6 +142,10 @@ pub struct BudgetArgs {
     /// CPU-time budget for the tree, in seconds (may only tighten the Taskpack's).
     #[arg(long, value_name = "N")]
     pub cpu_seconds: Option<u64>,
+    /// A Loopwright TaskContract whose `spec.budgets` is the envelope the Taskpack and the
+    /// flags may only tighten within.
+    #[arg(long, value_name = "FILE")]
+    pub task_contract: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -181,6 +185,10 @@ pub struct RunArgs {
     /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
     #[arg(long, value_name = "FILE")]
     pub taskpack: Option<PathBuf>,
+    /// Launch from a whole decision input (JSON, as `decide --input` takes; `-` reads stdin),
+    /// as a managed controller passes it. This host's own probes must confirm every claim.
+    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["taskpack", "allow_domains"])]
+    pub input: Option<String>,
     /// Append the decision (before launching) and the run's outcome (after) to this file.
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,

@@ -1,9 +1,6 @@
 //! `palisade decide`: gather the input (probed, `--facts` or `--input`), decide, record, and
 //! print the canonical JSON or a summary of the plan.
 
-use std::io::Read;
-use std::path::Path;
-
 use palisade_engine::output::{
     BudgetKind, BudgetOrigin, ConfinementPlan, EnvironmentOrigin, PlanNetwork,
 };
@@ -20,7 +17,10 @@ use crate::report::{ErrorCode, Failure};
 
 use super::args::DecideArgs;
 use super::engine::{decide_recorded, refusal_failure};
-use super::inputs::{budget_flags, execution, narrowing, read_document, read_file_limited};
+use super::inputs::{
+    budget_flags, execution, narrowing, read_document, read_file_limited, read_input,
+    read_task_contract,
+};
 use super::setup::{facts_failure, host_setup, probe_options};
 use super::{CommandResult, write_stdout};
 
@@ -32,35 +32,19 @@ pub(super) struct GatheredInput {
     host_config: Option<HostConfig>,
 }
 
-pub(super) fn read_json_source(source: &str) -> Result<Vec<u8>, Failure> {
-    if source == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
-            Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
-        })?;
-        Ok(bytes)
-    } else {
-        read_file_limited(Path::new(source), "input")
-    }
-}
-
 pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> {
     if let Some(source) = &args.input {
-        let bytes = read_json_source(source)?;
-        let input: DecisionInput = serde_json::from_slice(&bytes).map_err(|e| {
-            Failure::new(ErrorCode::InputInvalid, format!("input `{source}` is not a decision input: {e}"))
-                .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see docs/contract.md")
-        })?;
+        let input = read_input(source)?;
         if args.exec.execution_mode != "sandbox" {
             return Err(Failure::new(
                 ErrorCode::InputInvalid,
                 "`--execution-mode` does not apply to `--input`, which carries its own `executionMode`",
             ));
         }
-        if budget_flags(&args.budgets)?.is_some() {
+        if budget_flags(&args.budgets)?.is_some() || args.budgets.task_contract.is_some() {
             return Err(Failure::new(
                 ErrorCode::InputInvalid,
-                "budget flags do not apply to `--input`, which carries its own `budgetFlags`",
+                "budget flags and `--task-contract` do not apply to `--input`, which carries its own `budgetFlags` and `taskContract`",
             ));
         }
         return Ok(GatheredInput {
@@ -90,15 +74,16 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
                 narrow_allowed_domains: narrowing(&args.allow_domains),
                 execution_mode: execmode::input_field(execution(&args.exec).0),
                 budget_flags: budget_flags(&args.budgets)?,
+                task_contract: read_task_contract(&args.budgets)?,
             },
             probe_source: "facts-file",
             host_config: None,
         });
     }
 
-    let (config, options) = host_setup(&args.host)?;
-    let host = facts::gather(&options).map_err(facts_failure)?;
-    let probes = probe::probe_all(&probe_options(&args.host, &config, !args.no_cache)?);
+    let setup = host_setup(&args.host)?;
+    let host = facts::gather(&setup.facts).map_err(facts_failure)?;
+    let probes = probe::probe_all(&probe_options(&args.host, &setup, !args.no_cache)?);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
@@ -111,9 +96,10 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
             narrow_allowed_domains: narrowing(&args.allow_domains),
             execution_mode: execmode::input_field(execution(&args.exec).0),
             budget_flags: budget_flags(&args.budgets)?,
+            task_contract: read_task_contract(&args.budgets)?,
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
-        host_config: Some(config),
+        host_config: Some(setup.config),
     })
 }
 
@@ -257,6 +243,8 @@ pub(super) fn budget_summary(plan: &ConfinementPlan) -> String {
             let origin = match limit.origin {
                 BudgetOrigin::Policy => "policy",
                 BudgetOrigin::Flag => "flag",
+                BudgetOrigin::TaskContract => "task contract",
+                BudgetOrigin::RuntimeProfile => "runtime profile",
                 BudgetOrigin::HostCeiling => "host ceiling",
             };
             format!(

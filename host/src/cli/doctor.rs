@@ -11,10 +11,11 @@ use super::{CommandResult, write_stdout};
 
 /// `palisade doctor`.
 pub fn doctor(args: &DoctorArgs) -> CommandResult {
-    let (config, options) = host_setup(&args.host)?;
-    let host = facts::gather(&options).map_err(facts_failure)?;
+    let setup = host_setup(&args.host)?;
+    let config = &setup.config;
+    let host = facts::gather(&setup.facts).map_err(facts_failure)?;
     // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
-    let probes = probe::probe_all(&probe_options(&args.host, &config, false)?);
+    let probes = probe::probe_all(&probe_options(&args.host, &setup, false)?);
     let engine = load_runtime(None).ok();
     let mut out = String::new();
     if args.json {

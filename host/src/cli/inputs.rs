@@ -59,6 +59,31 @@ pub(super) fn narrowing(entries: &[String]) -> Option<Vec<String>> {
     (!entries.is_empty()).then(|| entries.to_vec())
 }
 
+/// The task contract document (`--task-contract`), if given: its text and name, as the engine
+/// records them.
+pub(super) fn read_task_contract(
+    budgets: &BudgetArgs,
+) -> Result<Option<palisade_engine::model::NamedDocument>, Failure> {
+    let Some(path) = &budgets.task_contract else {
+        return Ok(None);
+    };
+    let bytes = read_file_limited(path, "task contract")?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Failure::new(
+            ErrorCode::SandboxPolicyInvalid,
+            format!(
+                "task contract `{}` is not valid utf-8 (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })?;
+    Ok(Some(palisade_engine::model::NamedDocument {
+        name: path.display().to_string(),
+        text,
+    }))
+}
+
 /// The policy document: `--taskpack`, else the workspace's `.loopwright/taskpack.yaml` if it
 /// exists, else none (the omitted-policy defaults apply).
 pub(super) fn read_document(
@@ -120,4 +145,29 @@ pub(super) fn budget_flags(args: &BudgetArgs) -> Result<Option<BudgetLimits>, Fa
         cpu_seconds: args.cpu_seconds,
     };
     Ok((limits != BudgetLimits::default()).then_some(limits))
+}
+
+/// A whole decision input (`--input FILE|-`, the JSON form `decide-json` takes), parsed.
+pub(super) fn read_input(source: &str) -> Result<palisade_engine::DecisionInput, Failure> {
+    let bytes = read_json_source(source)?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Failure::new(
+            ErrorCode::InputInvalid,
+            format!("input `{source}` is not a decision input: {e}"),
+        )
+        .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see docs/contract.md")
+    })
+}
+
+/// The bytes of `--input`: a file, or stdin for `-`.
+fn read_json_source(source: &str) -> Result<Vec<u8>, Failure> {
+    if source == "-" {
+        let mut bytes = Vec::new();
+        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
+            Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
+        })?;
+        Ok(bytes)
+    } else {
+        read_file_limited(Path::new(source), "input")
+    }
 }

@@ -3,7 +3,7 @@
 //! is unenforced, launch, and record the outcome.
 
 use palisade_engine::output::PlanNetwork;
-use palisade_engine::{Backend, DecisionInput, Verdict};
+use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
 use serde_json::Value;
 
 use crate::audit::{self, RecordContext};
@@ -20,8 +20,110 @@ use crate::translate;
 use super::CommandResult;
 use super::args::RunArgs;
 use super::engine::{decide_recorded, refusal_failure};
-use super::inputs::{budget_flags, execution, narrowing, read_document};
+use super::inputs::{
+    budget_flags, execution, narrowing, read_document, read_input, read_task_contract,
+};
 use super::setup::{docker_spec, facts_failure, host_setup, probe_options, verified_bridge};
+
+/// A managed controller's decision input may not claim more than this host measured: the same
+/// OS and architecture, existing directories at their real paths, and for every backend no
+/// availability, capability, network mode or domain filtering this host's own probe lacks.
+/// Otherwise the launch would rest on isolation nobody measured here.
+fn confirm_claims(
+    input: &DecisionInput,
+    measured: &palisade_engine::HostFacts,
+    probes: &[palisade_engine::BackendProbe],
+) -> Result<(), Failure> {
+    let mut problems = Vec::new();
+    for (field, claimed, here) in [
+        ("host.os", &input.host.os, &measured.os),
+        ("host.arch", &input.host.arch, &measured.arch),
+    ] {
+        if claimed != here {
+            problems.push(format!("{field}: `{claimed}`, but this host is `{here}`"));
+        }
+    }
+    let dirs = std::iter::once(("host.workspaceDir".to_owned(), &input.host.workspace_dir)).chain(
+        input
+            .host
+            .writable_roots
+            .iter()
+            .enumerate()
+            .map(|(i, root)| (format!("host.writableRoots[{i}]"), root)),
+    );
+    for (field, dir) in dirs {
+        let real = std::fs::canonicalize(dir);
+        if !real
+            .as_ref()
+            .is_ok_and(|real| real.is_dir() && real == std::path::Path::new(dir))
+        {
+            problems.push(format!(
+                "{field}: `{dir}` is not an existing directory at its real path here"
+            ));
+        }
+    }
+    for (index, claim) in input.probes.iter().enumerate() {
+        let name = claim.backend.as_str();
+        let Some(here) = probes.iter().find(|p| p.backend == claim.backend) else {
+            problems.push(format!("probes[{index}]: `{name}` was not probed here"));
+            continue;
+        };
+        if claim.available && !here.available {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed available, but here: {}",
+                here.reason
+            ));
+            continue;
+        }
+        if !claim.available {
+            continue;
+        }
+        for capability in claim
+            .capabilities
+            .iter()
+            .filter(|c| !here.capabilities.contains(c))
+        {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed to provide `{}`, which this host's probe does not",
+                capability.as_str()
+            ));
+        }
+        for mode in claim
+            .network_modes
+            .iter()
+            .filter(|m| !here.network_modes.contains(m))
+        {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed to enforce network mode `{}`, which this host's probe does not",
+                mode.as_str()
+            ));
+        }
+        if claim.domain_filtering && !here.domain_filtering {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed to filter egress by domain, which this host's probe does not"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let mut failure = Failure::new(
+        ErrorCode::HostFactsMismatch,
+        format!(
+            "the decision input claims more than this host measured ({} {})",
+            problems.len(),
+            if problems.len() == 1 {
+                "claim"
+            } else {
+                "claims"
+            }
+        ),
+    );
+    for problem in problems {
+        failure = failure.detail(problem);
+    }
+    Err(failure.hint("nothing was run; `palisade doctor --json` shows what this host measures"))
+}
 
 /// The audit file must not be where the command can write: it could rewrite the record of its
 /// own run. Refused before anything is decided or written.
@@ -77,7 +179,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // First, while single-threaded: what the command is denied, Palisade itself still holds;
     // keep it out of `/proc/<pid>/environ` (see envpolicy).
     let scrubbed = envpolicy::scrub_own_environ();
-    let (config, mut fact_opts) = host_setup(&args.host)?;
+    let mut setup = host_setup(&args.host)?;
     let (mode, requester) = execution(&args.exec);
     let budget_flags = budget_flags(&args.budgets)?;
     let overrides = args
@@ -91,32 +193,57 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let temp = launch::RunTempDir::create(&run_id)
         .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
 
-    let (document, document_name) = read_document(&args.taskpack, &args.host)?;
-    fact_opts.writable_roots.push(temp.path().to_path_buf());
-    let host = facts::gather(&fact_opts).map_err(facts_failure)?;
-    if let Some(audit) = &args.audit {
-        audit_outside_writable_roots(audit, &host)?;
-    }
-    let probe_opts = probe_options(&args.host, &config, !args.no_cache)?;
+    let probe_opts = probe_options(&args.host, &setup, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
-    let input = DecisionInput {
-        document,
-        document_name,
-        host,
-        probes: probes.probes,
-        narrow_allowed_domains: narrowing(&args.allow_domains),
-        execution_mode: execmode::input_field(mode),
-        budget_flags,
+    let (input, probe_source) = match &args.input {
+        Some(source) => {
+            if budget_flags.is_some()
+                || args.budgets.task_contract.is_some()
+                || mode != ExecutionMode::Sandbox
+            {
+                return Err(Failure::new(
+                    ErrorCode::InputInvalid,
+                    "budget flags, `--task-contract` and `--execution-mode` do not apply to `--input`, which carries its own",
+                ));
+            }
+            let mut input = read_input(source)?;
+            let measured = facts::gather(&setup.facts).map_err(facts_failure)?;
+            confirm_claims(&input, &measured, &probes.probes)?;
+            // The run's private temp dir is a writable root like any other, and recorded.
+            input
+                .host
+                .writable_roots
+                .push(temp.path().display().to_string());
+            (input, "input-file")
+        }
+        None => {
+            let (document, document_name) = read_document(&args.taskpack, &args.host)?;
+            setup.facts.writable_roots.push(temp.path().to_path_buf());
+            let host = facts::gather(&setup.facts).map_err(facts_failure)?;
+            let input = DecisionInput {
+                document,
+                document_name,
+                host,
+                probes: probes.probes,
+                narrow_allowed_domains: narrowing(&args.allow_domains),
+                execution_mode: execmode::input_field(mode),
+                budget_flags,
+                task_contract: read_task_contract(&args.budgets)?,
+            };
+            (input, if probes.from_cache { "cache" } else { "fresh" })
+        }
     };
-    let probe_source = if probes.from_cache { "cache" } else { "fresh" };
+    if let Some(audit) = &args.audit {
+        audit_outside_writable_roots(audit, &input.host)?;
+    }
 
     // The decision is on disk before anything is launched.
     let mut context = RecordContext::now("run", probe_source);
     context.run_id = Some(run_id.clone());
-    context.host_config = Some(config.record());
+    context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();
     let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
     let plan = match &outcome.verdict {
@@ -132,7 +259,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // The image is checked against its pin right before the launch, and before the proxy
     // starts: a docker run's proxy admits that container.
     let docker = match plan.backend {
-        Backend::Docker => Some(docker_spec(&args.host, &config, &probe_opts, &run_id)?),
+        Backend::Docker => Some(docker_spec(&setup, &probe_opts, &run_id)?),
         Backend::LinuxBwrap
         | Backend::LinuxLandlock
         | Backend::MacosSeatbelt

@@ -22,15 +22,23 @@ pub(super) fn cache_dir() -> Option<PathBuf> {
         .or_else(runtime::default_cache_dir)
 }
 
+/// What a subcommand knows about its host before measuring anything: the host configuration in
+/// force, the fact options it and the host flags give, and the runtime profile (read once).
+pub(super) struct HostSetup {
+    pub(super) config: HostConfig,
+    pub(super) facts: FactOptions,
+    pub(super) profile: Option<docker::RuntimeProfile>,
+}
+
 pub(super) fn probe_options(
     host: &HostArgs,
-    config: &HostConfig,
+    setup: &HostSetup,
     use_cache: bool,
 ) -> Result<ProbeOptions, Failure> {
-    let profile = runtime_profile(host, config)?;
+    let profile = setup.profile.as_ref();
     // clap refuses `--docker-image` with `--runtime-profiles`; a file the host configuration
     // names is refused the same way rather than silently winning.
-    if let (Some(image), Some(profile)) = (&host.docker_image, &profile) {
+    if let (Some(image), Some(profile)) = (&host.docker_image, profile) {
         return Err(Failure::new(
             ErrorCode::HostConfigForbidden,
             format!(
@@ -42,12 +50,12 @@ pub(super) fn probe_options(
     }
     Ok(ProbeOptions {
         docker_socket: host.docker_socket.clone(),
-        docker_image: match &profile {
+        docker_image: match profile {
             Some(profile) => Some(profile.image.clone()),
             None => host.docker_image.clone(),
         },
-        docker_image_pin: profile.as_ref().map(|profile| profile.pin.clone()),
-        docker_egress_bridge: profile.and_then(|profile| profile.egress_bridge),
+        docker_image_pin: profile.map(|profile| profile.pin.clone()),
+        docker_egress_bridge: profile.and_then(|profile| profile.egress_bridge.clone()),
         timeout: Duration::from_secs(2),
         cache_dir: cache_dir(),
         use_cache,
@@ -85,7 +93,7 @@ pub(super) fn runtime_profiles_file(
 
 /// The runtime profile the host configuration or `--runtime-profiles`, and `--runtime-profile`,
 /// choose, if any.
-pub(super) fn runtime_profile(
+fn runtime_profile(
     host: &HostArgs,
     config: &HostConfig,
 ) -> Result<Option<docker::RuntimeProfile>, Failure> {
@@ -113,12 +121,11 @@ pub(super) fn runtime_profile(
 /// Everything a docker run needs: the CLI and daemon the probe used, and the pinned image,
 /// checked again now (a tag may have moved since it was probed or cached).
 pub(super) fn docker_spec(
-    host: &HostArgs,
-    config: &HostConfig,
+    setup: &HostSetup,
     probe_opts: &ProbeOptions,
     run_id: &str,
 ) -> Result<(palisade_shims::docker::DockerSpec, Option<PathBuf>), Failure> {
-    let profile = runtime_profile(host, config)?.ok_or_else(|| {
+    let profile = setup.profile.as_ref().ok_or_else(|| {
         Failure::new(
             ErrorCode::DockerImageUnpinned,
             "the docker backend needs a runtime profile that pins its image",
@@ -133,16 +140,16 @@ pub(super) fn docker_spec(
             "the docker cli is not installed (it was when probed); nothing was run",
         )
     })?;
-    let image_id = docker::verify_image(&socket, &profile, probe_opts.timeout)
+    let image_id = docker::verify_image(&socket, profile, probe_opts.timeout)
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
     let spec = palisade_shims::docker::DockerSpec {
         cli,
         socket,
         image_id,
         run_id: run_id.to_owned(),
-        read_only_binds: profile.read_only_paths,
+        read_only_binds: profile.read_only_paths.clone(),
     };
-    Ok((spec, profile.egress_bridge))
+    Ok((spec, profile.egress_bridge.clone()))
 }
 
 /// The docker run's static egress bridge, checked again now (like the image: it runs inside
@@ -160,9 +167,10 @@ pub(super) fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Fail
     probe::docker::check_egress_bridge(bridge, probe::user_ids().1).map_err(refused)
 }
 
-/// The host configuration in force (system file, then the per-user file or `--host-config`)
-/// and the fact options it and the host flags give; the flags may only tighten it.
-pub(super) fn host_setup(host: &HostArgs) -> Result<(HostConfig, FactOptions), Failure> {
+/// The host configuration in force (system file, then the per-user file or `--host-config`),
+/// the fact options it and the host flags give (the flags may only tighten it), and the runtime
+/// profile, whose budgets are part of every decision's envelope.
+pub(super) fn host_setup(host: &HostArgs) -> Result<HostSetup, Failure> {
     let config = hostconfig::load(&hostconfig::Locations::standard(host.host_config.clone()))
         .and_then(|config| config.check_directories().map(|()| config))
         .map_err(host_config_failure)?;
@@ -174,7 +182,7 @@ pub(super) fn host_setup(host: &HostArgs) -> Result<(HostConfig, FactOptions), F
         }),
         allow_direct_dedicated: host.allow_direct_dedicated,
     };
-    let options = hostconfig::fact_options(
+    let mut facts = hostconfig::fact_options(
         &config,
         &flags,
         host.workspace.clone(),
@@ -184,7 +192,13 @@ pub(super) fn host_setup(host: &HostArgs) -> Result<(HostConfig, FactOptions), F
         Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
             .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
     })?;
-    Ok((config, options))
+    let profile = runtime_profile(host, &config)?;
+    facts.runtime_profile_budgets = profile.as_ref().and_then(|p| p.budgets.clone());
+    Ok(HostSetup {
+        config,
+        facts,
+        profile,
+    })
 }
 
 pub(super) fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {

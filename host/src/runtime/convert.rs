@@ -25,6 +25,10 @@ pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
             ExecutionMode::Workspace => wit::ExecutionMode::Workspace,
         }),
         budget_flags: input.budget_flags.as_ref().map(to_wit_limits),
+        task_contract: input.task_contract.as_ref().map(|d| wit::NamedDocument {
+            name: d.name.clone(),
+            text: d.text.clone(),
+        }),
     }
 }
 
@@ -63,6 +67,7 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         denied_read_paths: host.denied_read_paths.clone(),
         exempt_denied_read_paths: host.exempt_denied_read_paths.clone(),
         allow_home_writable: host.allow_home_writable,
+        runtime_profile_budgets: host.runtime_profile_budgets.as_ref().map(to_wit_limits),
     }
 }
 
@@ -215,6 +220,8 @@ fn from_wit_budget_origin(origin: wit::BudgetOrigin) -> BudgetOrigin {
     match origin {
         wit::BudgetOrigin::Policy => BudgetOrigin::Policy,
         wit::BudgetOrigin::Flag => BudgetOrigin::Flag,
+        wit::BudgetOrigin::TaskContract => BudgetOrigin::TaskContract,
+        wit::BudgetOrigin::RuntimeProfile => BudgetOrigin::RuntimeProfile,
         wit::BudgetOrigin::HostCeiling => BudgetOrigin::HostCeiling,
     }
 }
