@@ -133,12 +133,13 @@ fn add_host_and_built_in_denied(policy: &mut EffectivePolicy, host: &HostFacts) 
         let Ok(path) = paths::resolve_denied(raw, &host.home_dir) else {
             continue;
         };
-        let dropped = if exempt.iter().any(|e| e == raw) {
-            Some(String::from("exempted by the host configuration"))
-        } else if !all.contains_key(&path) {
-            sandbox::blocked_root(&path, host).map(|root| format!("it contains {root}"))
-        } else {
+        // Denied already (the policy or the host names it): it stays denied, whatever else.
+        let dropped = if all.contains_key(&path) {
             None
+        } else if exempt.iter().any(|e| e == raw) {
+            Some(String::from("exempted by the host configuration"))
+        } else {
+            sandbox::blocked_root(&path, host).map(|root| format!("it contains {root}"))
         };
         match dropped {
             Some(reason) => policy

@@ -515,7 +515,8 @@ fn credential_stores_are_denied_in_every_policy() {
     // A path the policy names is `declared`; the host adds its own; an exemption is recorded.
     let mut i = input(Some(&taskpack("deniedReadPaths: ['~/.ssh']")));
     i.host.denied_read_paths = Some(vec!["/opt/secrets".into()]);
-    i.host.exempt_denied_read_paths = Some(vec!["~/.npmrc".into()]);
+    // `~/.ssh` is exempt, but the policy denies it itself: it stays denied, and is not dropped.
+    i.host.exempt_denied_read_paths = Some(vec!["~/.npmrc".into(), "~/.ssh".into()]);
     let r = report(&decide(&i));
     let origin_of = |path: &str| {
         r["policy"]["deniedReadPaths"]

@@ -17,7 +17,8 @@ pub enum Exit {
     /// `SANDBOX_POLICY_INVALID`: the policy document is invalid.
     PolicyInvalid,
     /// `SANDBOX_BACKEND_UNAVAILABLE` or `SANDBOX_CAPABILITY_INSUFFICIENT` (nothing fits), or
-    /// `EXECUTION_MODE_FORBIDDEN` / `HOST_CONFIG_FORBIDDEN` (the host forbids what was asked).
+    /// the host refused what was asked (`SANDBOX_WRITABLE_ROOT_UNSAFE`,
+    /// `EXECUTION_MODE_FORBIDDEN`, `HOST_CONFIG_FORBIDDEN`, `HOST_FACTS_MISMATCH`).
     Refused,
     /// `palisade replay`: at least one record diverged or was invalid.
     Diverged,
@@ -41,28 +42,6 @@ impl Exit {
             Exit::NotLaunched => 125,
         }
     }
-
-    /// Every exit status with a one-line meaning, for `--help` and the README.
-    pub const TABLE: [(Exit, &'static str); 6] = [
-        (Exit::Success, "success"),
-        (
-            Exit::Internal,
-            "palisade itself failed (i/o, probe, engine, malformed facts, records or host configuration)",
-        ),
-        (Exit::Usage, "usage error"),
-        (
-            Exit::PolicyInvalid,
-            "SANDBOX_POLICY_INVALID: the policy document is invalid",
-        ),
-        (
-            Exit::Refused,
-            "SANDBOX_BACKEND_UNAVAILABLE, SANDBOX_CAPABILITY_INSUFFICIENT, EXECUTION_MODE_FORBIDDEN or HOST_CONFIG_FORBIDDEN",
-        ),
-        (
-            Exit::Diverged,
-            "replay: at least one record diverged or was invalid",
-        ),
-    ];
 }
 
 impl From<Exit> for std::process::ExitCode {

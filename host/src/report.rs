@@ -40,6 +40,27 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Every code.
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::SandboxPolicyInvalid,
+        ErrorCode::SandboxBackendUnavailable,
+        ErrorCode::SandboxCapabilityInsufficient,
+        ErrorCode::HostFactsInvalid,
+        ErrorCode::ExecutionModeForbidden,
+        ErrorCode::WritableRootUnsafe,
+        ErrorCode::HostConfigInvalid,
+        ErrorCode::HostConfigForbidden,
+        ErrorCode::InputInvalid,
+        ErrorCode::HostFactsMismatch,
+        ErrorCode::Internal,
+        ErrorCode::ReplayDiverged,
+        ErrorCode::DockerProfileInvalid,
+        ErrorCode::DockerImageUnpinned,
+        ErrorCode::DockerImageMissing,
+        ErrorCode::DockerImageMismatch,
+        ErrorCode::DockerDaemonUnavailable,
+    ];
+
     /// The code as printed.
     pub fn as_str(self) -> &'static str {
         match self {

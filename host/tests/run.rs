@@ -531,4 +531,23 @@ fn a_managed_input_runs_only_with_claims_this_host_confirms() {
         "{stderr}"
     );
     assert!(!marker.exists(), "nothing may run");
+
+    // Host facts that loosen this host's own: another home (where `~/.ssh` would resolve), an
+    // opt-in to direct-dedicated the host did not give.
+    let mut forged = input.clone();
+    forged["host"]["homeDir"] = Value::from("/nonexistent-home");
+    forged["host"]["allowDirectDedicated"] = Value::from(true);
+    std::fs::write(&input_file, forged.to_string()).unwrap();
+    let out = env.run(&[
+        "--input",
+        input_file.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("host.homeDir"), "{stderr}");
+    assert!(stderr.contains("host.allowDirectDedicated"), "{stderr}");
+    assert!(!marker.exists(), "nothing may run");
 }

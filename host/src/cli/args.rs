@@ -18,11 +18,15 @@ pub struct Cli {
     pub command: Command,
 }
 
-const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed (HOST_CONFIG_INVALID \
-included); 2 usage; 3 SANDBOX_POLICY_INVALID; 4 SANDBOX_BACKEND_UNAVAILABLE, \
-SANDBOX_CAPABILITY_INSUFFICIENT, EXECUTION_MODE_FORBIDDEN or HOST_CONFIG_FORBIDDEN; \
-5 replay diverged. `palisade run` exits with the command's status (128+N for signal N), \
-or 125 when palisade failed or refused and nothing was launched.";
+/// The exit statuses with every code each can carry (a test checks that none is missing).
+pub(crate) const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed or an input is \
+unusable (PALISADE_INTERNAL, PALISADE_INPUT_INVALID, HOST_FACTS_INVALID, HOST_CONFIG_INVALID, \
+DOCKER_PROFILE_INVALID, DOCKER_IMAGE_UNPINNED, DOCKER_IMAGE_MISSING, DOCKER_IMAGE_MISMATCH, \
+DOCKER_DAEMON_UNAVAILABLE); 2 usage; 3 SANDBOX_POLICY_INVALID; 4 refused \
+(SANDBOX_BACKEND_UNAVAILABLE, SANDBOX_CAPABILITY_INSUFFICIENT, SANDBOX_WRITABLE_ROOT_UNSAFE, \
+EXECUTION_MODE_FORBIDDEN, HOST_CONFIG_FORBIDDEN, HOST_FACTS_MISMATCH); 5 replay diverged \
+(PALISADE_REPLAY_DIVERGED). `palisade run` exits with the command's status (128+N for signal \
+N), or 125 when palisade failed or refused and nothing was launched.";
 
 const REPLAY_HELP: &str = "Each record is REPRODUCED (the engine it names, re-run on the \
 recorded input, emitted exactly the recorded output bytes), DIVERGED (other bytes, or an engine \
@@ -253,6 +257,27 @@ mod tests {
     #![allow(clippy::panic, reason = "tests")]
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn the_exit_help_names_every_code_under_its_status() {
+        use crate::report::ErrorCode;
+        for code in ErrorCode::ALL {
+            let status = code.exit().code();
+            // Each status's part of the text: from "<status> " to the next ';'.
+            let part = EXIT_HELP
+                .split("; ")
+                .find(|part| {
+                    part.trim_start_matches("Exit status: ")
+                        .starts_with(&format!("{status} "))
+                })
+                .unwrap_or_else(|| panic!("no exit status {status} in the help"));
+            assert!(
+                part.contains(code.as_str()),
+                "{} is not under {status}",
+                code.as_str()
+            );
+        }
+    }
 
     #[test]
     fn the_definitions_are_consistent() {

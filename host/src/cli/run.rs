@@ -62,6 +62,7 @@ fn confirm_claims(
             ));
         }
     }
+    problems.extend(looser_host_facts(&input.host, measured));
     for (index, claim) in input.probes.iter().enumerate() {
         let name = claim.backend.as_str();
         let Some(here) = probes.iter().find(|p| p.backend == claim.backend) else {
@@ -123,6 +124,104 @@ fn confirm_claims(
         failure = failure.detail(problem);
     }
     Err(failure.hint("nothing was run; `palisade doctor --json` shows what this host measures"))
+}
+
+/// What the input's host facts loosen against this host's own (its configuration and flags): a
+/// managed controller decides the policy, but not past the limits the host's administrator set.
+fn looser_host_facts(
+    claimed: &palisade_engine::HostFacts,
+    here: &palisade_engine::HostFacts,
+) -> Vec<String> {
+    use palisade_engine::SessionKind;
+    let mut problems = Vec::new();
+    let mut looser = |field: &str, what: String| {
+        problems.push(format!("host.{field}: {what}, looser than this host"));
+    };
+    if claimed.home_dir != here.home_dir {
+        // Denied `~/` paths resolve against it.
+        looser(
+            "homeDir",
+            format!(
+                "`{}`, but the home here is `{}`",
+                claimed.home_dir, here.home_dir
+            ),
+        );
+    }
+    if here.session_kind == SessionKind::Turnkey && claimed.session_kind != SessionKind::Turnkey {
+        looser(
+            "sessionKind",
+            format!("`{}`", claimed.session_kind.as_str()),
+        );
+    }
+    if claimed.allow_direct_dedicated && !here.allow_direct_dedicated {
+        looser("allowDirectDedicated", "`true`".into());
+    }
+    if here.allow_workspace_mode == Some(false) && claimed.allow_workspace_mode != Some(false) {
+        looser("allowWorkspaceMode", "not `false`".into());
+    }
+    if claimed.allow_home_writable == Some(true) && here.allow_home_writable != Some(true) {
+        looser("allowHomeWritable", "`true`".into());
+    }
+    match (&claimed.environment_allowlist, &here.environment_allowlist) {
+        (None, _) => {}
+        (Some(list), Some(allowed)) if list.iter().all(|entry| allowed.contains(entry)) => {}
+        (Some(_), _) => looser(
+            "environmentAllowlist",
+            "passes variables this host's allowlist does not".into(),
+        ),
+    }
+    let here_denied = here.denied_read_paths.as_deref().unwrap_or_default();
+    let claimed_denied = claimed.denied_read_paths.as_deref().unwrap_or_default();
+    if here_denied
+        .iter()
+        .any(|path| !claimed_denied.contains(path))
+    {
+        looser("deniedReadPaths", "drops paths this host denies".into());
+    }
+    let here_exempt = here.exempt_denied_read_paths.as_deref().unwrap_or_default();
+    let claimed_exempt = claimed
+        .exempt_denied_read_paths
+        .as_deref()
+        .unwrap_or_default();
+    if claimed_exempt
+        .iter()
+        .any(|path| !here_exempt.contains(path))
+    {
+        looser(
+            "exemptDeniedReadPaths",
+            "exempts credential stores this host does not".into(),
+        );
+    }
+    for (field, claimed_caps, here_caps) in [
+        (
+            "budgetCeilings",
+            &claimed.budget_ceilings,
+            &here.budget_ceilings,
+        ),
+        (
+            "runtimeProfileBudgets",
+            &claimed.runtime_profile_budgets,
+            &here.runtime_profile_budgets,
+        ),
+    ] {
+        let Some(here_caps) = here_caps else {
+            continue;
+        };
+        let claimed_caps = claimed_caps.clone().unwrap_or_default();
+        let pairs = [
+            (here_caps.timeout_millis, claimed_caps.timeout_millis),
+            (here_caps.memory_bytes, claimed_caps.memory_bytes),
+            (here_caps.max_processes, claimed_caps.max_processes),
+            (here_caps.cpu_seconds, claimed_caps.cpu_seconds),
+        ];
+        let lifted = pairs
+            .iter()
+            .any(|(cap, claim)| cap.is_some_and(|cap| claim.is_none_or(|claim| claim > cap)));
+        if lifted {
+            looser(field, "lifts or raises a cap this host sets".into());
+        }
+    }
+    problems
 }
 
 /// The audit file must not be where the command can write: it could rewrite the record of its
