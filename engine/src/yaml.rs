@@ -64,6 +64,7 @@ pub const MAX_DEPTH: usize = 64;
 
 /// Parses one YAML document into a [`Node`], or says why it cannot (one line).
 pub fn parse(text: &str) -> Result<Node, String> {
+    check_flow_depth(text)?;
     let budget = Cell::new(MAX_NODES);
     let deserializer = serde_yaml::Deserializer::from_str(text);
     NodeSeed {
@@ -72,6 +73,94 @@ pub fn parse(text: &str) -> Result<Node, String> {
     }
     .deserialize(deserializer)
     .map_err(|error| crate::text::one_line(&error.to_string()))
+}
+
+/// Refuses, in one linear pass before the parser sees the text, flow collections (`[`, `{`)
+/// nested deeper than [`MAX_DEPTH`].
+///
+/// Why before parsing: the YAML parser's time grows with the square of flow nesting, so 20 000
+/// `[` (40 KB) took seconds and ran the engine component out of fuel (an internal failure with no
+/// record) before the node walk's own depth limit could say anything. Block nesting costs the
+/// parser nothing comparable (its depth is paid for in indentation), and the walk bounds it.
+///
+/// The pass knows just enough YAML not to count brackets that are not flow indicators: quoted
+/// scalars, comments, block scalar content (`|`, `>`) and brackets inside plain words
+/// (`a[0]`) are skipped. It may over-count only on malformed text, which the parser refuses
+/// anyway.
+fn check_flow_depth(text: &str) -> Result<(), String> {
+    // The indentation of the line that opened a block scalar, while inside one.
+    let mut block_scalar: Option<usize> = None;
+    let mut depth = 0usize;
+    for (number, line) in text.lines().enumerate() {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if let Some(parent) = block_scalar {
+            if line.trim().is_empty() || indent > parent {
+                continue;
+            }
+            block_scalar = None;
+        }
+        // The character before the current one on this line, outside quotes: a token starts
+        // after one of `[{,:-?`, whitespace, or at the start of the line.
+        let mut previous: Option<char> = None;
+        let mut quote: Option<char> = None;
+        // Inside a plain word (`a[0]`, `x[[`), which brackets do not open.
+        let mut plain = false;
+        let mut chars = line.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if plain {
+                let ends = ch == ' ' || ch == '\t' || (depth > 0 && matches!(ch, ',' | ']' | '}'));
+                if !ends {
+                    previous = Some(ch);
+                    continue;
+                }
+                plain = false;
+            }
+            if let Some(open) = quote {
+                // `\x` in a double-quoted scalar, `''` in a single-quoted one: not the end.
+                let escaped = (open == '"' && ch == '\\')
+                    || (open == '\'' && ch == '\'' && chars.peek() == Some(&'\''));
+                if escaped {
+                    chars.next();
+                } else if ch == open {
+                    quote = None;
+                    previous = Some(ch);
+                }
+                continue;
+            }
+            let token_start = previous
+                .is_none_or(|p| matches!(p, '[' | '{' | ',' | ':' | '-' | '?' | ' ' | '\t'));
+            match ch {
+                '#' if previous.is_none_or(|p| p == ' ' || p == '\t') => break,
+                '"' | '\'' if token_start => quote = Some(ch),
+                '[' | '{' if token_start => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(format!(
+                            "flow collections nest deeper than {MAX_DEPTH} levels at line {}",
+                            number + 1
+                        ));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                ' ' | '\t' | ',' | ':' | '-' | '?' => {}
+                _ if token_start => plain = true,
+                _ => {}
+            }
+            previous = Some(ch);
+        }
+        // A block scalar header ends its line outside flow: `key: |`, `- >-`, `|2`.
+        if depth == 0 && quote.is_none() {
+            let content = line.split(" #").next().unwrap_or(line).trim_end();
+            let last = content.rsplit(' ').next().unwrap_or(content);
+            let mut header = last.chars();
+            if matches!(header.next(), Some('|' | '>'))
+                && header.all(|c| matches!(c, '-' | '+' | '1'..='9'))
+            {
+                block_scalar = Some(indent);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Builds [`Node`]s, charging each against the shared budget.
@@ -224,6 +313,43 @@ mod tests {
     }
 
     #[test]
+    fn deep_flow_nesting_is_refused_before_the_parser_and_fast() {
+        let deep = format!("a: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
+        let started = std::time::Instant::now();
+        let error = parse(&deep).unwrap_err();
+        assert!(
+            error.contains("flow collections nest deeper than 64 levels"),
+            "{error}"
+        );
+        // Linear: far below the seconds the parser took (not a timing assertion on the
+        // result, only a generous guard against the quadratic path coming back).
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let deep = format!("a: {}\n", "{b: ".repeat(100));
+        assert!(parse(&deep).unwrap_err().contains("nest deeper"));
+    }
+
+    #[test]
+    fn brackets_that_are_not_flow_collections_are_not_counted() {
+        let many = "[".repeat(100);
+        for text in [
+            format!("a: \"{many}\"\n"),
+            format!("a: '{many}'\n"),
+            format!("a: x{many}\n"),
+            format!("a: 1 # {many}\n"),
+            format!("script: |\n  if [[ -f x ]]; then echo {many}; fi\n  {many}\nb: [1, [2]]\n"),
+            format!("- >-\n  {many}\n"),
+        ] {
+            assert!(check_flow_depth(&text).is_ok(), "{text}");
+        }
+        // Real nesting still counts after a block scalar ends.
+        let text = format!("s: |\n  x\nb: {}{}\n", "[".repeat(65), "]".repeat(65));
+        assert!(check_flow_depth(&text).is_err());
+        // Up to the limit is fine.
+        let text = format!("b: {}{}\n", "[".repeat(64), "]".repeat(64));
+        assert!(check_flow_depth(&text).is_ok());
+    }
+
+    #[test]
     fn keeps_duplicate_keys_in_order() {
         let node = parse("a: 1\nb: x\na: true\n").unwrap();
         assert_eq!(
@@ -268,7 +394,11 @@ mod tests {
 
     #[test]
     fn deep_nesting_hits_the_recursion_limit() {
+        // Flow nesting is refused by the pre-scan, block nesting by the walk: the same limit.
         let text = "[".repeat(10_000);
+        let error = parse(&text).unwrap_err();
+        assert!(error.contains("nest deeper than 64 levels"), "{error}");
+        let text = format!("{}x\n", "- ".repeat(10_000));
         let error = parse(&text).unwrap_err();
         assert!(error.contains("nests deeper than 64 levels"), "{error}");
         let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));

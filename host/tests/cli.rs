@@ -1206,3 +1206,55 @@ fn a_task_contract_and_the_runtime_profile_budgets_are_the_envelope() {
         "{warnings}"
     );
 }
+
+/// A taskpack nested 20 000 levels deep with `[` (40 KB) once ran the engine out of fuel
+/// (`PALISADE_INTERNAL`, nothing recorded). It is an invalid policy, refused quickly and
+/// recorded like any other refusal; the host configuration reader refuses it the same way.
+#[test]
+fn a_deeply_nested_document_is_an_invalid_policy_and_is_recorded() {
+    let env = Env::new();
+    let deep = format!(
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {{name: t}}\nspec:\n  sandbox:\n    deniedReadPaths: {}{}\n",
+        "[".repeat(20_000),
+        "]".repeat(20_000)
+    );
+    let taskpack = env.write("deep.yaml", &deep);
+    let record = env.path("audit.jsonl");
+    let facts = env.facts(linux_probes());
+    let out = env.run(&[
+        "decide",
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--facts",
+        facts.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("error[SANDBOX_POLICY_INVALID]"));
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&record).unwrap().trim()).unwrap();
+    let output: Value = serde_json::from_str(line["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["code"], "SANDBOX_POLICY_INVALID");
+    assert_eq!(output["errors"][0]["path"], "document");
+
+    let config = env.write(
+        "host.yaml",
+        format!(
+            "apiVersion: palisade.dev/v1alpha1\nkind: HostConfig\nspec:\n  writableRoots: {}{}\n",
+            "[".repeat(20_000),
+            "]".repeat(20_000)
+        ),
+    );
+    let out = env.run(&["doctor", "--host-config", config.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains("error[HOST_CONFIG_INVALID]"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("nest deeper than 64"),
+        "{}",
+        stderr(&out)
+    );
+}
