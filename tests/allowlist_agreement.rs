@@ -43,6 +43,7 @@ fn input(entries: &[String]) -> DecisionInput {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
@@ -94,7 +95,7 @@ proptest! {
     ) {
         let outcome = palisade_engine::decide(&input(&entries));
         if let Verdict::Decision(plan) = outcome.verdict
-            && let PlanNetwork::Filtered { allowlist: list } = plan.network
+            && let PlanNetwork::Filtered { allowlist: list, .. } = plan.network
         {
             let parsed = palisade_proxy::Allowlist::parse(&list);
             prop_assert!(parsed.is_ok(), "engine accepted {list:?}, proxy: {parsed:?}");

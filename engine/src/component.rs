@@ -126,6 +126,7 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         exempt_denied_read_paths: host.exempt_denied_read_paths,
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.map(from_wit_limits),
+        loopback_ports: host.loopback_ports,
     }
 }
 
@@ -223,9 +224,17 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
         execution_mode: to_wit_execution_mode(plan.execution_mode),
         network: match plan.network {
             output::PlanNetwork::None => wit::Network::None,
-            output::PlanNetwork::LoopbackOnly => wit::Network::LoopbackOnly,
+            output::PlanNetwork::LoopbackOnly { host_ports } => {
+                wit::Network::LoopbackOnly(host_ports)
+            }
             output::PlanNetwork::AllowOutbound => wit::Network::AllowOutbound,
-            output::PlanNetwork::Filtered { allowlist } => wit::Network::Filtered(allowlist),
+            output::PlanNetwork::Filtered {
+                allowlist,
+                host_ports,
+            } => wit::Network::Filtered(wit::FilteredEgress {
+                allowlist,
+                host_ports,
+            }),
         },
         workspace_dir: plan.workspace_dir,
         writable_roots: plan.writable_roots,

@@ -70,6 +70,30 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(exempt) = &host.exempt_denied_read_paths {
         validate_exempt(exempt, &mut errors);
     }
+    if let Some(ports) = &host.loopback_ports {
+        const PATH: &str = "host.loopbackPorts";
+        if ports.len() > crate::sandbox::MAX_LOOPBACK_PORTS {
+            errors.push(
+                PATH,
+                format!(
+                    "has {} entries; expected at most {}",
+                    ports.len(),
+                    crate::sandbox::MAX_LOOPBACK_PORTS
+                ),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for (index, port) in ports.iter().enumerate() {
+            if *port == 0 {
+                errors.push(text::index_path(PATH, index), "port 0 is not a port");
+            } else if !seen.insert(port) {
+                errors.push(
+                    text::index_path(PATH, index),
+                    format!("duplicate port {port}"),
+                );
+            }
+        }
+    }
     let mut probed = BTreeSet::new();
     for (index, probe) in input.probes.iter().enumerate() {
         if !probed.insert(probe.backend) {
@@ -228,6 +252,7 @@ mod tests {
                 exempt_denied_read_paths: None,
                 allow_home_writable: None,
                 runtime_profile_budgets: None,
+                loopback_ports: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,

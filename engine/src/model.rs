@@ -232,6 +232,10 @@ pub struct HostFacts {
     /// may only tighten within. Absent: no runtime profile, or one without budgets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime_profile_budgets: Option<BudgetLimits>,
+    /// The host loopback ports a policy may make reachable under `loopback-only`. Absent: any
+    /// the policy lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loopback_ports: Option<Vec<u16>>,
     /// Whether the host configuration lets the home directory itself be a writable root.
     /// Absent: it may not. `/` and the home's ancestors never may.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -211,6 +211,7 @@ mod tests {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         }
     }
 
@@ -238,6 +239,7 @@ mod tests {
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
             task_contract: None,
+            loopback_ports: vec![],
             allowed_domains: None,
             allowed_domains_origin: None,
         }

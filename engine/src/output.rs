@@ -187,6 +187,10 @@ pub struct EffectivePolicy {
     /// The task contract whose `spec.budgets` is the envelope, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_contract: Option<ContractEnvelope>,
+    /// The host loopback ports the sandbox may reach under `loopback-only` (sorted): every other
+    /// host port, address and socket stays out of reach.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub loopback_ports: Vec<u16>,
     /// The effective domain allowlist (canonical entries, sorted): the policy's, or the
     /// launcher's narrower one. Absent when neither names one (the network mode is in charge),
     /// which keeps such decisions byte-identical to those of engines without allowlists.
@@ -292,14 +296,23 @@ pub struct ConfinementPlan {
 pub enum PlanNetwork {
     /// No network at all.
     None,
-    /// The sandbox's own loopback only.
-    LoopbackOnly,
+    /// The sandbox's own network namespace, where these ports of the host's loopback
+    /// (127.0.0.1 and ::1) are reachable and nothing else of the host or beyond.
+    LoopbackOnly {
+        #[serde(rename = "hostPorts")]
+        host_ports: Vec<u16>,
+    },
     /// Unrestricted outbound traffic.
     AllowOutbound,
-    /// The sandbox's own network namespace (its own loopback), whose only way out is the host's
-    /// filtering proxy, allowing exactly these entries (`host`, `*.suffix`, IP literals,
-    /// optional `:port`; empty: every connection is refused).
-    Filtered { allowlist: Vec<String> },
+    /// The sandbox's own network namespace, whose only way out is the host's filtering proxy,
+    /// allowing exactly these entries (`host`, `*.suffix`, IP literals, optional `:port`;
+    /// empty: every connection is refused), plus these host loopback ports (`loopback-only`
+    /// with domains).
+    Filtered {
+        allowlist: Vec<String>,
+        #[serde(rename = "hostPorts")]
+        host_ports: Vec<u16>,
+    },
 }
 
 impl PlanNetwork {
@@ -307,7 +320,7 @@ impl PlanNetwork {
     pub fn as_str(&self) -> &'static str {
         match self {
             PlanNetwork::None => "none",
-            PlanNetwork::LoopbackOnly => "loopback-only",
+            PlanNetwork::LoopbackOnly { .. } => "loopback-only",
             PlanNetwork::AllowOutbound => "allow-outbound",
             PlanNetwork::Filtered { .. } => "filtered",
         }

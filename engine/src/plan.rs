@@ -145,14 +145,16 @@ fn budget_sources<'a>(
 /// The network as the launcher applies it: filtered egress is its own variant (the sandbox
 /// keeps its own loopback and reaches out only through the proxy), whatever mode it came with.
 fn network(policy: &EffectivePolicy) -> PlanNetwork {
+    let host_ports = policy.loopback_ports.clone();
     if let Some(list) = policy.filtered_egress() {
         return PlanNetwork::Filtered {
             allowlist: list.to_vec(),
+            host_ports,
         };
     }
     match policy.network_mode {
         crate::model::NetworkMode::None => PlanNetwork::None,
-        crate::model::NetworkMode::LoopbackOnly => PlanNetwork::LoopbackOnly,
+        crate::model::NetworkMode::LoopbackOnly => PlanNetwork::LoopbackOnly { host_ports },
         crate::model::NetworkMode::AllowOutbound => PlanNetwork::AllowOutbound,
     }
 }
@@ -254,6 +256,7 @@ mod tests {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         }
     }
 
@@ -277,6 +280,7 @@ mod tests {
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
             task_contract: None,
+            loopback_ports: vec![],
             allowed_domains: None,
             allowed_domains_origin: None,
         }
@@ -312,7 +316,10 @@ mod tests {
                 enforced: true
             }]
         );
-        assert_eq!(plan.network, PlanNetwork::LoopbackOnly);
+        assert_eq!(
+            plan.network,
+            PlanNetwork::LoopbackOnly { host_ports: vec![] }
+        );
         assert_eq!(plan.budgets.helper_processes, 0);
         assert_eq!(plan.environment.origin, EnvironmentOrigin::Default);
     }
@@ -346,7 +353,8 @@ mod tests {
         assert_eq!(
             plan.network,
             PlanNetwork::Filtered {
-                allowlist: vec!["example.com".into()]
+                allowlist: vec!["example.com".into()],
+                host_ports: vec![],
             }
         );
         assert_eq!(plan.budgets.helper_processes, 1);

@@ -351,6 +351,7 @@ mod tests {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         }
     }
 

@@ -80,6 +80,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         allow_dedicated_direct_override: false,
         budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
         task_contract: None,
+        loopback_ports: Vec::new(),
         allowed_domains: None,
         allowed_domains_origin: None,
     };
@@ -175,6 +176,7 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
         policy.allowed_domains = Some(list.clone());
         policy.allowed_domains_origin = Some(Origin::Declared);
     }
+    policy.loopback_ports = sandbox.loopback_ports.clone();
     policy.denied_read_paths = sandbox
         .denied_read_paths
         .iter()
@@ -336,6 +338,7 @@ mod tests {
                 exempt_denied_read_paths: None,
                 allow_home_writable: None,
                 runtime_profile_budgets: None,
+                loopback_ports: None,
             },
             probes: vec![],
             narrow_allowed_domains: None,
@@ -432,6 +435,7 @@ mod tests {
             required_capabilities: vec![Capability::SyscallFiltering, Capability::NetworkIsolation],
             denied_read_paths: vec!["/a".into(), "/b".into()],
             allowed_domains: None,
+            loopback_ports: vec![],
         };
         let policy = resolve(&input(false), Some(&taskpack(Some(sandbox))));
         assert_eq!(

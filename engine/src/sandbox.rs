@@ -15,13 +15,17 @@ use crate::text::{self, Errors};
 use crate::yaml::Node;
 
 /// The fields `spec.sandbox` may hold.
-const FIELDS: [&str; 5] = [
+const FIELDS: [&str; 6] = [
     "preferredBackends",
     "networkMode",
     "requiredCapabilities",
     "deniedReadPaths",
     "allowedDomains",
+    "loopbackPorts",
 ];
+
+/// The most host loopback ports a policy may list.
+pub(crate) const MAX_LOOPBACK_PORTS: usize = 64;
 
 /// Bounds from the policy contract.
 const MAX_BACKENDS: usize = 5;
@@ -39,6 +43,9 @@ pub(crate) struct SandboxSpec {
     pub(crate) denied_read_paths: Vec<String>,
     /// Canonical entries, sorted; `None` when the field is absent (the mode is in charge).
     pub(crate) allowed_domains: Option<Vec<String>>,
+    /// Ports of the host's loopback (127.0.0.1 and ::1) reachable under `loopback-only`,
+    /// sorted, unique.
+    pub(crate) loopback_ports: Vec<u16>,
 }
 
 /// Walks `spec.sandbox`; `None` when it (or anything in it) is invalid.
@@ -69,6 +76,7 @@ pub(crate) fn walk(
         "allowedDomains" => {
             spec.allowed_domains = allowed_domains(value, &child, errors);
         }
+        "loopbackPorts" => spec.loopback_ports = loopback_ports(value, &child, host, errors),
         other => errors.push(child, unknown_field(other, &FIELDS)),
     });
     if errors.total() == before {
@@ -148,9 +156,55 @@ pub(crate) fn entry_list(
     (errors.total() == before).then(|| seen.into_iter().collect())
 }
 
+/// `loopbackPorts`: a bounded list of unique port numbers (1 to 65535), sorted.
+fn loopback_ports(node: &Node, path: &str, host: &HostFacts, errors: &mut Errors) -> Vec<u16> {
+    let Some(items) = crate::reader::expect_list(node, path, MAX_LOOPBACK_PORTS, errors) else {
+        return Vec::new();
+    };
+    let mut ports = BTreeSet::new();
+    for (index, item) in items.iter().enumerate() {
+        let child = text::index_path(path, index);
+        match crate::reader::bounded_integer(item, u64::from(u16::MAX)) {
+            Err(message) => errors.push(child, message),
+            Ok(port) => {
+                let port = u16::try_from(port).unwrap_or(u16::MAX);
+                let allowed = host
+                    .loopback_ports
+                    .as_ref()
+                    .is_none_or(|allowed| allowed.contains(&port));
+                if !allowed {
+                    errors.push(
+                        child,
+                        format!(
+                            "port {port} is not among the host loopback ports this host allows ({})",
+                            host.loopback_ports
+                                .iter()
+                                .flatten()
+                                .map(u16::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    );
+                } else if !ports.insert(port) {
+                    errors.push(child, format!("duplicate port {port}"));
+                }
+            }
+        }
+    }
+    ports.into_iter().collect()
+}
+
 /// `allowedDomains` against an explicit `networkMode` (DESIGN.md, "Network"): `[]` conflicts
 /// with `allow-outbound`, `*` with `none` and `loopback-only`, a concrete list with `none`.
 fn network_conflicts(spec: &SandboxSpec, path: &str, errors: &mut Errors) {
+    // Host loopback ports are reached only from a sandbox's own network namespace that keeps
+    // everything else out: `loopback-only` (explicit: no other mode implies it).
+    if !spec.loopback_ports.is_empty() && spec.network_mode != Some(NetworkMode::LoopbackOnly) {
+        errors.push(
+            text::child_path(path, "loopbackPorts"),
+            "host loopback ports are reachable only with networkMode `loopback-only`",
+        );
+    }
     let (Some(list), Some(mode)) = (&spec.allowed_domains, spec.network_mode) else {
         return;
     };
@@ -374,6 +428,7 @@ mod tests {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         }
     }
 

@@ -86,7 +86,10 @@ fn loopback_only_skips_a_backend_that_cannot_enforce_it() {
         r["trace"][0]["reason"],
         "cannot enforce networkMode `loopback-only`"
     );
-    assert_eq!(r["plan"]["network"], json!({"mode": "loopback-only"}));
+    assert_eq!(
+        r["plan"]["network"],
+        json!({"mode": "loopback-only", "hostPorts": []})
+    );
 }
 
 #[test]

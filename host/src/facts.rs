@@ -30,6 +30,8 @@ pub struct FactOptions {
     pub allow_home_writable: Option<bool>,
     /// The selected runtime profile's budgets; `None`: no profile, or no budgets in it.
     pub runtime_profile_budgets: Option<palisade_engine::model::BudgetLimits>,
+    /// From the host configuration: the host loopback ports a policy may reach; `None`: any.
+    pub loopback_ports: Option<Vec<u16>>,
 }
 
 /// Why host facts could not be measured.
@@ -99,6 +101,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         exempt_denied_read_paths: options.exempt_denied_read_paths.clone(),
         allow_home_writable: options.allow_home_writable,
         runtime_profile_budgets: options.runtime_profile_budgets.clone(),
+        loopback_ports: options.loopback_ports.clone(),
     })
 }
 

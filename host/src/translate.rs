@@ -48,9 +48,16 @@ where
         Backend::MacosSeatbelt => Mechanism::Seatbelt,
         Backend::Docker => Mechanism::Docker,
     };
+    if !plan_host_ports(&plan.network).is_empty() {
+        // Fail closed until host loopback forwarding is applied by the launcher.
+        return Err(LaunchError::Plan(
+            "the plan makes host loopback ports reachable, which this launcher does not apply yet"
+                .into(),
+        ));
+    }
     let network = match (&plan.network, host.egress) {
         (PlanNetwork::None, None) => Network::None,
-        (PlanNetwork::LoopbackOnly, None) => Network::LoopbackOnly,
+        (PlanNetwork::LoopbackOnly { .. }, None) => Network::LoopbackOnly,
         (PlanNetwork::AllowOutbound, None) => Network::AllowOutbound,
         (PlanNetwork::Filtered { .. }, Some(proxy)) => Network::Filtered(proxy),
         (PlanNetwork::Filtered { .. }, None) => {
@@ -119,6 +126,16 @@ where
         budgets: budgets(&plan.budgets),
     };
     Ok((launch, command_env.record))
+}
+
+/// The host loopback ports a network reaches.
+fn plan_host_ports(network: &PlanNetwork) -> &[u16] {
+    match network {
+        PlanNetwork::LoopbackOnly { host_ports } | PlanNetwork::Filtered { host_ports, .. } => {
+            host_ports
+        }
+        PlanNetwork::None | PlanNetwork::AllowOutbound => &[],
+    }
 }
 
 /// The supervisor's budgets: the decided ones, with the helper processes (the egress bridge)

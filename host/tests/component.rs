@@ -125,6 +125,7 @@ fn sample_input() -> DecisionInput {
             exempt_denied_read_paths: None,
             allow_home_writable: None,
             runtime_profile_budgets: None,
+            loopback_ports: None,
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,

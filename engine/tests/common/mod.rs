@@ -47,6 +47,7 @@ pub fn host() -> HostFacts {
         exempt_denied_read_paths: None,
         allow_home_writable: None,
         runtime_profile_budgets: None,
+        loopback_ports: None,
     }
 }
 

@@ -155,9 +155,17 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
     }
     out.push_str(&format!("backend   {}\n", plan.backend.as_str()));
     match &plan.network {
-        PlanNetwork::Filtered { allowlist } => out.push_str(&format!(
-            "network   filtered: own loopback, egress only via the filtering proxy to: {}\n",
+        PlanNetwork::Filtered {
+            allowlist,
+            host_ports,
+        } => out.push_str(&format!(
+            "network   filtered: own loopback{}, egress only via the filtering proxy to: {}\n",
+            host_port_list(host_ports),
             list(allowlist)
+        )),
+        PlanNetwork::LoopbackOnly { host_ports } => out.push_str(&format!(
+            "network   loopback-only: own loopback{}\n",
+            host_port_list(host_ports)
         )),
         other => out.push_str(&format!("network   {}\n", other.as_str())),
     }
@@ -226,6 +234,16 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
     }
     out.push_str(&format!("digest    sha256:{}\n", outcome.digest));
     out
+}
+
+/// `, host loopback ports 8080, 5432`, or nothing.
+fn host_port_list(ports: &[u16]) -> String {
+    if ports.is_empty() {
+        String::new()
+    } else {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        format!(", host loopback ports {}", ports.join(", "))
+    }
 }
 
 /// `timeout 10m [policy], memory 512 MiB [host-ceiling]`, or `none`.

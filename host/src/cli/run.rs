@@ -366,7 +366,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     };
     // Filtered egress: the proxy listens before the sandbox exists.
     let egress = match &plan.network {
-        PlanNetwork::Filtered { allowlist } => {
+        PlanNetwork::Filtered { allowlist, .. } => {
             let site = match &docker {
                 None => egress::RunSite::Sandbox,
                 Some((spec, bridge)) => egress::RunSite::Container {
@@ -380,7 +380,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
                     .map_err(internal)?,
             )
         }
-        PlanNetwork::None | PlanNetwork::LoopbackOnly | PlanNetwork::AllowOutbound => {
+        PlanNetwork::None | PlanNetwork::LoopbackOnly { .. } | PlanNetwork::AllowOutbound => {
             if !overrides.is_empty() {
                 return Err(Failure::new(
                     ErrorCode::InputInvalid,

@@ -101,6 +101,7 @@ pub fn fact_options(
         exempt_denied_read_paths: config.exempt_denied_read_paths(),
         // The runtime profile's, when one is selected (the caller reads it).
         runtime_profile_budgets: None,
+        loopback_ports: config.loopback_ports(),
         budget_ceilings: config.budget_ceilings(),
     })
 }

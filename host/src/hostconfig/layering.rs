@@ -127,6 +127,17 @@ pub fn tighten_errors(system: &Spec, user: &Spec) -> Errors {
             );
         }
     }
+    // Reaching more host ports is looser: only ports the system lists.
+    if let (Some(sys), Some(usr)) = (&system.loopback_ports, &user.loopback_ports) {
+        for (index, port) in usr.iter().enumerate() {
+            if !sys.contains(port) {
+                errors.push(
+                    format!("spec.loopbackPorts[{index}]"),
+                    loosens(format!("port {port} is not among the system's")),
+                );
+            }
+        }
+    }
     // Exempting is looser: only what the system exempts.
     if let (Some(sys), Some(usr)) = (
         &system.exempt_denied_read_paths,
@@ -263,6 +274,10 @@ pub fn merge(system: &Spec, upper: Option<(&Spec, Source)>) -> Effective {
             Vec::new(),
             system.denied_read_paths.as_ref(),
             up(|s| s.denied_read_paths.as_ref()),
+        ),
+        loopback_ports: pick_opt(
+            system.loopback_ports.clone(),
+            upper.map(|(s, src)| (s.loopback_ports.clone(), src)),
         ),
         exempt_denied_read_paths: pick(
             Vec::new(),

@@ -179,6 +179,7 @@ pub struct Spec {
     pub environment: Option<Vec<String>>,
     pub denied_read_paths: Option<Vec<String>>,
     pub exempt_denied_read_paths: Option<Vec<String>>,
+    pub loopback_ports: Option<Vec<u16>>,
     pub budgets: Ceilings,
 }
 
@@ -212,6 +213,9 @@ pub struct Effective {
     pub denied_read_paths: Setting<Vec<String>>,
     /// Built-in denied read paths (credential stores) exempted, each recorded in decisions.
     pub exempt_denied_read_paths: Setting<Vec<String>>,
+    /// `null`: not configured (a policy may list any host loopback port); else the ports a
+    /// policy may make reachable under `loopback-only`.
+    pub loopback_ports: Setting<Option<Vec<u16>>>,
     pub budgets: BudgetSettings,
 }
 
@@ -349,6 +353,17 @@ impl HostConfig {
                 join(&e.exempt_denied_read_paths.value),
                 e.exempt_denied_read_paths.from,
             ),
+            (
+                "loopbackPorts",
+                opt(e.loopback_ports.value.as_ref().map(|ports| {
+                    ports
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })),
+                e.loopback_ports.from,
+            ),
         ];
         for (name, value, from) in rows {
             line(format!("{name:<22} {value} [{}]", from.as_str()));
@@ -395,6 +410,11 @@ impl HostConfig {
     /// unconfigured hosts keep their bytes.
     fn configured(setting: &Setting<Vec<String>>) -> Option<Vec<String>> {
         (setting.from != Source::Default).then(|| setting.value.clone())
+    }
+
+    /// The host loopback ports a policy may reach, for the engine's host facts.
+    pub fn loopback_ports(&self) -> Option<Vec<u16>> {
+        self.effective.loopback_ports.value.clone()
     }
 
     /// The denied read paths the configuration adds, for the engine's host facts.

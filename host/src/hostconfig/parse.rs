@@ -14,7 +14,7 @@ use super::{API_VERSION, BUDGET_FIELDS, Ceilings, HostConfigError, KIND, MAX_PAT
 const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
 
 /// The keys of `spec`.
-const SPEC_FIELDS: [&str; 13] = [
+const SPEC_FIELDS: [&str; 14] = [
     "sessionKind",
     "defaultBackendOrder",
     "allowDirectDedicated",
@@ -22,6 +22,7 @@ const SPEC_FIELDS: [&str; 13] = [
     "allowHomeWritable",
     "deniedReadPaths",
     "exemptDeniedReadPaths",
+    "loopbackPorts",
     "writableRoots",
     "taskTempDirs",
     "resultsDir",
@@ -110,6 +111,7 @@ fn walk_spec(node: &Node, path: &str, spec: &mut Spec, errors: &mut Errors) {
         "exemptDeniedReadPaths" => {
             spec.exempt_denied_read_paths = exempt_list(value, &path, errors);
         }
+        "loopbackPorts" => spec.loopback_ports = port_list(value, &path, errors),
         "writableRoots" => spec.writable_roots = path_list(value, &path, errors),
         "taskTempDirs" => spec.task_temp_dirs = path_list(value, &path, errors),
         "resultsDir" => spec.results_dir = path_value(value, &path, true, errors),
@@ -227,6 +229,28 @@ fn denied_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<Strin
             errors.push(item_path, format!("duplicate path {}", quote(entry)));
         } else {
             out.push(entry.to_owned());
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `loopbackPorts`: host loopback ports (1 to 65535), bounded, once each.
+fn port_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<u16>> {
+    let items = expect_list(node, path, MAX_PATHS, errors)?;
+    let before = errors.total();
+    let mut out: Vec<u16> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        match bounded_integer(item, u64::from(u16::MAX)) {
+            Err(message) => errors.push(item_path, message),
+            Ok(port) => {
+                let port = u16::try_from(port).unwrap_or(u16::MAX);
+                if out.contains(&port) {
+                    errors.push(item_path, format!("duplicate port {port}"));
+                } else {
+                    out.push(port);
+                }
+            }
         }
     }
     (errors.total() == before).then_some(out)

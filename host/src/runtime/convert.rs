@@ -68,6 +68,7 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         exempt_denied_read_paths: host.exempt_denied_read_paths.clone(),
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.as_ref().map(to_wit_limits),
+        loopback_ports: host.loopback_ports.clone(),
     }
 }
 
@@ -153,9 +154,12 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
         },
         network: match plan.network {
             wit::Network::None => PlanNetwork::None,
-            wit::Network::LoopbackOnly => PlanNetwork::LoopbackOnly,
+            wit::Network::LoopbackOnly(host_ports) => PlanNetwork::LoopbackOnly { host_ports },
             wit::Network::AllowOutbound => PlanNetwork::AllowOutbound,
-            wit::Network::Filtered(allowlist) => PlanNetwork::Filtered { allowlist },
+            wit::Network::Filtered(filtered) => PlanNetwork::Filtered {
+                allowlist: filtered.allowlist,
+                host_ports: filtered.host_ports,
+            },
         },
         workspace_dir: plan.workspace_dir,
         writable_roots: plan.writable_roots,
