@@ -81,8 +81,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
 use landlock::{
@@ -511,22 +510,8 @@ pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
 }
 
 /// The running kernel's Landlock ABI version (`landlock_create_ruleset(NULL, 0, VERSION)`).
-#[allow(unsafe_code)]
 pub fn kernel_abi() -> Result<u32, LandlockError> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with the VERSION flag the kernel reads no attribute (NULL pointer, size 0) and
-    // only returns the ABI version or an error; no memory is shared.
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0_usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if version < 0 {
-        return Err(LandlockError::AbiQuery(std::io::Error::last_os_error()));
-    }
+    let version = crate::sys::landlock_abi_version().map_err(LandlockError::AbiQuery)?;
     u32::try_from(version)
         .map_err(|_| LandlockError::AbiQuery(std::io::Error::from_raw_os_error(libc::ERANGE)))
 }
@@ -881,32 +866,11 @@ fn list(dir: &Path) -> Result<Option<Vec<Entry>>, LandlockError> {
 
 /// Opens `path` with `O_PATH | O_NOFOLLOW`: a rule never follows a symlink planted in its
 /// place after the listing (the kind is checked against the plan afterwards).
-#[allow(unsafe_code)]
 fn open_path(path: &Path) -> Result<OwnedFd, LandlockError> {
-    let error = |source| LandlockError::Open {
+    crate::sys::open_path_nofollow(path).map_err(|source| LandlockError::Open {
         path: path.to_path_buf(),
         source,
-    };
-    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| error(std::io::Error::from_raw_os_error(libc::EINVAL)))?;
-    loop {
-        // SAFETY: `c_path` is a valid NUL-terminated string that outlives the call; these
-        // flags take no mode argument.
-        let fd = unsafe {
-            libc::open(
-                c_path.as_ptr(),
-                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: `fd` was just returned by open(2), is valid and owned by nobody else.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(error(err));
-        }
-    }
+    })
 }
 
 /// Paths serialize as strings, or as byte arrays when they are not UTF-8, so every plan can

@@ -15,19 +15,39 @@
 //! `#[cfg(target_os = "linux")]`; `pgroup` is the process-group supervisor macOS uses, and it is
 //! compiled (and tested) on Linux too.
 
+#[forbid(unsafe_code)]
 pub mod bwrap;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod cgroup;
+#[forbid(unsafe_code)]
 pub mod docker;
+#[forbid(unsafe_code)]
 pub mod fsfacts;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod init;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod landlock;
+#[forbid(unsafe_code)]
 pub mod landlock_abi;
+#[forbid(unsafe_code)]
+pub mod path;
+#[forbid(unsafe_code)]
 pub mod pgroup;
+#[forbid(unsafe_code)]
 pub mod plan;
+#[forbid(unsafe_code)]
 pub mod seatbelt;
+#[forbid(unsafe_code)]
 pub mod seccomp;
+#[forbid(unsafe_code)]
 mod signals;
+#[forbid(unsafe_code)]
 pub mod supervise;
+#[allow(
+    unsafe_code,
+    reason = "the system-call wrappers: the crate's only unsafe code, each block with its SAFETY comment"
+)]
+mod sys;

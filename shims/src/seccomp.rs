@@ -365,51 +365,9 @@ pub fn install(program: &Program) -> Result<(), SeccompError> {
     if len > MAX_INSTRUCTIONS {
         return Err(SeccompError::TooLong { len });
     }
-    set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
-    set_mode_filter(&program.instructions).map_err(|source| SeccompError::Install { source })
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn set_no_new_privs() -> io::Result<()> {
-    let one: libc::c_ulong = 1;
-    let zero: libc::c_ulong = 0;
-    // SAFETY: PR_SET_NO_NEW_PRIVS takes integer arguments only; no memory is passed.
-    let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn set_mode_filter(instructions: &[Instruction]) -> io::Result<()> {
-    let len = u16::try_from(instructions.len())
-        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let fprog = libc::sock_fprog {
-        len,
-        // The kernel only reads through this pointer (`sock_fprog` is not const-correct).
-        filter: instructions.as_ptr().cast::<libc::sock_filter>().cast_mut(),
-    };
-    let flags: libc::c_ulong = 0;
-    // SAFETY: `Instruction` is `#[repr(C)]` with the same fields, sizes and order as the
-    // kernel's `struct sock_filter` (u16, u8, u8, u32), `fprog.filter` points at `len` of them,
-    // and both outlive the call, during which the kernel copies the program.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            flags,
-            std::ptr::from_ref(&fprog),
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
+    crate::sys::seccomp_set_mode_filter(&program.instructions)
+        .map_err(|source| SeccompError::Install { source })
 }
 
 // ---------------------------------------------------------------------------------------------
