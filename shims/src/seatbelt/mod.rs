@@ -79,9 +79,9 @@
 //!
 //! # Layout
 //!
-//! `profile` holds the pure profile generation ([`profile`], [`quote`]); `sweep` the run's
+//! `profile` holds the pure profile generation ([`profile()`], [`quote`]); `sweep` the run's
 //! membership canaries and the macOS finder the cleanup sweep uses ([`RunToken`], [`Canary`],
-//! [`is_member`], `SandboxMembers`), whose system calls are [`crate::sys`]'s.
+//! [`is_member`], `SandboxMembers`), whose system calls are the crate's `sys` module's.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -11,7 +11,7 @@ use crate::fsfacts::PathKind;
 use crate::plan::{LaunchPlan, Network};
 
 /// Builds the SBPL profile for `plan`, given the `facts` measured for it and the run's
-/// `token` (which names its membership [`Canary`]). See the module docs.
+/// `token` (which names its membership [`Canary`](super::Canary)). See the module docs.
 pub fn profile(
     plan: &LaunchPlan,
     facts: &SeatbeltFacts,

@@ -1,7 +1,7 @@
 //! The run's membership canaries and the sweep's finder: a per-run [`RunToken`] names two
 //! sibling paths ([`Canary`]) that every profile of the run treats oppositely, and
 //! [`is_member`] judges what the kernel's `sandbox_check` says about a process against them
-//! (see "Membership canaries" in the [module documentation](super)). [`SandboxMembers`] (macOS
+//! (see "Membership canaries" in the [module documentation](super)). `SandboxMembers` (macOS
 //! only) is the [`crate::pgroup::Members`] finder built on them; its system calls are in
 //! [`crate::sys`].
 
@@ -61,7 +61,7 @@ pub struct Canary {
     pub allow: PathBuf,
 }
 
-/// The canaries of `plan`'s run under `token`; refuses what [`profile`] would refuse for the
+/// The canaries of `plan`'s run under `token`; refuses what [`profile`](super::profile()) would refuse for the
 /// run temp dir (no facts for it, a path a profile cannot name).
 pub fn canary(
     plan: &LaunchPlan,

@@ -21,10 +21,10 @@
 //!   rely on reaping other children of its own while a run is in progress.
 //!
 //! This module holds what every supervisor shares: the [`Launch`], the [`Outcome`], the errors
-//! and the supervision loop ([`supervise_until_exit`]), which the process-group supervisor of
+//! and the supervision loop (`supervise_until_exit`), which the process-group supervisor of
 //! [`crate::pgroup`] (macOS) drives too. The Linux supervisor is in `linux`, the child's exec
 //! preparation in `child`, the reading of `/proc` in `procfs`; their system calls are
-//! [`crate::sys`]'s.
+//! the crate's `sys` module's.
 
 use std::ffi::OsString;
 use std::io;
@@ -111,7 +111,7 @@ impl LaunchKind {
     }
 }
 
-/// How the supervisor behaves (not what it enforces: that is [`Budgets`]).
+/// How the supervisor behaves (not what it enforces: that is [`Budgets`](crate::plan::Budgets)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SuperviseOptions {
     /// Use a per-run cgroup when possible (root). `false` forces the rlimit/poll path.
@@ -284,7 +284,7 @@ pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
     }
 }
 
-/// A budget of [`Budgets`].
+/// A budget of [`Budgets`](crate::plan::Budgets).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Budget {

@@ -5,11 +5,14 @@
 //! terminal's foreground, `access`) and the signal handler of the supervisors' self-pipe;
 //! [`linux`] holds the Linux-only calls (prctl, pidfds, `wait4` with `__WALL`, memfds,
 //! namespaces, capabilities, Landlock, seccomp), [`child`] the code that runs in a forked child
-//! before `execve`, and [`macos`] libproc and `sandbox_check`.
+//! before `execve`, and `macos` libproc and `sandbox_check`.
 //!
 //! A wrapper takes and returns owned or borrowed Rust values where it can; where it takes a raw
 //! descriptor number, passing a wrong one is a logic error (`EBADF`, or acting on another
-//! descriptor of this process), never undefined behaviour.
+//! descriptor of this process), never undefined behaviour. The one exception is
+//! `take_inherited_fd`, which takes ownership of a descriptor number: its caller (init, for the
+//! descriptors its parent passed at agreed numbers) vouches that nothing else owns it, as its
+//! comment says.
 
 use std::ffi::CString;
 use std::io;
