@@ -80,7 +80,8 @@
 //!   of the `docker` group, and the container's uid is the caller's.
 //!
 //! Layout: this module builds the argv ([`argv`]); `run` is the supervised run and the
-//! container's removal over the daemon's API.
+//! container's removal; [`api`] is the one client of the daemon's API, which the host's probe
+//! uses too.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -94,6 +95,7 @@ use crate::plan::{Budgets, LaunchPlan, Network};
 use crate::seccomp;
 use crate::supervise::SuperviseError;
 
+pub mod api;
 mod run;
 
 #[cfg(target_os = "linux")]

@@ -4,14 +4,14 @@
 
 #[cfg(target_os = "linux")]
 use std::ffi::OsString;
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
+#[cfg(target_os = "linux")]
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::Limits;
 #[cfg(target_os = "linux")]
 use super::{DockerError, DockerSpec, SECCOMP_FD, argv, docker_host_value};
+use super::{Limits, api};
 #[cfg(target_os = "linux")]
 use crate::plan::{Budgets, LaunchPlan};
 use crate::supervise::Outcome;
@@ -130,13 +130,15 @@ pub fn run(
 /// Force-removes container `name` over the API and says whether it is gone.
 pub fn remove(socket: &Path, name: &str) -> Removal {
     let deadline = Instant::now() + REMOVE_TIMEOUT;
-    let target = format!("/containers/{name}?force=1&v=1");
-    match request(socket, "DELETE", &target, deadline) {
+    let status_of = |method: &str, target: &str| {
+        api::request(socket, method, target, deadline).map(|response| response.status)
+    };
+    match status_of("DELETE", &format!("/containers/{name}?force=1&v=1")) {
         Ok(204) => Removal::Removed,
         Ok(404) => Removal::AlreadyGone,
         // 409: removal already in progress (`--rm` racing us); wait for it to finish.
         Ok(409) => loop {
-            match request(socket, "GET", &format!("/containers/{name}/json"), deadline) {
+            match status_of("GET", &format!("/containers/{name}/json")) {
                 Ok(404) => break Removal::AlreadyGone,
                 Ok(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
                 Ok(status) => break Removal::Failed(format!("still there (http {status})")),
@@ -151,55 +153,10 @@ pub fn remove(socket: &Path, name: &str) -> Removal {
 /// Whether container `name` exists (`None`: the daemon did not answer).
 pub fn exists(socket: &Path, name: &str) -> Option<bool> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    match request(socket, "GET", &format!("/containers/{name}/json"), deadline) {
+    match api::get(socket, &format!("/containers/{name}/json"), deadline).map(|r| r.status) {
         Ok(404) => Some(false),
         Ok(200) => Some(true),
         _ => None,
-    }
-}
-
-/// One HTTP/1.0 request on the daemon's socket; the status code. Bodies are not needed.
-fn request(socket: &Path, method: &str, target: &str, deadline: Instant) -> io::Result<u16> {
-    let left = || {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            Err(io::Error::from(io::ErrorKind::TimedOut))
-        } else {
-            Ok(left)
-        }
-    };
-    let mut stream = UnixStream::connect(socket)?;
-    stream.set_write_timeout(Some(left()?))?;
-    stream.write_all(
-        format!("{method} {target} HTTP/1.0\r\nHost: docker\r\nUser-Agent: palisade\r\n\r\n")
-            .as_bytes(),
-    )?;
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 512];
-    while !head.windows(2).any(|w| w == b"\r\n") {
-        stream.set_read_timeout(Some(left()?))?;
-        let read = stream.read(&mut chunk)?;
-        if read == 0 {
-            break;
-        }
-        head.extend_from_slice(chunk.get(..read).unwrap_or_default());
-        if head.len() > 64 * 1024 {
-            break;
-        }
-    }
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let mut parts = line.split(|b| *b == b' ');
-    let protocol = parts.next().unwrap_or_default();
-    let status = parts
-        .next()
-        .and_then(|code| std::str::from_utf8(code).ok())
-        .and_then(|code| code.parse::<u16>().ok());
-    match status {
-        Some(status) if protocol.starts_with(b"HTTP/1.") => Ok(status),
-        _ => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "not an http response from the docker daemon",
-        )),
     }
 }
 
