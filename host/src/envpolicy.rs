@@ -18,8 +18,9 @@ use serde::Serialize;
 /// Variables Palisade always sets itself, whatever the allowlist says.
 pub const SET_BY_PALISADE: [&str; 3] = ["HOME", "PATH", "TMPDIR"];
 
-/// `PATH` when Palisade's own environment has none.
-pub const FALLBACK_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// `PATH` when Palisade's own environment has none: the workspace's one default
+/// ([`palisade_shims::path::DEFAULT_PATH`]).
+pub const FALLBACK_PATH: &str = palisade_shims::path::DEFAULT_PATH;
 
 /// The command's environment and its account.
 #[derive(Clone, Debug)]

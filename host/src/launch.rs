@@ -3,6 +3,7 @@
 //! reaping the tree and accounting for it — plus the run's private temp dir and the parsers for
 //! the budget flags.
 
+#[cfg(target_os = "linux")]
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -284,46 +285,27 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
     }
 }
 
-/// Finds `plan.command[0]` the way `execvp` would, in the plan's `PATH`: the path, or the status
-/// `env` uses when it cannot run it (127 not found, 126 found but not executable).
+/// Finds `plan.command[0]` the way `execvp` would ([`palisade_shims::path`]), in the absolute
+/// entries of the plan's `PATH` (else the default), a relative path taken in the workspace: the
+/// path, or the status `env` uses when it cannot run it (127 not found, 126 found but not
+/// executable).
 fn resolve_command(plan: &LaunchPlan) -> Result<PathBuf, u8> {
-    use std::os::unix::fs::PermissionsExt;
+    use palisade_shims::path::{self, NotRunnable, Search};
     let Some(name) = plan.command.first() else {
         return Err(127);
     };
-    let executable = |path: &std::path::Path| {
-        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    let name_path = std::path::Path::new(name);
-    if name.to_string_lossy().contains('/') {
-        let path = if name_path.is_absolute() {
-            name_path.to_path_buf()
-        } else {
-            plan.workspace.join(name_path)
-        };
-        return if executable(&path) {
-            Ok(path)
-        } else if path.exists() {
-            Err(126)
-        } else {
-            Err(127)
-        };
-    }
-    let search = plan
+    let search_path = plan
         .env
         .iter()
         .find(|(key, _)| key == "PATH")
-        .map(|(_, value)| value.clone())
-        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
-    let mut found_unexecutable = false;
-    for dir in std::env::split_paths(&search).filter(|d| d.is_absolute()) {
-        let candidate = dir.join(name_path);
-        if executable(&candidate) {
-            return Ok(candidate);
-        }
-        found_unexecutable |= candidate.exists();
-    }
-    Err(if found_unexecutable { 126 } else { 127 })
+        .map_or(std::ffi::OsStr::new(path::DEFAULT_PATH), |(_, value)| {
+            value.as_os_str()
+        });
+    let search = Search::absolute_entries(search_path).names_relative_to(&plan.workspace);
+    let found = path::find_program(name, &search).map_err(NotRunnable::exit_status)?;
+    // A name with a `/` is taken as it is: check it as `execve` would.
+    path::runnable(&found).map_err(NotRunnable::exit_status)?;
+    Ok(found)
 }
 
 /// The account of a command that was never executed because it could not be found or run.

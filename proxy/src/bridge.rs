@@ -195,32 +195,21 @@ pub fn environ() -> Option<Vec<CString>> {
 }
 
 /// `program` itself when it names a path (has a `/`), else the first executable regular file
-/// called `program` in `path` (`execvp`'s rule; empty entries mean the current directory).
+/// called `program` in `path` (`execvp`'s rule; empty entries mean the current directory), else
+/// in [`palisade_shims::path::DEFAULT_PATH`] when there is no `PATH`: the workspace's one search.
 pub fn resolve_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, String> {
     if program.is_empty() {
         return Err(String::from("the command is empty"));
     }
-    if program.as_bytes().contains(&b'/') {
-        return Ok(PathBuf::from(program));
-    }
-    let search = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
-    for dir in search.as_bytes().split(|&b| b == b':') {
-        let dir = if dir.is_empty() { b".".as_slice() } else { dir };
-        let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
-        if is_executable_file(&candidate) {
-            return Ok(candidate);
-        }
-    }
-    Err(format!(
-        "`{}` not found in PATH `{}`",
-        program.to_string_lossy(),
-        search.to_string_lossy()
-    ))
-}
-
-fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    let search = path.unwrap_or(OsStr::new(palisade_shims::path::DEFAULT_PATH));
+    palisade_shims::path::find_program(program, &palisade_shims::path::Search::execvp(search))
+        .map_err(|_| {
+            format!(
+                "`{}` not found in PATH `{}`",
+                program.to_string_lossy(),
+                search.to_string_lossy()
+            )
+        })
 }
 
 /// Parses the bridge's arguments after [`SUBCOMMAND`]: `--port N --socket PATH -- COMMAND…`.

@@ -341,7 +341,7 @@ impl RunCgroup {
     pub fn signal(&self, signal: i32) -> Vec<i32> {
         self.pids()
             .into_iter()
-            .filter(|pid| crate::supervise::sys::kill(*pid, signal).is_ok())
+            .filter(|pid| crate::sys::kill(*pid, signal).is_ok())
             .collect()
     }
 

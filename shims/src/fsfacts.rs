@@ -184,8 +184,8 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
     }
 
     Ok(FsFacts {
-        uid: current_uid(),
-        gid: current_gid(),
+        uid: crate::sys::getuid(),
+        gid: crate::sys::getgid(),
         paths,
         private_dirs: private_dirs.into_iter().collect(),
         resolv_conf,
@@ -468,18 +468,6 @@ fn finish_lexically(mut path: PathBuf, rest: VecDeque<Step>) -> PathBuf {
 
 fn depth(path: &Path) -> usize {
     path.components().count()
-}
-
-#[allow(unsafe_code)]
-fn current_uid() -> u32 {
-    // SAFETY: getuid takes no arguments, touches no memory and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-#[allow(unsafe_code)]
-fn current_gid() -> u32 {
-    // SAFETY: getgid takes no arguments, touches no memory and cannot fail.
-    unsafe { libc::getgid() }
 }
 
 #[cfg(test)]

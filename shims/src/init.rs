@@ -50,9 +50,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::landlock::{self, ListingFacts, RulesetPlan};
+use crate::path;
 use crate::plan::{LaunchPlan, Mechanism, Network, Reach};
 use crate::seccomp;
-use crate::supervise::{self, Launch, LaunchKind, PassFd, RlimitResource, sys};
+use crate::supervise::{self, Launch, LaunchKind, PassFd};
+use crate::sys::{self, RlimitResource};
 
 /// The hidden subcommand of the `palisade` binary that calls [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-init";
@@ -415,7 +417,7 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
     if let Some(ruleset) = &prepared.landlock {
         // Root is not a boundary: a confined uid 0 must not keep capabilities (raw sockets,
         // file capabilities, CAP_SYS_ADMIN paths seccomp does not list), now or after exec.
-        if let Err(e) = drop_all_capabilities() {
+        if let Err(e) = sys::drop_all_capabilities() {
             report.fail(&format!("cannot drop capabilities: {e}"));
         }
         match landlock::restrict(ruleset) {
@@ -435,103 +437,6 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
     let code = prepared.exec();
     drop(report.0.take());
     sys::exit_now(code)
-}
-
-/// Empties the bounding, ambient, inheritable, permitted and effective capability sets and locks
-/// `SECBIT_NOROOT`, so neither this process nor anything it executes (uid 0 included) holds a
-/// capability. Only raw syscalls: this runs between fork and exec.
-#[allow(unsafe_code)]
-fn drop_all_capabilities() -> std::io::Result<()> {
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
-    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
-    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let check = |result: libc::c_int| {
-        if result == 0 {
-            Ok(())
-        } else {
-            Err(std::io::Error::last_os_error())
-        }
-    };
-    // The highest capability this kernel knows, from /proc would allocate; probe instead.
-    for cap in 0..64 {
-        // SAFETY: prctl with integer arguments only; EINVAL past the last capability.
-        let result = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if result != 0 {
-            let error = std::io::Error::last_os_error();
-            if error.raw_os_error() == Some(libc::EINVAL) {
-                break;
-            }
-            // Without CAP_SETPCAP (not root) the bounding set cannot be changed; there is
-            // nothing in the permitted set to lose either, checked below.
-            if error.raw_os_error() == Some(libc::EPERM) {
-                break;
-            }
-            return Err(error);
-        }
-    }
-    // SAFETY: prctl with integer arguments only.
-    check(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    })?;
-    let bits = SECBIT_NOROOT
-        | SECBIT_NOROOT_LOCKED
-        | SECBIT_NO_SETUID_FIXUP
-        | SECBIT_NO_SETUID_FIXUP_LOCKED
-        | SECBIT_NO_CAP_AMBIENT_RAISE
-        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-    // SAFETY: prctl with integer arguments only. Fails with EPERM without CAP_SETPCAP, in
-    // which case the process has no capabilities to regain anyway (checked below).
-    let _ = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) };
-    let mut header = Header {
-        version: LINUX_CAPABILITY_VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: header and data are valid for the v3 ABI (two data structs).
-    check(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) as libc::c_int })?;
-    // Verify: nothing left in the permitted set.
-    let mut now = [Data {
-        effective: 1,
-        permitted: 1,
-        inheritable: 1,
-    }; 2];
-    // SAFETY: as above, capget writes two data structs.
-    check(unsafe {
-        libc::syscall(libc::SYS_capget, &mut header, now.as_mut_ptr()) as libc::c_int
-    })?;
-    if now
-        .iter()
-        .any(|d| d.permitted != 0 || d.effective != 0 || d.inheritable != 0)
-    {
-        return Err(std::io::Error::other("capabilities remain after capset"));
-    }
-    Ok(())
 }
 
 /// The spec turned into what the children need, before any fork.
@@ -574,19 +479,14 @@ impl Prepared {
         let candidates = if name.as_bytes().contains(&b'/') {
             vec![cstring(name.as_bytes(), "command")?]
         } else {
-            let path = spec.env.iter().find(|(k, _)| k == "PATH").map_or_else(
-                || OsString::from(supervise::DEFAULT_PATH),
-                |(_, v)| v.clone(),
-            );
-            path.as_bytes()
-                .split(|b| *b == b':')
-                .map(|dir| {
-                    let dir = if dir.is_empty() { &b"."[..] } else { dir };
-                    let mut full = dir.to_vec();
-                    full.push(b'/');
-                    full.extend_from_slice(name.as_bytes());
-                    cstring(&full, "command path")
-                })
+            let path = spec
+                .env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map_or_else(|| OsString::from(path::DEFAULT_PATH), |(_, v)| v.clone());
+            path::Search::execvp(&path)
+                .candidates(&name)
+                .map(|full| cstring(full.as_os_str().as_bytes(), "command path"))
                 .collect::<Result<Vec<_>, _>>()?
         };
         let (landlock, seccomp) = match &spec.confinement {
@@ -673,11 +573,10 @@ fn read_spec() -> Result<InitSpec, InitError> {
 /// Takes ownership of an inherited descriptor after checking it is open, and makes it
 /// close-on-exec so the command never inherits it.
 fn take_fd(fd: RawFd) -> Result<OwnedFd, InitError> {
-    sys::set_cloexec(fd).map_err(|source| InitError::Io {
+    sys::take_inherited_fd(fd).map_err(|source| InitError::Io {
         what: "inherited descriptor",
         source,
-    })?;
-    Ok(sys::own_fd(fd))
+    })
 }
 
 /// `unshare(CLONE_NEWPID | extra)` as root; otherwise, or when that is refused, a user

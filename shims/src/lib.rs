@@ -6,7 +6,24 @@
 //! [`plan::LaunchPlan`] (resolved absolute paths, a network mode, budgets) plus facts the host
 //! measured (which paths exist, which host sockets are listening), so every mechanism can be
 //! snapshot-tested on any machine, and only the exec step touches the kernel.
-
+//!
+//! The two halves:
+//! - The plans, pure: [`plan`] (the input), [`fsfacts`] (the measured facts), [`bwrap`] (the
+//!   bubblewrap argv and the mount plan Docker shares), [`seccomp`] (one rule table compiled to
+//!   BPF and to Docker's OCI profile), [`landlock`] (the ruleset; Linux), [`seatbelt`] (the SBPL
+//!   profile and the macOS membership sweep), [`docker`] (the `docker run` argv, the supervised
+//!   run and the one client of the daemon's API), [`path`] (the one `PATH` search of the
+//!   workspace), [`landlock_abi`] (which ABI brought which right).
+//! - The launch: [`supervise`] (launch, budgets, signals, leave nothing behind; its Linux
+//!   supervisor is a child subreaper with per-run cgroups), [`pgroup`] (the process-group
+//!   supervisor macOS uses), [`init`] (`palisade __sandbox-init`, the PID-namespace init of the
+//!   Landlock and direct mechanisms; Linux), [`cgroup`] (Linux), and the signal self-pipe the
+//!   supervisors share (`signals`).
+//!
+//! Everything unsafe in the crate is in `sys`: thin system-call wrappers, each unsafe block with
+//! the reason it is sound (`// SAFETY:`), including the code that runs in a forked child before
+//! `execve`. Every other module is declared `#[forbid(unsafe_code)]` below, which an `allow`
+//! inside it cannot undo.
 //!
 //! Portability: the pure modules (`plan`, `bwrap`, `fsfacts`, `seccomp`'s program builder,
 //! `seatbelt`) and the supervision types compile on every Unix, so the macOS path type-checks
@@ -15,19 +32,39 @@
 //! `#[cfg(target_os = "linux")]`; `pgroup` is the process-group supervisor macOS uses, and it is
 //! compiled (and tested) on Linux too.
 
+#[forbid(unsafe_code)]
 pub mod bwrap;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod cgroup;
+#[forbid(unsafe_code)]
 pub mod docker;
+#[forbid(unsafe_code)]
 pub mod fsfacts;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod init;
 #[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod landlock;
+#[forbid(unsafe_code)]
 pub mod landlock_abi;
+#[forbid(unsafe_code)]
+pub mod path;
+#[forbid(unsafe_code)]
 pub mod pgroup;
+#[forbid(unsafe_code)]
 pub mod plan;
+#[forbid(unsafe_code)]
 pub mod seatbelt;
+#[forbid(unsafe_code)]
 pub mod seccomp;
+#[forbid(unsafe_code)]
 mod signals;
+#[forbid(unsafe_code)]
 pub mod supervise;
+#[allow(
+    unsafe_code,
+    reason = "the system-call wrappers: the crate's only unsafe code, each block with its SAFETY comment"
+)]
+mod sys;

@@ -31,7 +31,6 @@
 //! if the supervisor itself is SIGKILLed (no parent-death signal outside Linux).
 
 use std::io;
-use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -42,6 +41,7 @@ use crate::supervise::{
     Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind,
     Outcome, SuperviseError, SuperviseOptions, Supervised, Usage, supervise_until_exit,
 };
+use crate::sys;
 
 /// The notes every outcome of this supervisor carries without a [`Members`] finder: what it
 /// cannot do.
@@ -129,25 +129,8 @@ pub fn run(
     if let Some(dir) = &launch.cwd {
         command.current_dir(dir);
     }
-    let fd_limit = sys::fd_limit();
-    // SAFETY: the closure runs in the forked child before exec and only makes
-    // async-signal-safe system calls (setrlimit, fcntl, sigprocmask, tcsetpgrp, getpid) on
-    // values captured by copy; it allocates nothing and takes no locks.
-    #[allow(unsafe_code)]
-    unsafe {
-        command.pre_exec(move || {
-            if let Some(seconds) = cpu_limit {
-                // Soft limit: SIGXCPU; hard limit one second later: SIGKILL.
-                sys::set_rlimit_cpu(seconds, seconds.saturating_add(1))?;
-            }
-            // Descriptors the host inherited without close-on-exec stay out of the sandbox.
-            sys::cloexec_above_stdio(fd_limit);
-            if let Some(fd) = tty {
-                sys::give_tty(fd, sys::getpid());
-            }
-            Ok(())
-        });
-    }
+    // The CPU rlimit, no inherited descriptors, the terminal: set in the child before exec.
+    sys::group_leader_pre_exec(&mut command, cpu_limit, sys::open_max_clamped(), tty);
 
     let start = Instant::now();
     let child = command.spawn().map_err(|source| {
@@ -321,7 +304,7 @@ impl Supervisor {
         if !self.polls() {
             return None;
         }
-        let members = sys::group_members(self.pid);
+        let members = group_members(self.pid);
         let count = u64::try_from(members.len()).unwrap_or(u64::MAX);
         let memory = members
             .iter()
@@ -340,7 +323,7 @@ impl Supervisor {
 
     /// SIGKILL to every member of the group (recorded), then to the group as a whole.
     fn kill_group(&mut self) {
-        for member in sys::group_members(self.pid) {
+        for member in group_members(self.pid) {
             if sys::kill(member.pid, libc::SIGKILL).is_ok() {
                 self.killed.insert(member.pid);
             }
@@ -357,11 +340,11 @@ impl Supervisor {
             self.kill_group();
             self.reap();
             // ESRCH: no process (not even a zombie awaiting its new parent) is in the group.
-            if sys::group_is_empty(self.pid) {
+            if group_is_empty(self.pid) {
                 return 0;
             }
             if Instant::now() >= deadline {
-                let left = sys::group_members(self.pid).len();
+                let left = group_members(self.pid).len();
                 self.notes.push(format!(
                     "{left} processes of the group survived SIGKILL for {:?}",
                     self.options.cleanup_timeout
@@ -420,212 +403,74 @@ struct Member {
     resident_bytes: u64,
 }
 
-/// Portable system-call wrappers, each with the reason it is sound; the group listing is the
-/// only OS-specific part.
-mod sys {
-    use super::*;
+/// Whether no process (zombies included) is left in group `pgid`: signal 0 to the group finds
+/// nobody (`ESRCH`).
+fn group_is_empty(pgid: libc::pid_t) -> bool {
+    sys::killpg(pgid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
+}
 
-    use crate::signals::check;
-
-    #[allow(unsafe_code)]
-    pub fn getpid() -> libc::pid_t {
-        // SAFETY: no preconditions.
-        unsafe { libc::getpid() }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn getpgrp() -> libc::pid_t {
-        // SAFETY: no preconditions.
-        unsafe { libc::getpgrp() }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn kill(pid: libc::pid_t, signal: i32) -> io::Result<()> {
-        if pid <= 0 {
-            // Never a broadcast or a signal to our own group.
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        // SAFETY: kill takes integers only; pid > 0 names one process.
-        check(unsafe { libc::kill(pid, signal) }).map(drop)
-    }
-
-    #[allow(unsafe_code)]
-    pub fn killpg(pgid: libc::pid_t, signal: i32) -> io::Result<()> {
-        if pgid <= 1 {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        // SAFETY: killpg takes integers only; pgid > 1 names one process group.
-        check(unsafe { libc::killpg(pgid, signal) }).map(drop)
-    }
-
-    /// Whether no process (zombies included) is left in group `pgid`.
-    pub fn group_is_empty(pgid: libc::pid_t) -> bool {
-        killpg(pgid, 0).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
-    }
-
-    /// Reaps `pid` if it has exited: its raw wait status and the CPU time it (and the children
-    /// it reaped) used.
-    #[allow(unsafe_code)]
-    pub fn wait_nohang(pid: libc::pid_t) -> Option<(i32, Duration)> {
-        let mut status = 0;
-        // SAFETY: an all-zero rusage is a valid value; wait4 writes into both locals.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid pointers to locals; WNOHANG never blocks; pid > 0 names our child.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r != pid {
-            return None;
-        }
-        let tv = |t: libc::timeval| {
-            Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
-                + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+/// The members of process group `pgid`, from `/proc` (field 5 of `stat` is the group).
+#[cfg(target_os = "linux")]
+fn group_members(pgid: libc::pid_t) -> Vec<Member> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let page = sys::page_size();
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<libc::pid_t>().ok())
+        else {
+            continue;
         };
-        Some((status, tv(usage.ru_utime) + tv(usage.ru_stime)))
-    }
-
-    /// The first of stdin/stdout/stderr that is a terminal whose foreground is our group.
-    #[allow(unsafe_code)]
-    pub fn foreground_tty() -> Option<RawFd> {
-        (0..=2).find(|fd| {
-            // SAFETY: isatty/tcgetpgrp/getpgrp only read state.
-            unsafe { libc::isatty(*fd) == 1 && libc::tcgetpgrp(*fd) == libc::getpgrp() }
-        })
-    }
-
-    /// Makes `pgid` the terminal's foreground group, SIGTTOU blocked around it as shells do.
-    /// Async-signal-safe (used between fork and exec).
-    #[allow(unsafe_code)]
-    pub fn give_tty(fd: RawFd, pgid: libc::pid_t) {
-        // SAFETY: sigset manipulation on locals and tcsetpgrp with integers.
-        unsafe {
-            let mut ttou: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut ttou);
-            libc::sigaddset(&mut ttou, libc::SIGTTOU);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &ttou, &mut old);
-            libc::tcsetpgrp(fd, pgid);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        }
-    }
-
-    /// The highest descriptor number worth walking (capped: the limit may be huge).
-    #[allow(unsafe_code)]
-    pub fn fd_limit() -> libc::c_int {
-        // SAFETY: sysconf has no preconditions.
-        let n = unsafe { libc::sysconf(libc::_SC_OPEN_MAX) };
-        libc::c_int::try_from(n.clamp(256, 65_536)).unwrap_or(65_536)
-    }
-
-    /// Marks every descriptor above 2 close-on-exec. Async-signal-safe.
-    #[allow(unsafe_code)]
-    pub fn cloexec_above_stdio(limit: libc::c_int) {
-        for fd in 3..limit {
-            // SAFETY: fcntl on a descriptor number; EBADF for unused numbers is ignored.
-            unsafe {
-                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-            }
-        }
-    }
-
-    #[allow(unsafe_code)]
-    pub fn set_rlimit_cpu(soft: u64, hard: u64) -> io::Result<()> {
-        let limit = libc::rlimit {
-            rlim_cur: soft as libc::rlim_t,
-            rlim_max: hard as libc::rlim_t,
+        let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
+            continue;
         };
-        // SAFETY: a valid rlimit on the stack.
-        check(unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) }).map(drop)
-    }
-
-    /// The members of process group `pgid`, from `/proc` (field 5 of `stat` is the group).
-    #[cfg(target_os = "linux")]
-    pub fn group_members(pgid: libc::pid_t) -> Vec<Member> {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
+        // The name may contain spaces and parentheses: count fields from the last `)`.
+        let Some(close) = stat.iter().rposition(|b| *b == b')') else {
+            continue;
         };
-        // SAFETY: sysconf has no preconditions.
-        #[allow(unsafe_code)]
-        let page = u64::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-        let mut out = Vec::new();
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<libc::pid_t>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            // The name may contain spaces and parentheses: count fields from the last `)`.
-            let Some(close) = stat.iter().rposition(|b| *b == b')') else {
-                continue;
-            };
-            let rest =
-                String::from_utf8_lossy(stat.get(close.saturating_add(1)..).unwrap_or_default());
-            // After the name: state (field 3), ppid (4), pgrp (5).
-            let group = rest.split_whitespace().nth(2).and_then(|f| f.parse().ok());
-            if group != Some(pgid) {
-                continue;
-            }
-            let resident = std::fs::read_to_string(format!("/proc/{pid}/statm"))
-                .ok()
-                .and_then(|t| {
-                    t.split_whitespace()
-                        .nth(1)
-                        .and_then(|f| f.parse::<u64>().ok())
-                })
-                .unwrap_or(0);
-            out.push(Member {
-                pid,
-                resident_bytes: resident.saturating_mul(page),
-            });
+        let rest = String::from_utf8_lossy(stat.get(close.saturating_add(1)..).unwrap_or_default());
+        // After the name: state (field 3), ppid (4), pgrp (5).
+        let group = rest.split_whitespace().nth(2).and_then(|f| f.parse().ok());
+        if group != Some(pgid) {
+            continue;
         }
-        out
-    }
-
-    /// The members of process group `pgid`, from libproc.
-    #[cfg(target_vendor = "apple")]
-    #[allow(unsafe_code)]
-    pub fn group_members(pgid: libc::pid_t) -> Vec<Member> {
-        let mut pids: Vec<libc::pid_t> = vec![0; 4096];
-        let bytes = libc::c_int::try_from(pids.len() * std::mem::size_of::<libc::pid_t>())
-            .unwrap_or(libc::c_int::MAX);
-        // SAFETY: the buffer holds `bytes` bytes; libproc writes at most that many and returns
-        // how many pids (not bytes: libproc.c divides by sizeof(int)) it wrote.
-        let count = unsafe { libc::proc_listpgrppids(pgid, pids.as_mut_ptr().cast(), bytes) };
-        pids.truncate(usize::try_from(count).unwrap_or(0));
-        pids.into_iter()
-            .filter(|pid| *pid > 0)
-            .map(|pid| {
-                // SAFETY: an all-zero proc_taskinfo is a valid value to be overwritten.
-                let mut info: libc::proc_taskinfo = unsafe { std::mem::zeroed() };
-                let size =
-                    libc::c_int::try_from(std::mem::size_of::<libc::proc_taskinfo>()).unwrap_or(0);
-                // SAFETY: `info` is `size` bytes; libproc fills it or returns <= 0.
-                let r = unsafe {
-                    libc::proc_pidinfo(
-                        pid,
-                        libc::PROC_PIDTASKINFO,
-                        0,
-                        std::ptr::from_mut(&mut info).cast(),
-                        size,
-                    )
-                };
-                Member {
-                    pid,
-                    resident_bytes: if r == size { info.pti_resident_size } else { 0 },
-                }
+        let resident = std::fs::read_to_string(format!("/proc/{pid}/statm"))
+            .ok()
+            .and_then(|t| {
+                t.split_whitespace()
+                    .nth(1)
+                    .and_then(|f| f.parse::<u64>().ok())
             })
-            .collect()
+            .unwrap_or(0);
+        out.push(Member {
+            pid,
+            resident_bytes: resident.saturating_mul(page),
+        });
     }
+    out
+}
 
-    /// Other Unixes: no listing; budgets that poll see an empty group and the kill loop relies
-    /// on `killpg` alone.
-    #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
-    pub fn group_members(_pgid: libc::pid_t) -> Vec<Member> {
-        Vec::new()
-    }
+/// The members of process group `pgid`, from libproc.
+#[cfg(target_os = "macos")]
+fn group_members(pgid: libc::pid_t) -> Vec<Member> {
+    sys::macos::group_members(pgid)
+        .into_iter()
+        .map(|(pid, resident_bytes)| Member {
+            pid,
+            resident_bytes,
+        })
+        .collect()
+}
+
+/// Other Unixes: no listing; budgets that poll see an empty group and the kill loop relies on
+/// `killpg` alone.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn group_members(_pgid: libc::pid_t) -> Vec<Member> {
+    Vec::new()
 }
 
 #[cfg(test)]

@@ -1,21 +1,19 @@
 //! `docker`: the CLI, a daemon answering on its socket, and the configured image.
 //!
-//! The daemon is asked directly over its unix socket (HTTP/1.0, one request per connection),
-//! with every connect, write and read bounded by the probe's deadline — spawning `docker info`
-//! would cost tens of milliseconds and hang with a hung daemon.
+//! The daemon is asked directly over its unix socket with the shims' one API client
+//! ([`palisade_shims::docker::api`]: HTTP/1.0, one request per connection, every write and read
+//! bounded by the probe's deadline) — spawning `docker info` would cost tens of milliseconds and
+//! hang with a hung daemon.
 
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use palisade_shims::docker::api::{self, ApiError};
 use serde::Deserialize;
 
 use super::{DockerTarget, Inputs, unavailable};
-
-/// Responses larger than this are not a daemon we understand.
-const MAX_RESPONSE: usize = 1024 * 1024;
 
 pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     // Palisade supervises `docker run` with its Linux supervisor (subreaper, cgroups); on other
@@ -51,9 +49,9 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
             ),
         )
     };
-    let describe = |err: HttpError| err.describe(inputs.timeout());
+    let describe = |err: ApiError| describe_http(err, inputs.timeout());
 
-    match get(socket, "/_ping", deadline) {
+    match api::get(socket, "/_ping", deadline) {
         Ok(response) if response.status == 200 => {}
         Ok(response) => {
             return not_answering(format!("`/_ping` returned http {}", response.status));
@@ -61,10 +59,10 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         Err(err) => return not_answering(describe(err)),
     }
 
-    let version = match get(socket, "/version", deadline) {
+    let version = match api::get(socket, "/version", deadline) {
         Ok(response) if response.status == 200 => parse_version(&response.body),
         Ok(_) => None,
-        Err(HttpError::TimedOut) => return not_answering(describe(HttpError::TimedOut)),
+        Err(ApiError::TimedOut) => return not_answering(describe(ApiError::TimedOut)),
         Err(_) => None,
     }
     .unwrap_or_else(|| "docker (version unknown)".to_owned());
@@ -243,7 +241,7 @@ pub fn container_process(socket: &Path, name: &str, deadline: Instant) -> Option
     if name.is_empty() || !name.bytes().all(plain) {
         return None;
     }
-    let response = get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
+    let response = api::get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
     if response.status != 200 {
         return None;
     }
@@ -291,7 +289,7 @@ pub enum InspectError {
     #[error("docker daemon sent an image description palisade cannot read")]
     Body,
     #[error("docker daemon not answering")]
-    Http(HttpError),
+    Http(ApiError),
 }
 
 /// `GET /images/{image}/json`: `None` when the daemon does not have the image.
@@ -311,7 +309,7 @@ pub fn inspect_image(
         return Err(InspectError::Name(image.escape_default().to_string()));
     }
     let response =
-        get(socket, &format!("/images/{image}/json"), deadline).map_err(InspectError::Http)?;
+        api::get(socket, &format!("/images/{image}/json"), deadline).map_err(InspectError::Http)?;
     match response.status {
         200 => {}
         404 => return Ok(None),
@@ -332,9 +330,19 @@ pub fn inspect_image(
     }))
 }
 
-/// Describes a failed daemon request for a one-line error.
-pub fn describe_http(err: HttpError, timeout: Duration) -> String {
-    err.describe(timeout)
+/// Describes a failed daemon request for a one-line error: a timeout as the probe's, the usual
+/// socket errors in words.
+pub fn describe_http(err: ApiError, timeout: Duration) -> String {
+    match err {
+        ApiError::TimedOut => super::timed_out(timeout),
+        ApiError::Io(err) => match err.kind() {
+            io::ErrorKind::NotFound => "no socket there".to_owned(),
+            io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+            io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+            _ => err.to_string(),
+        },
+        ApiError::Malformed(what) => format!("not an http response ({what})"),
+    }
 }
 
 /// A reference `docker` would accept, restricted to characters that need no escaping in a URL
@@ -372,101 +380,6 @@ fn parse_version(body: &[u8]) -> Option<String> {
         Some(api) => format!("docker {version} (api {api})"),
         None => format!("docker {version}"),
     })
-}
-
-#[derive(Debug)]
-pub(crate) struct Response {
-    status: u16,
-    body: Vec<u8>,
-}
-
-#[derive(Debug)]
-pub enum HttpError {
-    TimedOut,
-    Io(io::Error),
-    Malformed(&'static str),
-}
-
-impl HttpError {
-    fn describe(self, timeout: Duration) -> String {
-        match self {
-            HttpError::TimedOut => super::timed_out(timeout),
-            HttpError::Io(err) => match err.kind() {
-                io::ErrorKind::NotFound => "no socket there".to_owned(),
-                io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
-                io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
-                _ => err.to_string(),
-            },
-            HttpError::Malformed(what) => format!("not an http response ({what})"),
-        }
-    }
-}
-
-impl From<io::Error> for HttpError {
-    fn from(err: io::Error) -> Self {
-        match err.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HttpError::TimedOut,
-            _ => HttpError::Io(err),
-        }
-    }
-}
-
-/// `GET target` on the socket, finished by `deadline`.
-pub(crate) fn get(socket: &Path, target: &str, deadline: Instant) -> Result<Response, HttpError> {
-    let remaining = || {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            Err(HttpError::TimedOut)
-        } else {
-            Ok(left)
-        }
-    };
-    remaining()?;
-    let mut stream = UnixStream::connect(socket)?;
-    stream.set_write_timeout(Some(remaining()?))?;
-    let request = format!("GET {target} HTTP/1.0\r\nHost: docker\r\nUser-Agent: palisade\r\n\r\n");
-    stream.write_all(request.as_bytes())?;
-
-    let mut raw = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        stream.set_read_timeout(Some(remaining()?))?;
-        let read = match stream.read(&mut chunk) {
-            Ok(read) => read,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err.into()),
-        };
-        if read == 0 {
-            break;
-        }
-        raw.extend_from_slice(chunk.get(..read).unwrap_or_default());
-        if raw.len() > MAX_RESPONSE {
-            return Err(HttpError::Malformed("response too large"));
-        }
-    }
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> Result<Response, HttpError> {
-    let split = raw
-        .windows(4)
-        .position(|window| window == b"\r\n\r\n")
-        .ok_or(HttpError::Malformed("no end of headers"))?;
-    let head = raw.get(..split).unwrap_or_default();
-    let body = raw.get(split + 4..).unwrap_or_default().to_vec();
-    let head = std::str::from_utf8(head).map_err(|_| HttpError::Malformed("headers not utf-8"))?;
-    let status_line = head.lines().next().unwrap_or("");
-    let mut parts = status_line.split(' ');
-    let protocol = parts.next().unwrap_or("");
-    if !protocol.starts_with("HTTP/1.") {
-        return Err(HttpError::Malformed("bad status line"));
-    }
-    let status = parts
-        .next()
-        .and_then(|code| code.parse::<u16>().ok())
-        .filter(|code| (100..600).contains(code))
-        .ok_or(HttpError::Malformed("bad status code"))?;
-    Ok(Response { status, body })
 }
 
 #[cfg(test)]
@@ -547,21 +460,6 @@ mod tests {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = check_egress_bridge(&bridge, euid).unwrap_err();
         assert!(err.contains("which others may change"), "{err}");
-    }
-
-    #[test]
-    fn parses_a_response() {
-        let response = parse_response(b"HTTP/1.0 200 OK\r\nApi-Version: 1.43\r\n\r\nOK").unwrap();
-        assert_eq!(response.status, 200);
-        assert_eq!(response.body, b"OK");
-        assert!(matches!(
-            parse_response(b"garbage"),
-            Err(HttpError::Malformed(_))
-        ));
-        assert!(matches!(
-            parse_response(b"SSH-2.0\r\n\r\n"),
-            Err(HttpError::Malformed(_))
-        ));
     }
 
     #[test]

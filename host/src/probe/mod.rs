@@ -31,6 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use palisade_engine::model::{Backend, BackendProbe};
+use palisade_shims::path::{DEFAULT_PATH, Search, find_program};
 use serde::Serialize;
 
 pub use cache::{CACHE_FILE_NAME, CacheError};
@@ -40,9 +41,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The Docker socket probed when neither the options nor `DOCKER_HOST` name one.
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
-
-/// Searched when `PATH` is unset.
-const FALLBACK_SEARCH_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
 const PROBE_SCHEMA: u32 = 3;
@@ -167,14 +165,14 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
     }
 }
 
-/// Where [`locate_bwrap`] and [`locate_docker`] search: the options' path, else `PATH`, else
-/// the fallback.
+/// Where the probe, [`locate_bwrap`] and [`locate_docker`] search: the options' path, else
+/// `PATH`, else the workspace's default ([`DEFAULT_PATH`]).
 fn launch_search_path(options: &ProbeOptions) -> OsString {
     options
         .search_path
         .clone()
         .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH))
+        .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
 }
 
 /// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that
@@ -367,11 +365,7 @@ pub(crate) struct Inputs {
 
 impl Inputs {
     fn gather(options: &ProbeOptions) -> Inputs {
-        let search_path = options
-            .search_path
-            .clone()
-            .or_else(|| std::env::var_os("PATH"))
-            .unwrap_or_else(|| OsString::from(FALLBACK_SEARCH_PATH));
+        let search_path = launch_search_path(options);
         let (uid, euid) = user_ids();
         Inputs {
             schema: PROBE_SCHEMA,
@@ -440,7 +434,8 @@ impl Located {
     }
 
     /// The explicit path if given; else the first executable `name` in the absolute entries of
-    /// `search_path` (relative entries such as `.` are skipped), else the first fallback.
+    /// `search_path` (relative entries such as `.` are skipped: [`palisade_shims::path`]), else
+    /// the first fallback.
     fn find(
         explicit: Option<&Path>,
         name: &str,
@@ -450,9 +445,10 @@ impl Located {
         if let Some(path) = explicit {
             return Located::exact(path);
         }
-        let candidates = std::env::split_paths(search_path)
-            .filter(|dir| dir.is_absolute())
-            .map(|dir| dir.join(name))
+        let found = find_program(OsStr::new(name), &Search::absolute_entries(search_path));
+        let candidates = found
+            .ok()
+            .into_iter()
             .chain(fallbacks.iter().map(PathBuf::from));
         for candidate in candidates {
             if let Some(identity) = FileIdentity::of_executable(&candidate) {

@@ -1,0 +1,538 @@
+//! bubblewrap: the argv palisade hands to `bwrap`.
+//!
+//! Pure functions only: they build argument vectors and never touch the host, so the exact
+//! vectors are unit-tested on any OS. [`argv`] turns a [`LaunchPlan`] plus the [`FsFacts`] the
+//! host measured into the arguments; the host's `linux-bwrap` probe runs [`trial_argv`] to prove
+//! this kernel lets bwrap build the namespaces and mounts the shim relies on.
+//!
+//! # The sandbox, flag by flag
+//!
+//! Namespaces and process: `--unshare-user` (an unprivileged user namespace: capabilities only
+//! inside it), `--unshare-pid` (the command sees only its own tree; bwrap is its PID 1 and
+//! reaper), `--unshare-ipc`, `--unshare-uts`, `--unshare-cgroup`, `--unshare-net` unless the
+//! plan allows outbound traffic (`none` and `loopback-only` both get a private network
+//! namespace whose loopback bwrap brings up — it is the sandbox's own, not the host's; it also
+//! hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
+//! way back to a full capability set), `--die-with-parent`, `--new-session` (no controlling
+//! terminal: no `TIOCSTI` into the caller's tty), `--cap-drop ALL`, `--uid`/`--gid` (the
+//! invoking user's own ids), `--seccomp FD` when the plan asks for syscall filtering (bwrap
+//! always sets `no_new_privs`). The environment is cleared and set to exactly `plan.env`
+//! (bwrap itself adds `PWD`); the working directory is the workspace.
+//!
+//! Filesystem, in mount order (a later mount covers an earlier one):
+//! 1. `/` read-only (`--ro-bind / /`; `--bind` only for a plan without a read-only root).
+//!    bwrap remounts every submount read-only too, so `/sys` and the cgroup hierarchies are
+//!    read-only; it binds everything `nosuid,nodev`.
+//! 2. `--dev /dev` (a private minimal `/dev`), `--proc /proc` (this PID namespace's procfs), and
+//!    `--ro-bind /proc/sys /proc/sys`, `--ro-bind-try /proc/sysrq-trigger …`: bwrap 0.8 skips
+//!    covering `/proc/sys` because the *directory* is not writable, yet its files are writable
+//!    by a uid 0 that maps to the host's root (measured: `core_pattern` was writable inside).
+//! 3. private tmpfs on `/tmp`, `/var/tmp`, `/run` (and `/var/run` when it is a real directory),
+//!    `/dev/shm`: the host's sockets and state there (docker.sock, session buses) disappear.
+//!    With outbound traffic allowed, a `/etc/resolv.conf` that resolves into one of them is
+//!    bound back read-only so DNS keeps working.
+//! 4. each writable root (workspace, run temp dir, further roots) bound read-write at its real
+//!    path, plus *pins*: every existing directory between a writable root and a masked path
+//!    there is bound onto itself. A mountpoint cannot be renamed or removed, so the sandbox
+//!    cannot move `.loopwright` aside and recreate `.loopwright/policies` (measured: without
+//!    the pin, `mv .loopwright x && mkdir -p .loopwright/policies` succeeded and persisted).
+//!    Steps 2–4 are interleaved by depth so a shallower bind never covers a deeper mount.
+//! 5. protected paths: existing ones `--ro-bind P P`; missing ones inside a writable root get a
+//!    read-only stand-in so they cannot be created: a name with an extension (`AGENTS.md`) gets
+//!    `--ro-bind /dev/null` (the mount is `nodev`, so opening it for reading or writing fails
+//!    with `EACCES`), any other name (`.github`) an empty read-only tmpfs (`--perms 0555`).
+//!    When an ancestor is missing too, the stand-in is an empty read-only directory at the
+//!    first missing component.
+//! 6. denied paths: directories `--perms 0000 --tmpfs P --remount-ro P` (listing and reading
+//!    fail with `EACCES`, nothing can be written); files and other nodes `--ro-bind /dev/null P`;
+//!    missing ones inside a writable root the same mode-0000 read-only directory at the first
+//!    missing component, so nothing can be created there. Denied paths come after protected
+//!    ones, so a denial always wins.
+//! 7. every host pathname socket still visible (not under a private tmpfs or a mask):
+//!    `--ro-bind /dev/null SOCKET` — `connect` then fails with `ECONNREFUSED`, in every network
+//!    mode. A socket that vanishes between measuring and launching makes bwrap fail before the
+//!    command starts when it was in the read-only root (bwrap cannot create the mountpoint:
+//!    fail closed; the host should measure again and retry), and makes bwrap create an empty
+//!    file when it was inside a writable root (listed for cleanup).
+//!
+//! bwrap creates the mountpoint of a missing path on the host (inside a writable root, as an
+//! empty directory or an empty mode-0444 file); [`BwrapArgs::created_mountpoints`] lists them
+//! for [`crate::fsfacts::cleanup_created`].
+//!
+//! # Refusals (an error, never a weaker argv)
+//!
+//! An empty command; relative paths, `..` components or NUL bytes anywhere; a bad environment
+//! name; facts that do not cover the plan; a missing writable root; a denied or protected path
+//! that contains a writable root; a protected path that goes through a symlink whose own entry
+//! lies inside a writable root (the sandbox could replace the link: a mount can only cover its
+//! target, never the link); a protected file inside a writable root, or any denied file, with
+//! more than one hard link (the other names stay reachable).
+//!
+//! # Known limits
+//!
+//! - A missing denied or protected path *outside* writable roots is not mounted: bwrap cannot
+//!   create a mountpoint in the read-only root, and the sandbox cannot create the path either.
+//! - Hard links to a denied *directory's* files elsewhere are not found (no walk).
+//! - Host sockets that `/proc/net/unix` does not list (bound in another network namespace or
+//!   with a relative path) or that appear after measuring stay reachable unless they live under
+//!   a private tmpfs; with outbound traffic allowed the host's *abstract* sockets are reachable
+//!   (only a network namespace hides them).
+//! - A missing protected file is visible as a character device while the sandbox runs, and the
+//!   host briefly sees the empty mountpoints bwrap created.
+//!
+//! Layout: this module validates the plan, plans the base mounts ([`filesystem`]) and spells
+//! them as bwrap options ([`argv`]); `masks` decides what the sandbox sees at a path and which
+//! masks and pins the denied and protected paths need.
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::fsfacts::{FsFacts, PathFact, PathKind};
+
+mod masks;
+
+use crate::plan::{EgressProxy, LaunchPlan, Network};
+use masks::{Base, BaseOp, Layer, Layers, plan_masks};
+
+/// The program a trial sandbox runs: present on every Linux distribution palisade targets and
+/// visible inside the sandbox because the trial binds `/` read-only.
+pub const TRIAL_PROGRAM: &str = "/bin/true";
+
+/// Arguments (without the `bwrap` program itself) for a throwaway trial sandbox.
+///
+/// The trial asks for every namespace and kind of mount the bwrap shim uses — user, PID,
+/// network, IPC, UTS and cgroup namespaces, no nested user namespaces, a read-only root, a
+/// fresh `/dev` and `/proc` with `/proc/sys` bound read-only, a mode-0000 tmpfs remounted
+/// read-only, a `/dev/null` file mask — plus a cleared environment, a new session, death with
+/// the parent and no capabilities, and runs [`TRIAL_PROGRAM`]. If it exits 0, this host can
+/// build the sandbox; if the kernel, a security module or an old bwrap (`--disable-userns`
+/// needs 0.8) refuses something, bwrap says so on stderr. Only `--seccomp` is not tried (it
+/// needs a file descriptor).
+///
+/// Keep it in step with [`argv`]: a trial that asks for less than the shim would report
+/// `linux-bwrap` available on a host where launching fails.
+pub fn trial_argv() -> Vec<String> {
+    [
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+        "--ro-bind-try",
+        "/proc/sysrq-trigger",
+        "/proc/sysrq-trigger",
+        "--perms",
+        "0000",
+        "--tmpfs",
+        "/dev/shm",
+        "--remount-ro",
+        "/dev/shm",
+        "--ro-bind",
+        "/dev/null",
+        "/dev/palisade-trial",
+        "--clearenv",
+        "--",
+        TRIAL_PROGRAM,
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect()
+}
+
+/// The arguments for one launch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BwrapArgs {
+    /// Everything after the `bwrap` program itself, ending with `--` and the command.
+    pub args: Vec<OsString>,
+    /// Paths bwrap will create on the host (inside writable roots) as mountpoints for missing
+    /// masked paths, shallowest first, then the host sockets inside writable roots (created
+    /// only if one vanishes before bwrap starts); hand them to
+    /// [`crate::fsfacts::cleanup_created`] after the run.
+    pub created_mountpoints: Vec<PathBuf>,
+}
+
+/// Why [`argv`] refused to build an argv.
+#[derive(Debug, thiserror::Error)]
+pub enum BwrapError {
+    #[error("the command is empty")]
+    EmptyCommand,
+    #[error("path `{}` is not absolute", .0.display())]
+    RelativePath(PathBuf),
+    #[error("path `{}` contains a `..` component", .0.display())]
+    ParentComponent(PathBuf),
+    #[error("{what} `{}` contains a NUL byte", value.to_string_lossy())]
+    Nul { what: &'static str, value: OsString },
+    #[error("environment variable name `{}` is empty or contains `=`", .0.to_string_lossy())]
+    EnvName(OsString),
+    #[error("no filesystem facts for `{}`: measure the plan before building the argv", .0.display())]
+    MissingFact(PathBuf),
+    #[error("writable root `{}` does not exist or is not a directory or file", .0.display())]
+    BadWritableRoot(PathBuf),
+    #[error("denied path `{}` contains writable root `{}`", path.display(), root.display())]
+    DeniedContainsWritable { path: PathBuf, root: PathBuf },
+    #[error("masked path `{}` contains `{}`, which the sandbox mounts itself", path.display(), inner.display())]
+    MaskContainsMount { path: PathBuf, inner: PathBuf },
+    #[error(
+        "protected path `{}` goes through symlink `{}` inside a writable root; the sandbox could replace the link",
+        path.display(),
+        link.display()
+    )]
+    ProtectedSymlink { path: PathBuf, link: PathBuf },
+    #[error("`{}` has {links} hard links; the other names would stay reachable", path.display())]
+    HardLinks { path: PathBuf, links: u64 },
+    #[error(
+        "filtered egress binds `{}` outside the sandbox's private directories",
+        .0.display()
+    )]
+    EgressBindNotPrivate(PathBuf),
+    #[error("filtered egress names no bridge to run")]
+    EgressNoBridge,
+}
+
+/// The proxy of a filtered network, checked: every bind lands in a directory the sandbox gets
+/// privately (so nothing of the host's is covered, and nothing is created on the host) and a
+/// bridge is named. `None` for every other network.
+pub(crate) fn egress<'p>(
+    plan: &'p LaunchPlan,
+    facts: &FsFacts,
+) -> Result<Option<&'p EgressProxy>, BwrapError> {
+    let Network::Filtered(egress) = &plan.network else {
+        return Ok(None);
+    };
+    for bind in &egress.binds {
+        let private = bind.target.is_absolute()
+            && facts
+                .private_dirs
+                .iter()
+                .any(|dir| bind.target.starts_with(dir) && bind.target != *dir);
+        if !private {
+            return Err(BwrapError::EgressBindNotPrivate(bind.target.clone()));
+        }
+    }
+    if egress.bridge_argv.is_empty() {
+        return Err(BwrapError::EgressNoBridge);
+    }
+    Ok(Some(egress))
+}
+
+/// One mount of the sandbox's filesystem, in the order bwrap performs them (a later mount
+/// covers an earlier one). [`filesystem`] plans them; [`argv`] spells them as bwrap options and
+/// [`crate::docker`] as `docker run` mounts, so both backends mask exactly the same paths.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mount {
+    /// The host's root at `/`: `--ro-bind / /`, or `--bind / /` when `writable`.
+    Root { writable: bool },
+    /// A private minimal `/dev`.
+    Dev(PathBuf),
+    /// This PID namespace's procfs.
+    Proc(PathBuf),
+    /// The host's procfs entry bound read-only over the sandbox's (`-try` unless `required`).
+    ProcCover { path: PathBuf, required: bool },
+    /// A private, writable, empty tmpfs (`/tmp`, `/run`, `/dev/shm`, …).
+    Tmpfs(PathBuf),
+    /// The host's path bound read-only onto itself (an existing protected path, a file bound
+    /// back into a private directory).
+    ReadOnly(PathBuf),
+    /// The host's path bound read-write onto itself (a writable root or a pin).
+    Writable(PathBuf),
+    /// A denied directory: an empty, mode-0000, read-only tmpfs.
+    DenyDir(PathBuf),
+    /// A denied file, a host socket or a missing protected file: an unreadable, unwritable file
+    /// (`/dev/null` on a `nodev` mount under bwrap).
+    Null(PathBuf),
+    /// A missing protected directory: an empty, mode-0555, read-only tmpfs.
+    EmptyDir(PathBuf),
+}
+
+/// The sandbox's filesystem for one plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Filesystem {
+    /// Every mount, in order.
+    pub mounts: Vec<Mount>,
+    /// The workspace's real path (the command's working directory).
+    pub workspace: PathBuf,
+    /// Host paths where the mechanism creates a mountpoint (see [`BwrapArgs`]).
+    pub created_mountpoints: Vec<PathBuf>,
+}
+
+/// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
+/// module docs), or refuses (see "Refusals"). `read_only_binds` are host paths (real, absolute)
+/// bound read-only onto themselves with the base mounts — nothing for bwrap, whose root is the
+/// host's; the host paths a Docker runtime profile makes visible over the image — so that
+/// masks and socket masks are planned under them like anywhere else the host shows.
+pub fn filesystem(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    read_only_binds: &[PathBuf],
+) -> Result<Filesystem, BwrapError> {
+    validate(plan)?;
+    let workspace = writable_root(facts, &plan.workspace)?;
+    let mut roots = BTreeSet::from([workspace.clone()]);
+    for root in plan.writable_roots.iter().chain([&plan.run_temp_dir]) {
+        roots.insert(writable_root(facts, root)?);
+    }
+
+    // The root, then everything the sandbox mounts itself, ordered by depth.
+    let mut mounts = vec![Mount::Root {
+        writable: !plan.read_only_root,
+    }];
+    let mut base = Base::new(plan.read_only_root);
+    base.add(Base::DEV, BaseOp::Dev);
+    base.add(Base::PROC, BaseOp::Proc);
+    base.add("/proc/sys", BaseOp::ProcCover { required: true });
+    base.add("/proc/sysrq-trigger", BaseOp::ProcCover { required: false });
+    base.add("/dev/shm", BaseOp::Tmpfs);
+    for dir in &facts.private_dirs {
+        base.add(dir, BaseOp::Tmpfs);
+    }
+    if plan.network == Network::AllowOutbound
+        && let Some(resolv) = &facts.resolv_conf
+        && base.layer(resolv) == Layer::Private
+    {
+        base.add(resolv, BaseOp::ReadOnly);
+    }
+    for bind in read_only_binds {
+        base.add(bind, BaseOp::ReadOnly);
+    }
+    for root in &roots {
+        base.add(root, BaseOp::Writable);
+    }
+
+    let planned = plan_masks(plan, facts, &base, &roots)?;
+    for pin in &planned.pins {
+        base.add(pin, BaseOp::Writable);
+    }
+    base.emit(&mut mounts);
+    let mut layers = Layers {
+        base: &base,
+        masks: Vec::new(),
+    };
+    for mask in &planned.masks {
+        mounts.push(mask.mount());
+        layers.masks.push(mask.clone());
+    }
+
+    // Host sockets still visible after all of the above.
+    let mut created = planned.created;
+    for socket in &facts.host_sockets {
+        match layers.layer(socket) {
+            Layer::HostRo => mounts.push(Mount::Null(socket.clone())),
+            Layer::HostRw(_) => {
+                mounts.push(Mount::Null(socket.clone()));
+                // Should the socket vanish before bwrap starts, bwrap creates an empty file
+                // there; cleanup removes it (and never a socket, which is not a regular file).
+                created.push(socket.clone());
+            }
+            Layer::Private | Layer::Masked => {}
+        }
+    }
+    Ok(Filesystem {
+        mounts,
+        workspace,
+        created_mountpoints: created,
+    })
+}
+
+/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
+/// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
+pub fn argv(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    seccomp_fd: Option<i32>,
+) -> Result<BwrapArgs, BwrapError> {
+    let filesystem = filesystem(plan, facts, &[])?;
+
+    let mut args = Args::default();
+    // Namespaces and process state; see the module docs for why each one is there.
+    args.flag("--unshare-user");
+    args.flag("--unshare-pid");
+    args.flag("--unshare-ipc");
+    args.flag("--unshare-uts");
+    args.flag("--unshare-cgroup");
+    if plan.network != Network::AllowOutbound {
+        args.flag("--unshare-net");
+    }
+    args.flag("--disable-userns");
+    args.flag("--die-with-parent");
+    args.flag("--new-session");
+    args.op("--cap-drop", ["ALL"]);
+    args.op("--uid", [facts.uid.to_string()]);
+    args.op("--gid", [facts.gid.to_string()]);
+
+    for mount in &filesystem.mounts {
+        emit(mount, &mut args);
+    }
+
+    // Filtered egress: the proxy's socket and the bridge binary, read-only on a private tmpfs.
+    // A read-only bind still accepts `connect` (the mount flag does not apply to sockets).
+    let egress = egress(plan, facts)?;
+    if let Some(egress) = egress {
+        let mut made: Vec<&Path> = Vec::new();
+        for bind in &egress.binds {
+            if let Some(parent) = bind.target.parent()
+                && !made.contains(&parent)
+            {
+                args.op("--dir", [parent]);
+                made.push(parent);
+            }
+            args.op("--ro-bind", [&bind.source, &bind.target]);
+        }
+    }
+
+    args.op("--chdir", [&filesystem.workspace]);
+    args.flag("--clearenv");
+    for (name, value) in &plan.env {
+        args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
+    }
+    if let Some(fd) = seccomp_fd {
+        args.op("--seccomp", [fd.to_string()]);
+    }
+    args.flag("--");
+    if let Some(egress) = egress {
+        // The bridge listens on the sandbox's loopback before the command starts, detaches,
+        // and execs the command in its place (same pid, status and signals as without it).
+        args.0.extend(egress.bridge_argv.iter().cloned());
+    }
+    args.0.extend(plan.command.iter().cloned());
+
+    Ok(BwrapArgs {
+        args: args.0,
+        created_mountpoints: filesystem.created_mountpoints,
+    })
+}
+
+/// One mount as bwrap options.
+fn emit(mount: &Mount, args: &mut Args) {
+    let root = Path::new("/");
+    match mount {
+        Mount::Root { writable: false } => args.op("--ro-bind", [root, root]),
+        Mount::Root { writable: true } => args.op("--bind", [root, root]),
+        Mount::Dev(path) => args.op("--dev", [path]),
+        Mount::Proc(path) => args.op("--proc", [path]),
+        Mount::ProcCover {
+            path,
+            required: true,
+        } => args.op("--ro-bind", [path, path]),
+        Mount::ProcCover {
+            path,
+            required: false,
+        } => args.op("--ro-bind-try", [path, path]),
+        Mount::Tmpfs(path) => args.op("--tmpfs", [path]),
+        Mount::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+        Mount::Writable(path) => args.op("--bind", [path, path]),
+        Mount::DenyDir(path) => {
+            args.op("--perms", ["0000"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+        Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
+        Mount::EmptyDir(path) => {
+            args.op("--perms", ["0555"]);
+            args.op("--tmpfs", [path]);
+            args.op("--remount-ro", [path]);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+fn validate(plan: &LaunchPlan) -> Result<(), BwrapError> {
+    if plan.command.is_empty() {
+        return Err(BwrapError::EmptyCommand);
+    }
+    let paths = [&plan.workspace, &plan.run_temp_dir]
+        .into_iter()
+        .chain(&plan.writable_roots)
+        .chain(&plan.denied_read_paths)
+        .chain(&plan.protected_paths);
+    for path in paths {
+        no_nul("path", path.as_os_str())?;
+        if !path.is_absolute() {
+            return Err(BwrapError::RelativePath(path.clone()));
+        }
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(BwrapError::ParentComponent(path.clone()));
+        }
+    }
+    for arg in &plan.command {
+        no_nul("command argument", arg)?;
+    }
+    for (name, value) in &plan.env {
+        no_nul("environment variable", name)?;
+        no_nul("environment value", value)?;
+        if name.is_empty() || name.as_bytes().contains(&b'=') {
+            return Err(BwrapError::EnvName(name.clone()));
+        }
+    }
+    Ok(())
+}
+
+fn no_nul(what: &'static str, value: &OsStr) -> Result<(), BwrapError> {
+    if value.as_bytes().contains(&0) {
+        return Err(BwrapError::Nul {
+            what,
+            value: value.to_os_string(),
+        });
+    }
+    Ok(())
+}
+
+fn fact<'a>(facts: &'a FsFacts, path: &Path) -> Result<&'a PathFact, BwrapError> {
+    facts
+        .paths
+        .get(path)
+        .ok_or_else(|| BwrapError::MissingFact(path.to_path_buf()))
+}
+
+fn writable_root(facts: &FsFacts, path: &Path) -> Result<PathBuf, BwrapError> {
+    let fact = fact(facts, path)?;
+    match fact.kind {
+        PathKind::Dir | PathKind::File { .. } => Ok(fact.real.clone()),
+        PathKind::Other | PathKind::Missing { .. } | PathKind::Unsearchable { .. } => {
+            Err(BwrapError::BadWritableRoot(path.to_path_buf()))
+        }
+    }
+}
+#[derive(Default)]
+struct Args(Vec<OsString>);
+
+impl Args {
+    fn flag(&mut self, flag: &str) {
+        self.0.push(flag.into());
+    }
+
+    fn op<I, S>(&mut self, flag: &str, values: I)
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.0.push(flag.into());
+        self.0.extend(
+            values
+                .into_iter()
+                .map(|value| value.as_ref().to_os_string()),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,842 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStringExt;
+
+use super::masks::looks_like_file;
+use super::*;
+use crate::plan::{Budgets, Mechanism};
+
+const WS: &str = "/home/u/ws";
+const RUN: &str = "/home/u/.cache/palisade/run-1";
+
+fn base_plan(network: Network) -> LaunchPlan {
+    LaunchPlan {
+        mechanism: Mechanism::Bwrap,
+        network,
+        workspace: WS.into(),
+        writable_roots: vec![WS.into(), RUN.into()],
+        read_only_root: true,
+        denied_read_paths: Vec::new(),
+        protected_paths: Vec::new(),
+        syscall_filter: true,
+        command: vec!["make".into(), "test".into()],
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("TMPDIR".into(), RUN.into()),
+        ],
+        run_temp_dir: RUN.into(),
+        budgets: Budgets::default(),
+    }
+}
+
+fn fact(kind: PathKind, real: &str) -> PathFact {
+    PathFact {
+        kind,
+        real: real.into(),
+        symlinks: Vec::new(),
+    }
+}
+
+fn dir(real: &str) -> PathFact {
+    fact(PathKind::Dir, real)
+}
+
+fn file(real: &str) -> PathFact {
+    fact(PathKind::File { hard_links: 1 }, real)
+}
+
+fn missing(real: &str, first_missing: &str) -> PathFact {
+    fact(
+        PathKind::Missing {
+            first_missing: first_missing.into(),
+            parent_is_dir: true,
+        },
+        real,
+    )
+}
+
+fn base_facts() -> FsFacts {
+    FsFacts {
+        uid: 1000,
+        gid: 1000,
+        paths: BTreeMap::from([(WS.into(), dir(WS)), (RUN.into(), dir(RUN))]),
+        private_dirs: vec!["/run".into(), "/tmp".into(), "/var/tmp".into()],
+        resolv_conf: Some("/etc/resolv.conf".into()),
+        host_sockets: Vec::new(),
+        abstract_sockets: Vec::new(),
+        unlocated_sockets: Vec::new(),
+    }
+}
+
+/// Adds a denied (or protected) path and its fact.
+fn deny(plan: &mut LaunchPlan, facts: &mut FsFacts, path: &str, fact: PathFact) {
+    plan.denied_read_paths.push(path.into());
+    facts.paths.insert(path.into(), fact);
+}
+
+fn protect(plan: &mut LaunchPlan, facts: &mut FsFacts, path: &str, fact: PathFact) {
+    plan.protected_paths.push(path.into());
+    facts.paths.insert(path.into(), fact);
+}
+
+fn strings(args: &[OsString]) -> Vec<String> {
+    args.iter()
+        .map(|arg| arg.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
+    let built = argv(plan, facts, Some(3)).unwrap();
+    (strings(&built.args), built.created_mountpoints)
+}
+
+fn head(network: Network) -> Vec<&'static str> {
+    let mut head = vec![
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+    ];
+    if network != Network::AllowOutbound {
+        head.push("--unshare-net");
+    }
+    head.extend([
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--ro-bind",
+        "/",
+        "/",
+    ]);
+    head
+}
+
+/// The base mounts of [`base_facts`], up to and including the writable roots.
+const BASE: &[&str] = &[
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/tmp",
+    "--tmpfs",
+    "/dev/shm",
+    "--ro-bind",
+    "/proc/sys",
+    "/proc/sys",
+    "--ro-bind-try",
+    "/proc/sysrq-trigger",
+    "/proc/sysrq-trigger",
+    "--tmpfs",
+    "/var/tmp",
+];
+
+const ROOTS: &[&str] = &["--bind", WS, WS, "--bind", RUN, RUN];
+
+const TAIL: &[&str] = &[
+    "--chdir",
+    WS,
+    "--clearenv",
+    "--setenv",
+    "PATH",
+    "/usr/bin:/bin",
+    "--setenv",
+    "TMPDIR",
+    RUN,
+    "--seccomp",
+    "3",
+    "--",
+    "make",
+    "test",
+];
+
+fn expected(network: Network, parts: &[&[&str]]) -> Vec<String> {
+    let mut all: Vec<String> = head(network).into_iter().map(String::from).collect();
+    for part in parts {
+        all.extend(part.iter().map(|s| (*s).to_owned()));
+    }
+    all
+}
+
+const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
+const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
+
+fn egress(socket_target: &str) -> crate::plan::EgressProxy {
+    crate::plan::EgressProxy {
+        binds: vec![
+            crate::plan::ReadOnlyBind {
+                source: "/run/user/1000/palisade-1000/proxy-1/proxy.sock".into(),
+                target: socket_target.into(),
+            },
+            crate::plan::ReadOnlyBind {
+                source: "/usr/local/bin/palisade".into(),
+                target: EGRESS_BRIDGE.into(),
+            },
+        ],
+        bridge_argv: [EGRESS_BRIDGE, "bridge", "--socket", socket_target, "--"]
+            .map(OsString::from)
+            .to_vec(),
+    }
+}
+
+#[test]
+fn filtered_network_binds_socket_and_bridge_and_wraps_the_command() {
+    let network = Network::Filtered(egress(EGRESS_SOCKET));
+    let plan = base_plan(network.clone());
+    let (args, _) = build(&plan, &base_facts());
+    #[rustfmt::skip]
+    let binds: &[&str] = &[
+        "--dir", "/run/palisade-egress",
+        "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", EGRESS_SOCKET,
+        "--ro-bind", "/usr/local/bin/palisade", EGRESS_BRIDGE,
+    ];
+    let mut tail: Vec<&str> = TAIL.to_vec();
+    let command_at = tail.len() - 2;
+    tail.splice(
+        command_at..command_at,
+        [EGRESS_BRIDGE, "bridge", "--socket", EGRESS_SOCKET, "--"],
+    );
+    assert_eq!(args, expected(network, &[BASE, ROOTS, binds, &tail]));
+    // Its own network namespace, as every network but allow-outbound.
+    assert!(args.iter().any(|a| a == "--unshare-net"));
+}
+
+#[test]
+fn filtered_network_binds_only_into_private_directories() {
+    // A target outside every private directory would cover (or create) a host path.
+    for target in ["/etc/proxy.sock", "/run", "relative.sock"] {
+        let plan = base_plan(Network::Filtered(egress(target)));
+        assert!(matches!(
+            argv(&plan, &base_facts(), None),
+            Err(BwrapError::EgressBindNotPrivate(_))
+        ));
+    }
+    let plan = base_plan(Network::Filtered(egress(EGRESS_SOCKET)));
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    assert!(matches!(
+        argv(&plan, &facts, None),
+        Err(BwrapError::EgressBindNotPrivate(_))
+    ));
+    let mut empty = egress(EGRESS_SOCKET);
+    empty.bridge_argv.clear();
+    assert!(matches!(
+        argv(&base_plan(Network::Filtered(empty)), &base_facts(), None),
+        Err(BwrapError::EgressNoBridge)
+    ));
+}
+
+#[test]
+fn typical_plan_exact_argv() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.github",
+        dir("/home/u/ws/.github"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/AGENTS.md",
+        file("/home/u/ws/AGENTS.md"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/CLAUDE.md",
+        missing("/home/u/ws/CLAUDE.md", "/home/u/ws/CLAUDE.md"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.loopwright/policies",
+        missing("/home/u/ws/.loopwright/policies", "/home/u/ws/.loopwright"),
+    );
+    deny(&mut plan, &mut facts, "/home/u/.ssh", dir("/home/u/.ssh"));
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/.aws",
+        missing("/home/u/.aws", "/home/u/.aws"),
+    );
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.env",
+        file("/home/u/ws/.env"),
+    );
+    facts.host_sockets = vec![
+        "/home/u/ws/.dev.sock".into(),
+        "/run/docker.sock".into(),
+        "/var/lib/app/app.sock".into(),
+    ];
+
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        // protected, shallowest first
+        "--ro-bind", "/home/u/ws/.github", "/home/u/ws/.github",
+        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright",
+        "--remount-ro", "/home/u/ws/.loopwright",
+        "--ro-bind", "/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md",
+        "--ro-bind", "/dev/null", "/home/u/ws/CLAUDE.md",
+        // denied: ~/.aws is missing outside the writable roots, so not mounted
+        "--perms", "0000", "--tmpfs", "/home/u/.ssh", "--remount-ro", "/home/u/.ssh",
+        "--ro-bind", "/dev/null", "/home/u/ws/.env",
+        // host sockets outside the private tmpfs mounts
+        "--ro-bind", "/dev/null", "/home/u/ws/.dev.sock",
+        "--ro-bind", "/dev/null", "/var/lib/app/app.sock",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    assert_eq!(
+        created,
+        vec![
+            PathBuf::from("/home/u/ws/.loopwright"),
+            PathBuf::from("/home/u/ws/CLAUDE.md"),
+            // only created if the socket vanishes before bwrap starts
+            PathBuf::from("/home/u/ws/.dev.sock"),
+        ]
+    );
+}
+
+#[test]
+fn loopback_only_is_a_private_network_namespace_like_none() {
+    let plan = base_plan(Network::LoopbackOnly);
+    let (args, created) = build(&plan, &base_facts());
+    assert_eq!(args, expected(Network::LoopbackOnly, &[BASE, ROOTS, TAIL]));
+    assert!(args.contains(&"--unshare-net".to_owned()));
+    assert!(created.is_empty());
+    let (none, _) = build(&base_plan(Network::None), &base_facts());
+    assert_eq!(args, none);
+}
+
+#[test]
+fn allow_outbound_shares_the_network_and_keeps_dns() {
+    let plan = base_plan(Network::AllowOutbound);
+    let (args, _) = build(&plan, &base_facts());
+    assert_eq!(args, expected(Network::AllowOutbound, &[BASE, ROOTS, TAIL]));
+    assert!(!args.contains(&"--unshare-net".to_owned()));
+
+    // systemd-resolved: /etc/resolv.conf -> /run/systemd/resolve/stub-resolv.conf
+    let mut facts = base_facts();
+    facts.resolv_conf = Some("/run/systemd/resolve/stub-resolv.conf".into());
+    let (args, _) = build(&plan, &facts);
+    // Depth 5: between the workspace (4) and the run temp dir (6).
+    #[rustfmt::skip]
+    let roots: &[&str] = &[
+        "--bind", WS, WS,
+        "--ro-bind", "/run/systemd/resolve/stub-resolv.conf",
+        "/run/systemd/resolve/stub-resolv.conf",
+        "--bind", RUN, RUN,
+    ];
+    assert_eq!(args, expected(Network::AllowOutbound, &[BASE, roots, TAIL]));
+    // ... but not without a network.
+    let (args, _) = build(&base_plan(Network::None), &facts);
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, TAIL]));
+}
+
+#[test]
+fn host_sockets_are_masked_in_every_network_mode() {
+    for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
+        let mut facts = base_facts();
+        facts.host_sockets = vec!["/srv/dock.sock".into()];
+        let (args, _) = build(&base_plan(network.clone()), &facts);
+        let mask: &[&str] = &["--ro-bind", "/dev/null", "/srv/dock.sock"];
+        assert_eq!(args, expected(network, &[BASE, ROOTS, mask, TAIL]));
+    }
+}
+
+#[test]
+fn sockets_hidden_by_private_dirs_or_denials_are_not_masked_again() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(&mut plan, &mut facts, "/srv/secret", dir("/srv/secret"));
+    deny(
+        &mut plan,
+        &mut facts,
+        "/srv/one.sock",
+        fact(PathKind::Other, "/srv/one.sock"),
+    );
+    facts.host_sockets = vec![
+        "/run/user/1000/bus".into(),
+        "/tmp/.X11-unix/X0".into(),
+        "/dev/shm/s".into(),
+        "/srv/secret/agent.sock".into(),
+        "/srv/one.sock".into(),
+        "/home/u/.cache/palisade/run-1/s".into(),
+    ];
+    let (args, _) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        "--ro-bind", "/dev/null", "/srv/one.sock",
+        "--perms", "0000", "--tmpfs", "/srv/secret", "--remount-ro", "/srv/secret",
+        "--ro-bind", "/dev/null", "/home/u/.cache/palisade/run-1/s",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+}
+
+#[test]
+fn a_writable_root_under_a_private_dir_reexposes_its_sockets() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    plan.writable_roots.push("/tmp/extra".into());
+    facts.paths.insert("/tmp/extra".into(), dir("/tmp/extra"));
+    facts.host_sockets = vec!["/tmp/extra/s".into(), "/tmp/other".into()];
+    let (args, _) = build(&plan, &facts);
+    // Depth order: `/tmp/extra` comes right after the `/tmp` tmpfs it sits in.
+    let mut base = BASE.to_vec();
+    base.splice(
+        base.len() - 2..,
+        ["--bind", "/tmp/extra", "/tmp/extra", "--tmpfs", "/var/tmp"],
+    );
+    let mask: &[&str] = &["--ro-bind", "/dev/null", "/tmp/extra/s"];
+    assert_eq!(args, expected(Network::None, &[&base, ROOTS, mask, TAIL]));
+}
+
+#[test]
+fn denied_paths_dir_file_missing_inside_and_outside() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(&mut plan, &mut facts, "/etc/shadow", file("/etc/shadow"));
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/secrets",
+        dir("/home/u/ws/secrets"),
+    );
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.env",
+        missing("/home/u/ws/.env", "/home/u/ws/.env"),
+    );
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/a/b/key",
+        missing("/home/u/ws/a/b/key", "/home/u/ws/a/b"),
+    );
+    deny(
+        &mut plan,
+        &mut facts,
+        "/opt/nothing",
+        missing("/opt/nothing", "/opt/nothing"),
+    );
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let roots: &[&str] = &[
+        "--bind", WS, WS,
+        // `a` exists between the workspace and the missing `a/b`: pinned, so it
+        // cannot be moved aside to recreate `a/b/key` elsewhere.
+        "--bind", "/home/u/ws/a", "/home/u/ws/a",
+        "--bind", RUN, RUN,
+    ];
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        "--ro-bind", "/dev/null", "/etc/shadow",
+        "--perms", "0000", "--tmpfs", "/home/u/ws/.env", "--remount-ro", "/home/u/ws/.env",
+        "--perms", "0000", "--tmpfs", "/home/u/ws/secrets",
+        "--remount-ro", "/home/u/ws/secrets",
+        "--perms", "0000", "--tmpfs", "/home/u/ws/a/b", "--remount-ro", "/home/u/ws/a/b",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, roots, masks, TAIL]));
+    assert_eq!(
+        created,
+        vec![
+            PathBuf::from("/home/u/ws/.env"),
+            PathBuf::from("/home/u/ws/a/b"),
+        ]
+    );
+}
+
+#[test]
+fn protected_paths_existing_missing_and_pinned() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.loopwright/policies",
+        missing(
+            "/home/u/ws/.loopwright/policies",
+            "/home/u/ws/.loopwright/policies",
+        ),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/docs/AGENTS.md",
+        file("/home/u/ws/docs/AGENTS.md"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.github",
+        missing("/home/u/ws/.github", "/home/u/ws/.github"),
+    );
+    // Outside the writable roots everything is read-only already.
+    protect(&mut plan, &mut facts, "/etc/hosts", file("/etc/hosts"));
+    protect(
+        &mut plan,
+        &mut facts,
+        "/opt/x.md",
+        missing("/opt/x.md", "/opt/x.md"),
+    );
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let roots: &[&str] = &[
+        "--bind", WS, WS,
+        // pins: the existing directories above the masked paths
+        "--bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright",
+        "--bind", "/home/u/ws/docs", "/home/u/ws/docs",
+        "--bind", RUN, RUN,
+    ];
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        "--perms", "0555", "--tmpfs", "/home/u/ws/.github", "--remount-ro", "/home/u/ws/.github",
+        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright/policies",
+        "--remount-ro", "/home/u/ws/.loopwright/policies",
+        "--ro-bind", "/home/u/ws/docs/AGENTS.md", "/home/u/ws/docs/AGENTS.md",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, roots, masks, TAIL]));
+    assert_eq!(
+        created,
+        vec![
+            PathBuf::from("/home/u/ws/.github"),
+            PathBuf::from("/home/u/ws/.loopwright/policies"),
+        ]
+    );
+}
+
+#[test]
+fn denial_wins_over_protection_at_or_above_it() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/private",
+        dir("/home/u/ws/private"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/private/AGENTS.md",
+        missing(
+            "/home/u/ws/private/AGENTS.md",
+            "/home/u/ws/private/AGENTS.md",
+        ),
+    );
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let rest: &[&str] = &[
+        "--perms", "0000", "--tmpfs", "/home/u/ws/private",
+        "--remount-ro", "/home/u/ws/private",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, rest, TAIL]));
+    assert!(created.is_empty());
+}
+
+#[test]
+fn missing_path_under_a_file_pins_the_file() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/sub/notes.txt/x",
+        fact(
+            PathKind::Missing {
+                first_missing: "/home/u/ws/sub/notes.txt/x".into(),
+                parent_is_dir: false,
+            },
+            "/home/u/ws/sub/notes.txt/x",
+        ),
+    );
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let roots: &[&str] = &[
+        "--bind", WS, WS,
+        "--bind", "/home/u/ws/sub", "/home/u/ws/sub",
+        "--bind", RUN, RUN,
+        "--bind", "/home/u/ws/sub/notes.txt", "/home/u/ws/sub/notes.txt",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, roots, TAIL]));
+    assert!(created.is_empty());
+}
+
+#[test]
+fn symlinked_paths_are_masked_at_their_real_location() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    let mut env = file("/home/u/secrets/env");
+    env.symlinks = vec!["/home/u/ws/.env".into()];
+    deny(&mut plan, &mut facts, "/home/u/ws/.env", env);
+    // A protected path whose link lives outside every writable root is fine.
+    let mut shared = file("/srv/shared/AGENTS.md");
+    shared.symlinks = vec!["/srv/current".into()];
+    protect(&mut plan, &mut facts, "/srv/current/AGENTS.md", shared);
+    let (args, _) = build(&plan, &facts);
+    let rest: &[&str] = &["--ro-bind", "/dev/null", "/home/u/secrets/env"];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, rest, TAIL]));
+}
+
+#[test]
+fn a_read_write_root_masks_missing_paths_everywhere() {
+    let mut plan = base_plan(Network::None);
+    plan.read_only_root = false;
+    let mut facts = base_facts();
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/.aws",
+        missing("/home/u/.aws", "/home/u/.aws"),
+    );
+    let (args, created) = build(&plan, &facts);
+    let mut head: Vec<String> = expected(Network::None, &[]);
+    let root_bind = head.len() - 3;
+    head[root_bind] = "--bind".into();
+    #[rustfmt::skip]
+    let mounts: &[&str] = &[
+        "--dev", "/dev",
+        "--bind", "/home", "/home", // pin
+        "--proc", "/proc",
+        "--tmpfs", "/run",
+        "--tmpfs", "/tmp",
+        "--tmpfs", "/dev/shm",
+        "--bind", "/home/u", "/home/u", // pin
+        "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+        "--tmpfs", "/var/tmp",
+        "--bind", WS, WS,
+        "--bind", RUN, RUN,
+        "--perms", "0000", "--tmpfs", "/home/u/.aws", "--remount-ro", "/home/u/.aws",
+    ];
+    head.extend(mounts.iter().chain(TAIL).map(|s| (*s).to_owned()));
+    assert_eq!(args, head);
+    assert_eq!(created, vec![PathBuf::from("/home/u/.aws")]);
+}
+
+#[test]
+fn a_real_var_run_directory_gets_its_own_tmpfs() {
+    let mut facts = base_facts();
+    facts.private_dirs.push("/var/run".into());
+    let (args, _) = build(&base_plan(Network::None), &facts);
+    let mut base = BASE.to_vec();
+    base.splice(
+        base.len() - 2..,
+        ["--tmpfs", "/var/run", "--tmpfs", "/var/tmp"],
+    );
+    assert_eq!(args, expected(Network::None, &[&base, ROOTS, TAIL]));
+}
+
+#[test]
+fn no_seccomp_flag_without_a_descriptor() {
+    let built = argv(&base_plan(Network::None), &base_facts(), None).unwrap();
+    let args = strings(&built.args);
+    assert!(!args.contains(&"--seccomp".to_owned()));
+    assert_eq!(
+        args.len(),
+        expected(Network::None, &[BASE, ROOTS, TAIL]).len() - 2
+    );
+}
+
+fn refusal(plan: &LaunchPlan, facts: &FsFacts) -> BwrapError {
+    argv(plan, facts, None).unwrap_err()
+}
+
+#[test]
+fn refuses_bad_plans() {
+    let facts = base_facts();
+    let mut plan = base_plan(Network::None);
+    plan.command.clear();
+    assert!(matches!(refusal(&plan, &facts), BwrapError::EmptyCommand));
+
+    let mut plan = base_plan(Network::None);
+    plan.denied_read_paths.push("home/u/.ssh".into());
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::RelativePath(_)
+    ));
+
+    let mut plan = base_plan(Network::None);
+    plan.protected_paths.push("/home/u/ws/../x".into());
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::ParentComponent(_)
+    ));
+
+    let mut plan = base_plan(Network::None);
+    plan.protected_paths
+        .push(PathBuf::from(OsStr::from_bytes(b"/home/u/ws/a\0b")));
+    assert!(matches!(refusal(&plan, &facts), BwrapError::Nul { .. }));
+
+    let mut plan = base_plan(Network::None);
+    plan.command.push(OsString::from_vec(b"a\0b".to_vec()));
+    assert!(matches!(refusal(&plan, &facts), BwrapError::Nul { .. }));
+
+    let mut plan = base_plan(Network::None);
+    plan.env.push(("A=B".into(), "c".into()));
+    assert!(matches!(refusal(&plan, &facts), BwrapError::EnvName(_)));
+
+    let mut plan = base_plan(Network::None);
+    plan.env.push(("".into(), "c".into()));
+    assert!(matches!(refusal(&plan, &facts), BwrapError::EnvName(_)));
+
+    let mut plan = base_plan(Network::None);
+    plan.denied_read_paths.push("/home/u/.ssh".into());
+    assert!(matches!(refusal(&plan, &facts), BwrapError::MissingFact(_)));
+
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    plan.writable_roots.push("/gone".into());
+    facts
+        .paths
+        .insert("/gone".into(), missing("/gone", "/gone"));
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::BadWritableRoot(_)
+    ));
+}
+
+#[test]
+fn refuses_a_protected_symlink_inside_a_writable_root() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    let mut claude = file("/home/u/ws/AGENTS.md");
+    claude.symlinks = vec!["/home/u/ws/CLAUDE.md".into()];
+    protect(&mut plan, &mut facts, "/home/u/ws/CLAUDE.md", claude);
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::ProtectedSymlink { link, .. } if link == Path::new("/home/u/ws/CLAUDE.md")
+    ));
+}
+
+#[test]
+fn refuses_files_with_other_hard_links() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(
+        &mut plan,
+        &mut facts,
+        "/home/u/.netrc",
+        fact(PathKind::File { hard_links: 2 }, "/home/u/.netrc"),
+    );
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::HardLinks { links: 2, .. }
+    ));
+
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/AGENTS.md",
+        fact(PathKind::File { hard_links: 3 }, "/home/u/ws/AGENTS.md"),
+    );
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::HardLinks { links: 3, .. }
+    ));
+}
+
+#[test]
+fn refuses_masks_over_writable_roots() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    deny(&mut plan, &mut facts, "/home/u", dir("/home/u"));
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::DeniedContainsWritable { .. }
+    ));
+
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    protect(&mut plan, &mut facts, WS, dir(WS));
+    assert!(matches!(
+        refusal(&plan, &facts),
+        BwrapError::MaskContainsMount { .. }
+    ));
+}
+
+#[test]
+fn looks_like_file_by_extension() {
+    assert!(looks_like_file(Path::new("/w/AGENTS.md")));
+    assert!(looks_like_file(Path::new("/w/.env.local")));
+    assert!(!looks_like_file(Path::new("/w/.github")));
+    assert!(!looks_like_file(Path::new("/w/policies")));
+    assert!(!looks_like_file(Path::new("/")));
+}
+
+#[test]
+fn trial_argv_is_exact() {
+    assert_eq!(
+        trial_argv(),
+        vec![
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-net",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup",
+            "--disable-userns",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--ro-bind",
+            "/",
+            "/",
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--ro-bind",
+            "/proc/sys",
+            "/proc/sys",
+            "--ro-bind-try",
+            "/proc/sysrq-trigger",
+            "/proc/sysrq-trigger",
+            "--perms",
+            "0000",
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
+            "/dev/shm",
+            "--ro-bind",
+            "/dev/null",
+            "/dev/palisade-trial",
+            "--clearenv",
+            "--",
+            "/bin/true",
+        ]
+    );
+}
+
+#[test]
+fn trial_program_comes_last_after_separator() {
+    let argv = trial_argv();
+    let n = argv.len();
+    assert_eq!(
+        argv.get(n.saturating_sub(2)).map(String::as_str),
+        Some("--")
+    );
+    assert_eq!(argv.last().map(String::as_str), Some(TRIAL_PROGRAM));
+}

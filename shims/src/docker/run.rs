@@ -1,0 +1,256 @@
+//! The supervised run: `docker run` under [`crate::supervise`], then the container removed over
+//! the daemon's API whatever happened, with a detached reaper for the case where palisade dies
+//! first (see "Cleanup" in the [module documentation](super)).
+
+#[cfg(target_os = "linux")]
+use std::ffi::OsString;
+#[cfg(target_os = "linux")]
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[cfg(target_os = "linux")]
+use super::{DockerError, DockerSpec, SECCOMP_FD, argv, docker_host_value};
+use super::{Limits, api};
+#[cfg(target_os = "linux")]
+use crate::plan::{Budgets, LaunchPlan};
+use crate::supervise::Outcome;
+#[cfg(target_os = "linux")]
+use crate::supervise::{self, Launch, LaunchKind, PassFd, SuperviseError};
+#[cfg(target_os = "linux")]
+use crate::{fsfacts, seccomp};
+
+/// How the container was removed.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Removal {
+    /// `--rm` had already removed it when the client exited.
+    AlreadyGone,
+    /// Palisade removed it (force: it was still running or stopping).
+    Removed,
+    /// The daemon did not confirm removal; the reaper keeps trying.
+    Failed(String),
+}
+
+/// A finished Docker run.
+#[derive(Clone, Debug)]
+pub struct DockerOutcome {
+    /// The supervised CLI: its status is the container's (`docker run` passes it through).
+    pub outcome: Outcome,
+    pub container: String,
+    pub removal: Removal,
+    pub limits: Limits,
+    /// Mountpoints the runtime created on the host that could not be removed.
+    pub mountpoints_left: Vec<PathBuf>,
+    /// Rules in Palisade's seccomp profile, when one was passed.
+    pub seccomp_rules: Option<usize>,
+}
+
+/// How long removing the container over the API may take.
+const REMOVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Launches the container under the supervisor, then removes it and the mountpoints the
+/// runtime created. The container is removed even when the supervisor fails. Linux only: the
+/// supervisor is (the Docker backend is probed and offered on Linux hosts only).
+#[cfg(target_os = "linux")]
+pub fn run(
+    plan: &LaunchPlan,
+    spec: &DockerSpec,
+    options: &supervise::SuperviseOptions,
+) -> Result<DockerOutcome, DockerError> {
+    let setup = |what| move |source| DockerError::Setup { what, source };
+    let facts = fsfacts::measure(plan)?;
+    let mask = MaskFile::create(&plan.run_temp_dir).map_err(setup("mask file"))?;
+    let mut fds = Vec::new();
+    let mut seccomp_rules = None;
+    let profile_path = format!("/dev/fd/{SECCOMP_FD}");
+    if plan.syscall_filter {
+        let profile =
+            seccomp::oci_profile(seccomp::Arch::native()?, &seccomp::Profile::for_plan(plan))?;
+        seccomp_rules = profile
+            .get("syscalls")
+            .and_then(serde_json::Value::as_array)
+            .map(Vec::len);
+        let fd = supervise::data_fd("palisade-docker-seccomp", profile.to_string().as_bytes())
+            .map_err(setup("seccomp profile"))?;
+        fds.push(PassFd {
+            fd,
+            target: SECCOMP_FD,
+        });
+    }
+    let built = argv(
+        plan,
+        &facts,
+        spec,
+        mask.path(),
+        plan.syscall_filter.then_some(profile_path.as_str()),
+    )?;
+    let name = spec.container_name();
+    let reaper = Reaper::start(&spec.cli, &spec.socket, &name).map_err(setup("reaper"))?;
+
+    let launch = Launch {
+        program: spec.cli.clone(),
+        args: built.args,
+        env: built.env,
+        cwd: Some(PathBuf::from("/")),
+        fds,
+        kind: LaunchKind::Plain,
+    };
+    // Memory, processes and CPU are the container's (its cgroup, its rlimits); the client is
+    // one small process, so only the wall clock applies to it.
+    let budgets = Budgets {
+        wall_clock: plan.budgets.wall_clock,
+        ..Budgets::default()
+    };
+    let supervised = supervise::run(launch, &budgets, options);
+
+    let removal = remove(&spec.socket, &name);
+    if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
+        reaper.dismiss();
+    }
+    let mountpoints_left = fsfacts::cleanup_created(&built.created_mountpoints);
+    drop(mask);
+    let outcome = match supervised {
+        Ok(outcome) => outcome,
+        Err(SuperviseError::TreeNotEmpty { remaining, outcome }) => {
+            return Err(SuperviseError::TreeNotEmpty { remaining, outcome }.into());
+        }
+        Err(other) => return Err(other.into()),
+    };
+    Ok(DockerOutcome {
+        outcome,
+        container: name,
+        removal,
+        limits: built.limits,
+        mountpoints_left,
+        seccomp_rules,
+    })
+}
+
+/// Force-removes container `name` over the API and says whether it is gone.
+pub fn remove(socket: &Path, name: &str) -> Removal {
+    let deadline = Instant::now() + REMOVE_TIMEOUT;
+    let status_of = |method: &str, target: &str| {
+        api::request(socket, method, target, deadline).map(|response| response.status)
+    };
+    match status_of("DELETE", &format!("/containers/{name}?force=1&v=1")) {
+        Ok(204) => Removal::Removed,
+        Ok(404) => Removal::AlreadyGone,
+        // 409: removal already in progress (`--rm` racing us); wait for it to finish.
+        Ok(409) => loop {
+            match status_of("GET", &format!("/containers/{name}/json")) {
+                Ok(404) => break Removal::AlreadyGone,
+                Ok(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+                Ok(status) => break Removal::Failed(format!("still there (http {status})")),
+                Err(error) => break Removal::Failed(error.to_string()),
+            }
+        },
+        Ok(status) => Removal::Failed(format!("DELETE returned http {status}")),
+        Err(error) => Removal::Failed(error.to_string()),
+    }
+}
+
+/// Whether container `name` exists (`None`: the daemon did not answer).
+pub fn exists(socket: &Path, name: &str) -> Option<bool> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    match api::get(socket, &format!("/containers/{name}/json"), deadline).map(|r| r.status) {
+        Ok(404) => Some(false),
+        Ok(200) => Some(true),
+        _ => None,
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// An empty mode-0000 file next to the run's temp dir (in palisade's private per-user
+/// directory, outside every bind): the source of every file mask. Removed on drop.
+struct MaskFile(PathBuf);
+
+#[cfg(target_os = "linux")]
+impl MaskFile {
+    fn create(run_temp_dir: &Path) -> io::Result<MaskFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut name = run_temp_dir
+            .file_name()
+            .map(std::ffi::OsStr::to_os_string)
+            .unwrap_or_else(|| OsString::from("run"));
+        name.push(".mask");
+        let path = run_temp_dir.with_file_name(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o000)
+            .open(&path)?;
+        Ok(MaskFile(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for MaskFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// The detached process that removes the container if palisade dies first (module docs).
+struct Reaper {
+    writer: Option<io::PipeWriter>,
+}
+
+#[cfg(target_os = "linux")]
+/// The reaper's script: `$0` the CLI, `$1` the container. One line `done` on stdin dismisses
+/// it; end-of-file means palisade died.
+const REAPER_SCRIPT: &str = r#"read -r line; [ "$line" = done ] && exit 0
+n=0
+while [ "$n" -lt 30 ]; do
+    "$0" rm -f "$1" >/dev/null 2>&1
+    sleep 1
+    "$0" container inspect "$1" >/dev/null 2>&1 || exit 0
+    n=$((n + 1))
+done
+exit 1"#;
+
+#[cfg(target_os = "linux")]
+impl Reaper {
+    fn start(cli: &Path, socket: &Path, name: &str) -> io::Result<Reaper> {
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let (reader, writer) = io::pipe()?;
+        // `setsid -f` forks: the reaper is re-parented away from palisade (so no supervisor's
+        // kill loop or wait reaches it) and leaves palisade's session and process group (so a
+        // Ctrl-C or a hang-up meant for palisade does not kill it).
+        let mut child = Command::new("setsid")
+            .arg("-f")
+            .arg("sh")
+            .arg("-c")
+            .arg(REAPER_SCRIPT)
+            .arg(cli)
+            .arg(name)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("DOCKER_HOST", docker_host_value(socket))
+            .stdin(Stdio::from(reader))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()?;
+        let status = child.wait()?;
+        if !status.success() {
+            return Err(io::Error::other(format!("setsid -f exited with {status}")));
+        }
+        Ok(Reaper {
+            writer: Some(writer),
+        })
+    }
+
+    /// Palisade removed the container itself: the reaper exits without doing anything.
+    fn dismiss(mut self) {
+        if let Some(mut writer) = self.writer.take() {
+            let _ = writer.write_all(b"done\n");
+        }
+    }
+}

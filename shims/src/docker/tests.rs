@@ -1,0 +1,379 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+use std::time::Duration;
+
+use super::*;
+use crate::fsfacts::PathFact;
+use crate::plan::Mechanism;
+
+const IMAGE: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn spec() -> DockerSpec {
+    DockerSpec {
+        cli: PathBuf::from("/usr/bin/docker"),
+        socket: PathBuf::from("/run/palisade-dockerd/docker.sock"),
+        image_id: IMAGE.into(),
+        run_id: "18a2b3c4d5e6f7-4242".into(),
+        read_only_binds: Vec::new(),
+    }
+}
+
+fn plan(network: Network) -> LaunchPlan {
+    LaunchPlan {
+        mechanism: Mechanism::Docker,
+        network,
+        workspace: PathBuf::from("/home/u/ws"),
+        writable_roots: vec![PathBuf::from("/home/u/ws"), PathBuf::from("/tmp/run-1")],
+        read_only_root: true,
+        denied_read_paths: vec![
+            PathBuf::from("/home/u/.ssh"),
+            PathBuf::from("/home/u/.netrc"),
+            PathBuf::from("/home/u/ws/.env"),
+        ],
+        protected_paths: vec![
+            PathBuf::from("/home/u/ws/.github"),
+            PathBuf::from("/home/u/ws/AGENTS.md"),
+            PathBuf::from("/home/u/ws/.loopwright/policies"),
+        ],
+        syscall_filter: true,
+        command: vec!["make".into(), "test".into(), "--secret-looking=no".into()],
+        env: vec![
+            ("HOME".into(), "/home/u".into()),
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("TMPDIR".into(), "/tmp/run-1".into()),
+        ],
+        run_temp_dir: PathBuf::from("/tmp/run-1"),
+        budgets: Budgets {
+            wall_clock: Some(Duration::from_secs(60)),
+            memory_bytes: Some(256 << 20),
+            max_processes: Some(64),
+            cpu_seconds: Some(30),
+        },
+    }
+}
+
+fn fact(kind: PathKind, real: &str) -> PathFact {
+    PathFact {
+        kind,
+        real: PathBuf::from(real),
+        symlinks: Vec::new(),
+    }
+}
+
+fn missing(real: &str, first_missing: &str) -> PathFact {
+    fact(
+        PathKind::Missing {
+            first_missing: PathBuf::from(first_missing),
+            parent_is_dir: true,
+        },
+        real,
+    )
+}
+
+fn facts() -> FsFacts {
+    let mut paths = BTreeMap::new();
+    for (path, fact) in [
+        ("/home/u/ws", fact(PathKind::Dir, "/home/u/ws")),
+        ("/tmp/run-1", fact(PathKind::Dir, "/tmp/run-1")),
+        ("/home/u/.ssh", fact(PathKind::Dir, "/home/u/.ssh")),
+        (
+            "/home/u/.netrc",
+            fact(PathKind::File { hard_links: 1 }, "/home/u/.netrc"),
+        ),
+        (
+            "/home/u/ws/.env",
+            missing("/home/u/ws/.env", "/home/u/ws/.env"),
+        ),
+        (
+            "/home/u/ws/.github",
+            fact(PathKind::Dir, "/home/u/ws/.github"),
+        ),
+        (
+            "/home/u/ws/AGENTS.md",
+            missing("/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md"),
+        ),
+        (
+            "/home/u/ws/.loopwright/policies",
+            missing("/home/u/ws/.loopwright/policies", "/home/u/ws/.loopwright"),
+        ),
+    ] {
+        paths.insert(PathBuf::from(path), fact);
+    }
+    FsFacts {
+        uid: 1000,
+        gid: 1000,
+        paths,
+        private_dirs: vec![
+            PathBuf::from("/run"),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/var/tmp"),
+        ],
+        resolv_conf: Some(PathBuf::from("/run/systemd/resolve/stub-resolv.conf")),
+        host_sockets: vec![
+            PathBuf::from("/home/u/ws/agent.sock"),
+            PathBuf::from("/var/lib/thing/outside.sock"),
+        ],
+        abstract_sockets: Vec::new(),
+        unlocated_sockets: Vec::new(),
+    }
+}
+
+fn strings(args: &[OsString]) -> Vec<String> {
+    args.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+fn build(plan: &LaunchPlan, spec: &DockerSpec) -> DockerArgs {
+    argv(
+        plan,
+        &facts(),
+        spec,
+        Path::new("/tmp/run-1.mask"),
+        plan.syscall_filter.then_some("/dev/fd/3"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn typical_plan() {
+    let built = build(&plan(Network::None), &spec());
+    insta::assert_json_snapshot!("typical_plan", strings(&built.args));
+    assert_eq!(
+        built.created_mountpoints,
+        [
+            PathBuf::from("/home/u/ws/.loopwright"),
+            PathBuf::from("/home/u/ws/AGENTS.md"),
+            PathBuf::from("/home/u/ws/.env"),
+            PathBuf::from("/home/u/ws/agent.sock"),
+        ]
+    );
+}
+
+#[test]
+fn values_never_reach_the_argv() {
+    let mut plan = plan(Network::None);
+    plan.env.push(("API_TOKEN".into(), "s3cr3t-value".into()));
+    let built = build(&plan, &spec());
+    let args = strings(&built.args);
+    assert!(!args.iter().any(|a| a.contains("s3cr3t")));
+    let at = args.iter().position(|a| a == "API_TOKEN").unwrap();
+    assert_eq!(args[at - 1], "--env");
+    let env: BTreeMap<_, _> = built.env.into_iter().collect();
+    assert_eq!(
+        env[&OsString::from("API_TOKEN")],
+        OsString::from("s3cr3t-value")
+    );
+    assert_eq!(
+        env[&OsString::from("DOCKER_HOST")],
+        OsString::from("unix:///run/palisade-dockerd/docker.sock")
+    );
+}
+
+#[test]
+fn network_modes() {
+    let network = |mode| {
+        let args = strings(&build(&plan(mode), &spec()).args);
+        let at = args.iter().position(|a| a == "--network").unwrap();
+        args[at + 1].clone()
+    };
+    assert_eq!(network(Network::None), "none");
+    assert_eq!(network(Network::LoopbackOnly), "none");
+    assert_eq!(network(Network::AllowOutbound), "host");
+}
+
+fn egress() -> crate::plan::EgressProxy {
+    crate::plan::EgressProxy {
+        binds: vec![
+            crate::plan::ReadOnlyBind {
+                source: "/tmp/run-1-egress/proxy.sock".into(),
+                target: "/run/palisade-egress/proxy.sock".into(),
+            },
+            crate::plan::ReadOnlyBind {
+                source: "/usr/local/lib/palisade/palisade-bridge".into(),
+                target: "/run/palisade-egress/palisade".into(),
+            },
+        ],
+        bridge_argv: [
+            "/run/palisade-egress/palisade",
+            "__proxy-bridge",
+            "--port",
+            "3128",
+            "--socket",
+            "/run/palisade-egress/proxy.sock",
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec(),
+    }
+}
+
+#[test]
+fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
+    let plan = plan(Network::Filtered(egress()));
+    let args = strings(&build(&plan, &spec()).args);
+    let at = args.iter().position(|a| a == "--network").unwrap();
+    assert_eq!(args[at + 1], "none", "the container's own loopback only");
+    for mount in [
+        "type=bind,source=/tmp/run-1-egress/proxy.sock,target=/run/palisade-egress/proxy.sock,readonly",
+        "type=bind,source=/usr/local/lib/palisade/palisade-bridge,target=/run/palisade-egress/palisade,readonly",
+    ] {
+        let at = args.iter().position(|a| a == mount).unwrap();
+        assert_eq!(args[at - 1], "--mount");
+    }
+    let image = args.iter().position(|a| a == &spec().image_id).unwrap();
+    assert_eq!(
+        args[image - 2..image],
+        ["--entrypoint", "/run/palisade-egress/palisade"]
+    );
+    assert_eq!(
+        args[image + 1..],
+        [
+            "__proxy-bridge",
+            "--port",
+            "3128",
+            "--socket",
+            "/run/palisade-egress/proxy.sock",
+            "--",
+            "make",
+            "test",
+            "--secret-looking=no"
+        ]
+    );
+}
+
+#[test]
+fn filtered_egress_needs_a_private_run() {
+    let plan = plan(Network::Filtered(egress()));
+    let mut facts = facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    let built = argv(&plan, &facts, &spec(), Path::new("/tmp/run-1.mask"), None);
+    assert!(matches!(
+        built,
+        Err(DockerError::Plan(BwrapError::EgressBindNotPrivate(_)))
+    ));
+}
+
+#[test]
+fn read_only_binds_show_the_host_and_its_sockets_get_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = dir.path().canonicalize().unwrap();
+    let mut facts = facts();
+    let socket = bound.join("s.sock");
+    facts.host_sockets.push(socket.clone());
+    let spec = DockerSpec {
+        read_only_binds: vec![bound.clone()],
+        ..spec()
+    };
+    let plan = plan(Network::None);
+    let args = strings(
+        &argv(&plan, &facts, &spec, Path::new("/m"), None)
+            .unwrap()
+            .args,
+    );
+    let bound = bound.display().to_string();
+    assert!(args.contains(&format!("type=bind,source={bound},target={bound},readonly")));
+    assert!(args.contains(&format!(
+        "type=bind,source=/m,target={},readonly",
+        socket.display()
+    )));
+    // A host socket outside every bind is not there to mask.
+    assert!(!args.iter().any(|a| a.contains("outside.sock")));
+    // Without syscall filtering Docker's default profile stays.
+    assert!(!args.iter().any(|a| a.starts_with("seccomp=")));
+}
+
+#[test]
+fn no_budgets_no_limits_and_a_writable_root() {
+    let mut plan = plan(Network::None);
+    plan.budgets = Budgets::default();
+    plan.read_only_root = false;
+    let args = strings(&build(&plan, &spec()).args);
+    for flag in ["--memory", "--pids-limit", "--ulimit", "--read-only"] {
+        assert!(!args.iter().any(|a| a == flag), "{flag}");
+    }
+}
+
+#[test]
+fn refusals() {
+    let plan = plan(Network::None);
+    let fail = |plan: &LaunchPlan, spec: &DockerSpec| {
+        argv(plan, &facts(), spec, Path::new("/m"), None).unwrap_err()
+    };
+    let bad_image = DockerSpec {
+        image_id: "busybox:latest".into(),
+        ..spec()
+    };
+    assert!(matches!(fail(&plan, &bad_image), DockerError::ImageId(_)));
+    let bad_run = DockerSpec {
+        run_id: "x y".into(),
+        ..spec()
+    };
+    assert!(matches!(fail(&plan, &bad_run), DockerError::RunId(_)));
+    let mut client_env = plan.clone();
+    client_env
+        .env
+        .push(("DOCKER_HOST".into(), "tcp://evil:2375".into()));
+    assert!(matches!(
+        fail(&client_env, &spec()),
+        DockerError::ClientEnv(_)
+    ));
+    let mut empty = plan.clone();
+    empty.command.clear();
+    assert!(matches!(
+        fail(&empty, &spec()),
+        DockerError::Plan(BwrapError::EmptyCommand)
+    ));
+    assert!(matches!(
+        mount_path(Path::new("/a,b")),
+        Err(DockerError::PathSyntax(_))
+    ));
+    assert!(matches!(
+        mount_path(Path::new("/a:b")),
+        Err(DockerError::PathSyntax(_))
+    ));
+    let missing_bind = DockerSpec {
+        read_only_binds: vec![PathBuf::from("/nonexistent/palisade/bind")],
+        ..spec()
+    };
+    assert!(matches!(
+        fail(&plan, &missing_bind),
+        DockerError::ReadOnlyBind(_)
+    ));
+}
+
+#[test]
+fn image_ids() {
+    assert!(valid_image_id(IMAGE));
+    assert!(!valid_image_id("sha256:ABC"));
+    assert!(!valid_image_id(&IMAGE.to_uppercase()));
+    assert!(!valid_image_id("busybox"));
+}
+
+#[test]
+fn seccomp_profile_denies_what_the_bpf_filter_denies() {
+    let profile = seccomp::oci_profile(
+        seccomp::Arch::X86_64,
+        &seccomp::Profile::for_plan(&plan(Network::None)),
+    )
+    .unwrap();
+    insta::assert_json_snapshot!("seccomp_profile_x86_64", profile);
+    let rules = seccomp::rules_for(
+        seccomp::Arch::X86_64,
+        &seccomp::Profile::for_plan(&plan(Network::None)),
+    )
+    .unwrap();
+    let names: BTreeSet<&str> = profile["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["names"][0].as_str().unwrap())
+        .collect();
+    for rule in rules.iter().filter(|rule| rule.syscall != "*") {
+        assert!(names.contains(rule.syscall), "{} missing", rule.syscall);
+    }
+}

@@ -1,0 +1,296 @@
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+
+use super::bpf::*;
+use super::rules::*;
+use super::table::*;
+use super::*;
+
+const PROFILES: [Profile; 6] = [
+    Profile {
+        mechanism: Mechanism::Bwrap,
+        reach: Reach::Nothing,
+    },
+    Profile {
+        mechanism: Mechanism::Bwrap,
+        reach: Reach::OwnLoopback,
+    },
+    Profile {
+        mechanism: Mechanism::Bwrap,
+        reach: Reach::Everything,
+    },
+    Profile {
+        mechanism: Mechanism::Landlock,
+        reach: Reach::Nothing,
+    },
+    Profile {
+        mechanism: Mechanism::Landlock,
+        reach: Reach::Everything,
+    },
+    Profile {
+        mechanism: Mechanism::Direct,
+        reach: Reach::Everything,
+    },
+];
+
+fn all_syscalls() -> Vec<Syscall> {
+    let mut rules = BASE_RULES.to_vec();
+    rules.extend_from_slice(SOCKET_OUTBOUND);
+    rules.push(SOCKET_NO_UNIX);
+    rules.iter().map(|rule| rule.syscall).collect()
+}
+
+// The host's libc names Linux syscall numbers only when built for Linux.
+#[cfg(target_os = "linux")]
+#[test]
+fn syscall_numbers_match_libc() {
+    // The native column of the table against libc's constants.
+    let arch = Arch::native().unwrap();
+    let libc_number = |name: &str| -> Option<libc::c_long> {
+        Some(match name {
+            "ptrace" => libc::SYS_ptrace,
+            "process_vm_readv" => libc::SYS_process_vm_readv,
+            "process_vm_writev" => libc::SYS_process_vm_writev,
+            "pidfd_getfd" => libc::SYS_pidfd_getfd,
+            "kcmp" => libc::SYS_kcmp,
+            "unshare" => libc::SYS_unshare,
+            "setns" => libc::SYS_setns,
+            "clone" => libc::SYS_clone,
+            "clone3" => libc::SYS_clone3,
+            "mount" => libc::SYS_mount,
+            "umount2" => libc::SYS_umount2,
+            "pivot_root" => libc::SYS_pivot_root,
+            "chroot" => libc::SYS_chroot,
+            "open_tree" => libc::SYS_open_tree,
+            "move_mount" => libc::SYS_move_mount,
+            "fsopen" => libc::SYS_fsopen,
+            "fsconfig" => libc::SYS_fsconfig,
+            "fsmount" => libc::SYS_fsmount,
+            "fspick" => libc::SYS_fspick,
+            "mount_setattr" => libc::SYS_mount_setattr,
+            "bpf" => libc::SYS_bpf,
+            "perf_event_open" => libc::SYS_perf_event_open,
+            "userfaultfd" => libc::SYS_userfaultfd,
+            "io_uring_setup" => libc::SYS_io_uring_setup,
+            "io_uring_enter" => libc::SYS_io_uring_enter,
+            "io_uring_register" => libc::SYS_io_uring_register,
+            "add_key" => libc::SYS_add_key,
+            "request_key" => libc::SYS_request_key,
+            "keyctl" => libc::SYS_keyctl,
+            "kexec_load" => libc::SYS_kexec_load,
+            "kexec_file_load" => libc::SYS_kexec_file_load,
+            "init_module" => libc::SYS_init_module,
+            "finit_module" => libc::SYS_finit_module,
+            "delete_module" => libc::SYS_delete_module,
+            "name_to_handle_at" => libc::SYS_name_to_handle_at,
+            "open_by_handle_at" => libc::SYS_open_by_handle_at,
+            "fanotify_init" => libc::SYS_fanotify_init,
+            "acct" => libc::SYS_acct,
+            "swapon" => libc::SYS_swapon,
+            "swapoff" => libc::SYS_swapoff,
+            "reboot" => libc::SYS_reboot,
+            "syslog" => libc::SYS_syslog,
+            "quotactl" => libc::SYS_quotactl,
+            "quotactl_fd" => libc::SYS_quotactl_fd,
+            "lookup_dcookie" => libc::SYS_lookup_dcookie,
+            "sethostname" => libc::SYS_sethostname,
+            "setdomainname" => libc::SYS_setdomainname,
+            "settimeofday" => libc::SYS_settimeofday,
+            "clock_settime" => libc::SYS_clock_settime,
+            "personality" => libc::SYS_personality,
+            "ioctl" => libc::SYS_ioctl,
+            "fchmod" => libc::SYS_fchmod,
+            "fchmodat" => libc::SYS_fchmodat,
+            "mknodat" => libc::SYS_mknodat,
+            "openat" => libc::SYS_openat,
+            "openat2" => libc::SYS_openat2,
+            "socket" => libc::SYS_socket,
+            #[cfg(target_arch = "x86_64")]
+            "iopl" => libc::SYS_iopl,
+            #[cfg(target_arch = "x86_64")]
+            "ioperm" => libc::SYS_ioperm,
+            #[cfg(target_arch = "x86_64")]
+            "uselib" => libc::SYS_uselib,
+            #[cfg(target_arch = "x86_64")]
+            "chmod" => libc::SYS_chmod,
+            #[cfg(target_arch = "x86_64")]
+            "mknod" => libc::SYS_mknod,
+            #[cfg(target_arch = "x86_64")]
+            "open" => libc::SYS_open,
+            #[cfg(target_arch = "x86_64")]
+            "creat" => libc::SYS_creat,
+            #[cfg(target_arch = "x86_64")]
+            "fchmodat2" => libc::SYS_fchmodat2,
+            _ => return None,
+        })
+    };
+    let mut checked = 0;
+    for syscall in all_syscalls() {
+        let ours = syscall.number(arch).map(libc::c_long::from);
+        match libc_number(syscall.name) {
+            Some(theirs) => {
+                assert_eq!(ours, Some(theirs), "{} on {}", syscall.name, arch.name());
+                checked += 1;
+            }
+            // Not in libc 0.2 for this arch (fchmodat2 on aarch64, open_tree_attr): the
+            // number is the unified one every architecture shares since 4.20.
+            None => assert!(
+                matches!(syscall.name, "open_tree_attr" | "fchmodat2"),
+                "{} has no libc constant to check against",
+                syscall.name
+            ),
+        }
+    }
+    assert!(checked > 60, "checked {checked}");
+}
+
+#[test]
+fn every_profile_builds_deterministically_within_limits() {
+    for arch in [Arch::X86_64, Arch::Aarch64] {
+        for profile in PROFILES {
+            if profile.mechanism == Mechanism::Landlock && profile.reach == Reach::OwnLoopback {
+                continue;
+            }
+            let a = build_for(arch, &profile).unwrap();
+            let b = build_for(arch, &profile).unwrap();
+            assert_eq!(a, b);
+            assert_eq!(a.as_bytes(), b.as_bytes());
+            assert!(
+                a.len() < 512,
+                "{arch:?} {profile:?}: {} instructions",
+                a.len()
+            );
+            assert_eq!(a.as_bytes().len(), a.len() * 8);
+            let last = a.instructions().last().unwrap();
+            assert_eq!(last.code, RET_K);
+        }
+    }
+}
+
+#[test]
+fn landlock_loopback_only_is_refused() {
+    let profile = Profile {
+        mechanism: Mechanism::Landlock,
+        reach: Reach::OwnLoopback,
+    };
+    assert!(matches!(
+        build_for(Arch::X86_64, &profile),
+        Err(SeccompError::UnsupportedNetwork { .. })
+    ));
+    assert!(rules_for(Arch::Aarch64, &profile).is_err());
+}
+
+#[test]
+fn bwrap_and_direct_have_no_socket_rules() {
+    for profile in [PROFILES[0], PROFILES[2], PROFILES[5]] {
+        let rules = rules_for(Arch::X86_64, &profile).unwrap();
+        assert!(
+            rules.iter().all(|rule| rule.syscall != "socket"),
+            "{profile:?}"
+        );
+    }
+    let landlock = rules_for(Arch::X86_64, &PROFILES[3]).unwrap();
+    assert!(landlock.iter().any(|rule| rule.syscall == "socket"));
+}
+
+#[test]
+fn the_same_syscall_never_appears_in_two_tables() {
+    // One name, one pair of numbers: guards against a typo giving two names one number.
+    let syscalls = all_syscalls();
+    for arch in [Arch::X86_64, Arch::Aarch64] {
+        for a in &syscalls {
+            for b in &syscalls {
+                if a.name != b.name
+                    && let (Some(x), Some(y)) = (a.number(arch), b.number(arch))
+                {
+                    assert_ne!(x, y, "{} and {} on {arch:?}", a.name, b.name);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn out_of_range_jumps_are_errors_not_panics() {
+    let mut asm = Asm::default();
+    let far = asm.label();
+    asm.jump(JEQ_K, 0, Target::Label(far), Target::Next);
+    for _ in 0..300 {
+        asm.ret(Action::Allow);
+    }
+    asm.bind(far);
+    asm.ret(Action::Allow);
+    assert!(matches!(
+        asm.finish(),
+        Err(SeccompError::JumpOutOfRange { at: 0 })
+    ));
+
+    let mut asm = Asm::default();
+    let end = asm.label();
+    asm.jump(JEQ_K, 0, Target::Label(end), Target::Next);
+    asm.ret(Action::Allow);
+    asm.bind(end);
+    assert!(matches!(
+        asm.finish(),
+        Err(SeccompError::JumpOutOfRange { at: 0 })
+    ));
+}
+
+#[test]
+fn an_empty_set_never_matches() {
+    let mut asm = Asm::default();
+    let fail = asm.label();
+    emit_test(
+        &mut asm,
+        &Test::In {
+            arg: 0,
+            mask: u32::MAX,
+            values: &[],
+        },
+        fail,
+    );
+    asm.ret(Action::EPERM);
+    asm.bind(fail);
+    asm.ret(Action::Allow);
+    let program = asm.finish().unwrap();
+    // load; jset 0 (never true) -> fail; ret EPERM; fail: ret ALLOW
+    assert_eq!(
+        program[1],
+        Instruction {
+            code: JSET_K,
+            jt: 0,
+            jf: 1,
+            k: 0
+        }
+    );
+    assert_eq!(program[3].k, Action::Allow.to_ret());
+}
+
+#[test]
+fn actions_round_trip() {
+    for action in [
+        Action::Allow,
+        Action::EPERM,
+        Action::ENOSYS,
+        Action::KillProcess,
+    ] {
+        assert_eq!(Action::from_ret(action.to_ret()), Some(action));
+    }
+    assert_eq!(Action::EPERM.to_string(), "EPERM");
+    assert_eq!(Action::from_ret(0x0003_0000), None);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn install_refuses_a_foreign_program() {
+    let native = Arch::native().unwrap();
+    let foreign = if native == Arch::X86_64 {
+        Arch::Aarch64
+    } else {
+        Arch::X86_64
+    };
+    let program = build_for(foreign, &PROFILES[0]).unwrap();
+    assert!(matches!(
+        install(&program),
+        Err(SeccompError::ArchMismatch { .. })
+    ));
+}

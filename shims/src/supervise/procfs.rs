@@ -1,0 +1,128 @@
+//! The supervised tree as `/proc` shows it: every descendant of the supervisor (found by
+//! walking parent links, as kernels without `CONFIG_PROC_CHILDREN` have no `children` files),
+//! its CPU time, threads and private memory, and a signal that never reaches a recycled pid.
+
+use std::collections::BTreeMap;
+use std::fs;
+
+use crate::sys;
+
+/// One process of the supervised tree, from `/proc/<pid>/stat`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ProcStat {
+    pub(super) pid: i32,
+    pub(super) ppid: i32,
+    /// Start time in clock ticks since boot: with the pid, the process's identity.
+    pub(super) start: u64,
+    /// utime + stime + cutime + cstime.
+    pub(super) cpu_ticks: u64,
+    pub(super) threads: u64,
+}
+
+impl ProcStat {
+    /// Sends `signal` if `pid` is still the process that was scanned (pidfd + start time, so a
+    /// recycled pid is never signalled). Returns whether it was sent.
+    pub(super) fn signal(&self, signal: i32) -> bool {
+        // A child of the supervisor cannot be reaped (and its pid recycled) by anyone else, and
+        // the supervisor does not reap between scanning and signalling.
+        if self.ppid == sys::getpid() {
+            return sys::kill(self.pid, signal).is_ok();
+        }
+        match sys::pidfd_open(self.pid) {
+            Ok(fd) => {
+                if read_stat(self.pid).is_some_and(|now| now.start == self.start) {
+                    sys::pidfd_send_signal(&fd, signal).is_ok()
+                } else {
+                    false
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                read_stat(self.pid).is_some_and(|now| now.start == self.start)
+                    && sys::kill(self.pid, signal).is_ok()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Resident memory not shared with files (`resident - shared` of `statm`), in bytes.
+    pub(super) fn private_bytes(&self) -> u64 {
+        let Ok(text) = fs::read_to_string(format!("/proc/{}/statm", self.pid)) else {
+            return 0;
+        };
+        let mut fields = text
+            .split_whitespace()
+            .skip(1)
+            .map(|f| f.parse::<u64>().ok());
+        match (fields.next().flatten(), fields.next().flatten()) {
+            (Some(resident), Some(shared)) => resident
+                .saturating_sub(shared)
+                .saturating_mul(sys::page_size()),
+            _ => 0,
+        }
+    }
+}
+
+fn read_stat(pid: i32) -> Option<ProcStat> {
+    let bytes = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&bytes)
+}
+
+/// Parses `/proc/<pid>/stat`. The command name may contain spaces and parentheses, so fields
+/// are counted from the last `)`.
+pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
+    let open = bytes.iter().position(|b| *b == b'(')?;
+    let close = bytes.iter().rposition(|b| *b == b')')?;
+    let pid = std::str::from_utf8(bytes.get(..open)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let rest = std::str::from_utf8(bytes.get(close.checked_add(1)?..)?).ok()?;
+    // After the name: field 3 (state) is index 0.
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let num = |field: usize| -> Option<u64> { fields.get(field.checked_sub(3)?)?.parse().ok() };
+    let ppid = i32::try_from(num(4)?).ok()?;
+    let cpu_ticks = [14, 15, 16, 17]
+        .into_iter()
+        .map(|f| num(f).unwrap_or(0))
+        .fold(0_u64, u64::saturating_add);
+    Some(ProcStat {
+        pid,
+        ppid,
+        start: num(22)?,
+        cpu_ticks,
+        threads: num(20).unwrap_or(1),
+    })
+}
+
+/// Every descendant of the supervisor, found by walking parent links of all of `/proc`
+/// (kernels without `CONFIG_PROC_CHILDREN` have no `children` files).
+pub(super) fn proc_tree() -> Vec<ProcStat> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut by_parent: BTreeMap<i32, Vec<ProcStat>> = BTreeMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = read_stat(pid) {
+            by_parent.entry(stat.ppid).or_default().push(stat);
+        }
+    }
+    let mut tree = Vec::new();
+    let mut queue = vec![sys::getpid()];
+    while let Some(parent) = queue.pop() {
+        if let Some(children) = by_parent.remove(&parent) {
+            for child in children {
+                queue.push(child.pid);
+                tree.push(child);
+            }
+        }
+    }
+    tree
+}

@@ -1,0 +1,273 @@
+//! What runs in a forked child before `execve`: only async-signal-safe system calls on data
+//! prepared before the fork (no allocation, no locks, no panics), because the process that
+//! forked may have other threads.
+//!
+//! [`fork_exec`] is the Linux supervisor's child ([`ChildExec`], prepared by
+//! `supervise::child`); [`group_leader_pre_exec`] is the process-group supervisor's hook for
+//! [`std::process::Command`].
+
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use super::{cloexec_above_stdio, getpid, give_tty, set_rlimit};
+
+/// The process-group supervisor's child, after `fork` and before `execve` (std makes it the
+/// leader of a new process group): the CPU rlimit (soft: SIGXCPU; hard, one second later:
+/// SIGKILL), every descriptor above 2 close-on-exec (descriptors the host inherited without
+/// close-on-exec stay out of the sandbox), and the terminal's foreground when given.
+pub(crate) fn group_leader_pre_exec(
+    command: &mut Command,
+    cpu_limit: Option<u64>,
+    fd_limit: libc::c_int,
+    tty: Option<RawFd>,
+) {
+    // SAFETY: the closure runs in the forked child before exec and only makes
+    // async-signal-safe system calls (setrlimit, fcntl, sigprocmask, tcsetpgrp, getpid) on
+    // values captured by copy; it allocates nothing and takes no locks.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some(seconds) = cpu_limit {
+                set_rlimit(libc::RLIMIT_CPU, seconds, seconds.saturating_add(1))?;
+            }
+            cloexec_above_stdio(fd_limit);
+            if let Some(fd) = tty {
+                give_tty(fd, getpid());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) use linux::*;
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::CString;
+    use std::io;
+    use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+
+    use super::super::{RlimitResource, errno, fork, null_terminated, set_errno};
+
+    /// Owned NUL-terminated strings and the NULL-terminated pointer array `execve` takes,
+    /// built before the fork. The pointers stay valid when the value moves: they point into
+    /// the strings' own heap buffers.
+    pub(crate) struct ExecStrings {
+        _strings: Vec<CString>,
+        pointers: Vec<*const libc::c_char>,
+    }
+
+    impl ExecStrings {
+        pub(crate) fn new(strings: Vec<CString>) -> Self {
+            let pointers = null_terminated(&strings);
+            ExecStrings {
+                _strings: strings,
+                pointers,
+            }
+        }
+    }
+
+    /// The steps the child reports when it fails before `execve`, by index.
+    pub(crate) const CHILD_STEPS: [&str; 8] = [
+        "setpgid",
+        "parent-death signal",
+        "parent exited",
+        "join cgroup",
+        "setrlimit",
+        "pass descriptors",
+        "chdir",
+        "execve",
+    ];
+
+    /// Everything the supervisor's child does between `fork` and `execve`, prepared before the
+    /// fork.
+    pub(crate) struct ChildExec {
+        pub program: CString,
+        pub argv: ExecStrings,
+        pub envp: ExecStrings,
+        pub cwd: Option<CString>,
+        /// `cgroup.procs` files to write the child's pid to.
+        pub cgroup_procs: Vec<RawFd>,
+        pub rlimits: Vec<(RlimitResource, u64, u64)>,
+        /// (high duplicate, target) pairs to `dup2`.
+        pub moves: Vec<(RawFd, RawFd)>,
+        /// Inclusive descriptor ranges to mark close-on-exec (everything above 2 but the
+        /// targets).
+        pub cloexec: Vec<(u32, u32)>,
+        /// Highest descriptor to walk when `close_range` is unavailable.
+        pub fd_limit: i32,
+        /// The supervisor: the child gives up if its parent is no longer this process.
+        pub parent: libc::pid_t,
+        /// The terminal whose foreground the child takes.
+        pub tty: Option<RawFd>,
+    }
+
+    /// Forks; the child runs `exec` and never returns (it reports a failing step on `err` as
+    /// the step's index in [`CHILD_STEPS`] and the errno, then exits 127). Returns the child's
+    /// pid in the parent. Call with every signal blocked (the child unblocks them just before
+    /// `execve`).
+    pub(crate) fn fork_exec(exec: &ChildExec, err: &OwnedFd) -> io::Result<libc::pid_t> {
+        let forked = fork();
+        if let Ok(0) = forked {
+            exec.run(err.as_raw_fd());
+        }
+        forked
+    }
+
+    impl ChildExec {
+        /// The child between `fork` and `execve`. Only async-signal-safe system calls on data
+        /// prepared before the fork: no allocation, no locks, no panics.
+        fn run(&self, err_fd: RawFd) -> ! {
+            let fail = |step: u32| -> ! {
+                let errno = errno();
+                let mut buf = [0_u8; 8];
+                let (a, b) = buf.split_at_mut(4);
+                a.copy_from_slice(&step.to_ne_bytes());
+                b.copy_from_slice(&errno.to_ne_bytes());
+                // SAFETY: write(2) and _exit(2) are async-signal-safe; the buffer is on the
+                // stack.
+                unsafe {
+                    libc::write(err_fd, buf.as_ptr().cast(), buf.len());
+                    libc::_exit(127)
+                }
+            };
+            // SAFETY: every call below is an async-signal-safe system call wrapper; pointers
+            // come from CStrings and vectors owned by `self`, which the forked child's copy of
+            // memory keeps alive until execve or _exit. Only the forked child runs this
+            // ([`fork_exec`]), so replacing descriptors with dup2 cannot pull one from under a
+            // Rust object that keeps using it.
+            unsafe {
+                // Signals stay blocked (inherited mask) until just before execve; dispositions
+                // the supervisor changed go back to the default (execve keeps ignored signals
+                // ignored).
+                for signal in [
+                    libc::SIGINT,
+                    libc::SIGTERM,
+                    libc::SIGHUP,
+                    libc::SIGCHLD,
+                    libc::SIGPIPE,
+                    libc::SIGQUIT,
+                    libc::SIGTTOU,
+                    libc::SIGTTIN,
+                    libc::SIGTSTP,
+                ] {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+                if libc::setpgid(0, 0) != 0 {
+                    fail(0);
+                }
+                if let Some(fd) = self.tty {
+                    // Best effort: a terminal that went away is not a reason to fail.
+                    libc::tcsetpgrp(fd, libc::getpid());
+                }
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    fail(1);
+                }
+                if libc::getppid() != self.parent {
+                    set_errno(libc::ESRCH);
+                    fail(2);
+                }
+                if !self.cgroup_procs.is_empty() {
+                    let mut buf = [0_u8; 16];
+                    let len = format_decimal(libc::getpid().unsigned_abs(), &mut buf);
+                    for fd in &self.cgroup_procs {
+                        if libc::write(*fd, buf.as_ptr().cast(), len) < 0 {
+                            fail(3);
+                        }
+                    }
+                }
+                for (resource, soft, hard) in &self.rlimits {
+                    let limit = libc::rlimit {
+                        rlim_cur: *soft as libc::rlim_t,
+                        rlim_max: *hard as libc::rlim_t,
+                    };
+                    if libc::setrlimit(*resource, &limit) != 0 {
+                        fail(4);
+                    }
+                }
+                for (from, to) in &self.moves {
+                    if libc::dup2(*from, *to) < 0 {
+                        fail(5);
+                    }
+                }
+                for (first, last) in &self.cloexec {
+                    let r = libc::syscall(
+                        libc::SYS_close_range,
+                        *first,
+                        *last,
+                        libc::CLOSE_RANGE_CLOEXEC,
+                    );
+                    if r != 0 {
+                        // Kernels before 5.11: walk the descriptor table instead.
+                        let last = (*last).min(self.fd_limit.unsigned_abs());
+                        let mut fd = *first;
+                        while fd <= last {
+                            libc::fcntl(fd as libc::c_int, libc::F_SETFD, libc::FD_CLOEXEC);
+                            fd += 1;
+                        }
+                    }
+                }
+                if let Some(dir) = &self.cwd
+                    && libc::chdir(dir.as_ptr()) != 0
+                {
+                    fail(6);
+                }
+                let mut empty: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut empty);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+                libc::execve(
+                    self.program.as_ptr(),
+                    self.argv.pointers.as_ptr(),
+                    self.envp.pointers.as_ptr(),
+                );
+                fail(7)
+            }
+        }
+    }
+
+    /// Writes `n` in decimal into `buf` (no allocation; async-signal-safe) and returns the
+    /// length.
+    pub(crate) fn format_decimal(mut n: u32, buf: &mut [u8; 16]) -> usize {
+        let mut digits = [0_u8; 10];
+        let mut len = 0;
+        loop {
+            if let Some(slot) = digits.get_mut(len) {
+                *slot = b'0' + (n % 10) as u8;
+            }
+            len += 1;
+            n /= 10;
+            if n == 0 || len >= digits.len() {
+                break;
+            }
+        }
+        for i in 0..len {
+            if let (Some(out), Some(d)) = (buf.get_mut(i), digits.get(len - 1 - i)) {
+                *out = *d;
+            }
+        }
+        len
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+        use super::*;
+
+        #[test]
+        fn decimal_formatting_without_allocation() {
+            let mut buf = [0_u8; 16];
+            for n in [0_u32, 7, 10, 4_194_304, u32::MAX] {
+                let len = format_decimal(n, &mut buf);
+                assert_eq!(std::str::from_utf8(&buf[..len]).unwrap(), n.to_string());
+            }
+        }
+    }
+}
