@@ -3,8 +3,8 @@
 //!
 //! Why the allowlist comes from the decision and not from the configuration file: what the
 //! command may see is part of what was decided (and replayed); the host applies exactly the
-//! list the decision shows (`environment.allowlist`), or the built-in default when the decision
-//! has none. The rules (exact names, `PREFIX*` patterns that never pass secret-looking names)
+//! list the plan shows (`plan.environment.allowlist`, the host's list or the built-in default,
+//! with its origin). The rules (exact names, `PREFIX*` patterns that never pass secret-looking names)
 //! are the engine's [`palisade_engine::environment`], so the two cannot disagree.
 //!
 //! The audit outcome lists the names passed, withheld and set — never a value.
@@ -47,32 +47,6 @@ pub struct EnvRecord {
     /// How the supervisor's own environment is kept from `/proc/<pid>/environ` (see
     /// [`scrub_own_environ`], [`make_undumpable`]).
     pub supervisor_environ: String,
-}
-
-/// The allowlist a decision (canonical JSON) tells the launcher to apply: the host's
-/// (`/environment/allowlist`) or, when the decision has none, the built-in default.
-pub fn decided_allowlist(decision_json: &str) -> (Vec<String>, &'static str) {
-    let decision: serde_json::Value = serde_json::from_str(decision_json).unwrap_or_default();
-    match decision
-        .pointer("/environment/allowlist")
-        .and_then(serde_json::Value::as_array)
-    {
-        Some(entries) => (
-            entries
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            "host",
-        ),
-        None => (
-            environment::DEFAULT_ALLOWLIST
-                .iter()
-                .map(|e| (*e).to_owned())
-                .collect(),
-            "default",
-        ),
-    }
 }
 
 /// The command's environment: every variable of `vars` the allowlist passes, then `HOME`
@@ -318,6 +292,10 @@ mod tests {
         .to_vec()
     }
 
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
     fn names(env: &[(OsString, OsString)]) -> Vec<String> {
         env.iter()
             .map(|(k, _)| k.to_string_lossy().into_owned())
@@ -326,8 +304,11 @@ mod tests {
 
     #[test]
     fn default_allowlist_passes_no_secrets() {
-        let (list, source) = decided_allowlist("{}");
-        assert_eq!(source, "default");
+        let list: Vec<String> = environment::DEFAULT_ALLOWLIST
+            .iter()
+            .map(|e| (*e).to_owned())
+            .collect();
+        let source = "default";
         let out = command_env(vars(), &list, source, "/h", Path::new("/tmp/run"));
         assert_eq!(names(&out.env), ["HOME", "LC_ALL", "PATH", "TMPDIR"]);
         assert_eq!(out.env[0].1, OsString::from("/home/u"));
@@ -348,9 +329,8 @@ mod tests {
 
     #[test]
     fn host_allowlist_patterns_and_explicit_secrets() {
-        let decision = r#"{"environment":{"allowlist":["GITHUB_*","NPM_TOKEN","AWS*"]}}"#;
-        let (list, source) = decided_allowlist(decision);
-        assert_eq!(source, "host");
+        let list = strings(&["GITHUB_*", "NPM_TOKEN", "AWS*"]);
+        let source = "host";
         let out = command_env(vars(), &list, source, "/h", Path::new("/tmp/run"));
         assert_eq!(
             names(&out.env),
@@ -387,8 +367,8 @@ mod tests {
 
     #[test]
     fn final_accounting_moves_replaced_variables_to_set() {
-        let decision = r#"{"environment":{"allowlist":["HTTP_PROXY","LANG"]}}"#;
-        let (list, source) = decided_allowlist(decision);
+        let list = strings(&["HTTP_PROXY", "LANG"]);
+        let source = "host";
         let mut out = command_env(
             [
                 (

@@ -78,7 +78,7 @@ fn spawn(program: &Path, args: &[String], deadline: Instant) -> Result<Child, Ru
         let spawned = Command::new(program)
             .args(args)
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PATH", palisade_shims::path::DEFAULT_PATH)
             .env("LC_ALL", "C")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

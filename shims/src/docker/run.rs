@@ -231,7 +231,7 @@ impl Reaper {
             .arg(cli)
             .arg(name)
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PATH", crate::path::DEFAULT_PATH)
             .env("DOCKER_HOST", docker_host_value(socket))
             .stdin(Stdio::from(reader))
             .stdout(Stdio::null())
