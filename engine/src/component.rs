@@ -214,7 +214,7 @@ fn to_wit_refusal_code(code: RefusalCode) -> wit::RefusalCode {
         }
         RefusalCode::HostFactsInvalid => wit::RefusalCode::HostFactsInvalid,
         RefusalCode::ExecutionModeForbidden => wit::RefusalCode::ExecutionModeForbidden,
-        RefusalCode::WritableRootUnsafe => wit::RefusalCode::WritableRootUnsafe,
+        RefusalCode::SandboxWritableRootUnsafe => wit::RefusalCode::SandboxWritableRootUnsafe,
     }
 }
 

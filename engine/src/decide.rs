@@ -82,7 +82,11 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         let errors = host::unsafe_writable_roots(input);
         if !errors.is_empty() {
             let message = format!("a writable root is no containment: {}", errors.summary());
-            let mut report = refusal(input_digest, RefusalCode::WritableRootUnsafe, message);
+            let mut report = refusal(
+                input_digest,
+                RefusalCode::SandboxWritableRootUnsafe,
+                message,
+            );
             report.errors = errors.into_listed();
             return report;
         }

@@ -25,11 +25,20 @@ pub enum RefusalCode {
     ExecutionModeForbidden,
     /// A writable root (the workspace included) is `/`, the home directory or an ancestor of
     /// it: no containment at all.
-    #[serde(rename = "SANDBOX_WRITABLE_ROOT_UNSAFE")]
-    WritableRootUnsafe,
+    SandboxWritableRootUnsafe,
 }
 
 impl RefusalCode {
+    /// Every code, in declaration order (the match in [`RefusalCode::as_str`] keeps it whole).
+    pub const ALL: [RefusalCode; 6] = [
+        RefusalCode::SandboxPolicyInvalid,
+        RefusalCode::SandboxBackendUnavailable,
+        RefusalCode::SandboxCapabilityInsufficient,
+        RefusalCode::HostFactsInvalid,
+        RefusalCode::ExecutionModeForbidden,
+        RefusalCode::SandboxWritableRootUnsafe,
+    ];
+
     /// The machine-readable code printed by the CLI and stored in JSON.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -38,7 +47,7 @@ impl RefusalCode {
             RefusalCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             RefusalCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             RefusalCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
-            RefusalCode::WritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
+            RefusalCode::SandboxWritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
         }
     }
 }
@@ -511,4 +520,33 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         let _ = write!(hex, "{byte:02x}");
     }
     hex
+}
+
+#[cfg(test)]
+mod refusal_code_tests {
+    use super::RefusalCode;
+
+    /// Python and Node read the WIT enum's case name and upper-snake it (`sandbox-policy-invalid`
+    /// → `SANDBOX_POLICY_INVALID`); that must give exactly the code the Rust host prints.
+    #[test]
+    fn wit_case_names_spell_the_codes() {
+        let wit = include_str!("../../wit/palisade.wit");
+        let block = wit
+            .split("enum refusal-code {")
+            .nth(1)
+            .and_then(|rest| rest.split('}').next())
+            .unwrap_or_default();
+        let from_wit: Vec<String> = block
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with("//"))
+            .map(|case| case.trim_end_matches(',').to_uppercase().replace('-', "_"))
+            .collect();
+        let from_engine: Vec<&str> = RefusalCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(from_wit, from_engine);
+        for code in RefusalCode::ALL {
+            let json = serde_json::to_string(&code).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
 }

@@ -599,7 +599,7 @@ fn refusal_codes_read_the_same_in_json_and_in_text() {
         RefusalCode::SandboxCapabilityInsufficient,
         RefusalCode::HostFactsInvalid,
         RefusalCode::ExecutionModeForbidden,
-        RefusalCode::WritableRootUnsafe,
+        RefusalCode::SandboxWritableRootUnsafe,
     ] {
         assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
     }

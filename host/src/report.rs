@@ -13,7 +13,7 @@ pub enum ErrorCode {
     /// The engine refused an execution mode the host forbids (`--execution-mode workspace`).
     ExecutionModeForbidden,
     /// The engine refused a writable root that contains nothing (`/`, the home or above).
-    WritableRootUnsafe,
+    SandboxWritableRootUnsafe,
     /// A host configuration file is unusable: unreadable, too large, not YAML, an unknown key or
     /// a bad value, or a per-user file that loosens the system one. Nothing was decided.
     HostConfigInvalid,
@@ -47,7 +47,7 @@ impl ErrorCode {
         ErrorCode::SandboxCapabilityInsufficient,
         ErrorCode::HostFactsInvalid,
         ErrorCode::ExecutionModeForbidden,
-        ErrorCode::WritableRootUnsafe,
+        ErrorCode::SandboxWritableRootUnsafe,
         ErrorCode::HostConfigInvalid,
         ErrorCode::HostConfigForbidden,
         ErrorCode::InputInvalid,
@@ -69,7 +69,7 @@ impl ErrorCode {
             ErrorCode::SandboxCapabilityInsufficient => "SANDBOX_CAPABILITY_INSUFFICIENT",
             ErrorCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             ErrorCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
-            ErrorCode::WritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
+            ErrorCode::SandboxWritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
             ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
             ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
@@ -91,7 +91,7 @@ impl ErrorCode {
             ErrorCode::SandboxBackendUnavailable
             | ErrorCode::SandboxCapabilityInsufficient
             | ErrorCode::ExecutionModeForbidden
-            | ErrorCode::WritableRootUnsafe
+            | ErrorCode::SandboxWritableRootUnsafe
             | ErrorCode::HostFactsMismatch
             | ErrorCode::HostConfigForbidden => Exit::Refused,
             ErrorCode::HostFactsInvalid
@@ -116,7 +116,7 @@ impl ErrorCode {
             R::SandboxCapabilityInsufficient => ErrorCode::SandboxCapabilityInsufficient,
             R::HostFactsInvalid => ErrorCode::HostFactsInvalid,
             R::ExecutionModeForbidden => ErrorCode::ExecutionModeForbidden,
-            R::WritableRootUnsafe => ErrorCode::WritableRootUnsafe,
+            R::SandboxWritableRootUnsafe => ErrorCode::SandboxWritableRootUnsafe,
         }
     }
 }

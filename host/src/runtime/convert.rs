@@ -258,7 +258,7 @@ fn from_wit_refusal_code(code: wit::RefusalCode) -> RefusalCode {
         }
         wit::RefusalCode::HostFactsInvalid => RefusalCode::HostFactsInvalid,
         wit::RefusalCode::ExecutionModeForbidden => RefusalCode::ExecutionModeForbidden,
-        wit::RefusalCode::WritableRootUnsafe => RefusalCode::WritableRootUnsafe,
+        wit::RefusalCode::SandboxWritableRootUnsafe => RefusalCode::SandboxWritableRootUnsafe,
     }
 }
 
