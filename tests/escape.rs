@@ -629,14 +629,16 @@ fn udp_plan(f: &mut Fixture, ip: std::net::IpAddr) -> Result<Plan, String> {
 fn network_cases(mode: &'static str) -> Vec<Case> {
     let loopback_only = mode == "loopback-only";
     let attacks = if loopback_only { BWRAP_ONLY } else { CONFINED };
-    // The sandbox's own loopback must keep working in loopback-only (bwrap's private netns).
-    let own_loopback = Expects {
-        bwrap: if loopback_only { Expect::Works } else { Expect::Record },
-        landlock: if loopback_only { Expect::Refused } else { Expect::Record },
+    // The sandbox's own loopback must keep working in loopback-only (a private netns); in
+    // `none` not even an IP socket may be created ("blocks all outbound and loopback sockets").
+    let own_ip = Expects {
+        bwrap: if loopback_only { Expect::Works } else { Expect::Blocked },
+        landlock: if loopback_only { Expect::Refused } else { Expect::Blocked },
         direct: Expect::Record,
-        docker: if loopback_only { Expect::Works } else { Expect::Record },
+        docker: if loopback_only { Expect::Works } else { Expect::Blocked },
     };
-    let info = Expects { bwrap: Expect::Record, landlock: own_loopback.landlock, direct: Expect::Record, docker: Expect::Record };
+    // Unix sockets of the sandbox's own stay usable in every mode (socketpair is in ipc).
+    let own_unix = Expects { bwrap: Expect::Works, landlock: if loopback_only { Expect::Refused } else { Expect::Record }, direct: Expect::Works, docker: Expect::Works };
     let cases = vec![
         case("net.tcp-host-loopback-v4", plain, attacks, |f, _| tcp_plan(f, loopback_v4(), "net.tcp-connect")),
         case("net.tcp-host-loopback-v6", plain, attacks, |f, _| tcp_plan(f, loopback_v6(), "net.tcp-connect")),
@@ -657,18 +659,54 @@ fn network_cases(mode: &'static str) -> Vec<Case> {
             tcp_plan(f, loopback_v4(), "net.dev-tcp")
         }),
         case("net.raw-icmp-socket", netraw_ns, attacks, |_, _| Ok(plan("net.raw-icmp", Vec::new()))),
-        case("net.own-loopback-works", plain, own_loopback, |_, _| Ok(plan("net.loopback-self", Vec::new()))),
-        case("net.create-inet-stream-socket", plain, info, |_, _| {
-            Ok(plan("net.socket-create", opts([("family", "inet".into()), ("type", "stream".into())])))
-        }),
-        case("net.create-inet-dgram-socket", plain, info, |_, _| {
-            Ok(plan("net.socket-create", opts([("family", "inet".into()), ("type", "dgram".into())])))
-        }),
+        case("net.own-loopback", plain, own_ip, |_, _| Ok(plan("net.loopback-self", Vec::new()))),
+        case("net.create-inet-stream-socket", plain, own_ip, |_, _| Ok(socket_plan("inet", "stream"))),
+        case("net.create-inet6-dgram-socket", plain, own_ip, |_, _| Ok(socket_plan("inet6", "dgram"))),
+        case("net.create-unix-socket", plain, own_unix, |_, _| Ok(socket_plan("unix", "stream"))),
+        vsock_case(attacks),
     ];
     cases
         .into_iter()
         .map(|c| Case { name: format!("{}@{mode}", c.name), ..c.policy(Policy::Network(mode)) })
         .collect()
+}
+
+fn socket_plan(family: &str, kind: &str) -> Plan {
+    plan(
+        "net.socket-create",
+        opts([("family", family.into()), ("type", kind.into())]),
+    )
+}
+
+/// `AF_VSOCK` is scoped by no network namespace: on a VM it reaches the hypervisor side, so it
+/// is blocked in every mode. Creating the socket is the whole attack (nothing is connected to).
+fn vsock_case(expects: Expects) -> Case {
+    case("net.create-vsock-socket", plain, expects, |_, env| {
+        // Hosts without a vsock transport cannot show the attack working outside.
+        let probe = std::process::Command::new(&env.attack)
+            .args(["net.socket-create", "--family", "vsock", "--type", "stream"])
+            .output()
+            .map_err(|e| format!("cannot run the attack tool: {e}"))?;
+        let line = String::from_utf8_lossy(&probe.stdout);
+        if !line.contains("\"verdict\":\"succeeded\"") {
+            return Err(format!("this host has no vsock transport: {}", line.trim()));
+        }
+        Ok(socket_plan("vsock", "stream"))
+    })
+}
+
+/// `allow-outbound` shares the host's network; what stays closed there is vsock.
+fn outbound_cases() -> Vec<Case> {
+    let outbound = Expects {
+        bwrap: Expect::Blocked,
+        landlock: Expect::Blocked,
+        direct: Expect::Record,
+        docker: Expect::Blocked,
+    };
+    vec![Case {
+        name: "net.create-vsock-socket@allow-outbound".into(),
+        ..vsock_case(outbound).policy(Policy::Network("allow-outbound"))
+    }]
 }
 
 /// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings, signals, ptrace and
@@ -1255,6 +1293,7 @@ fn filesystem_unprivileged() {
 fn network_as_root() {
     let mut cases = network_cases("none");
     cases.extend(network_cases("loopback-only"));
+    cases.extend(outbound_cases());
     battery("network", escape_kit::root_user(), cases);
 }
 
@@ -1262,6 +1301,7 @@ fn network_as_root() {
 fn network_unprivileged() {
     let mut cases = network_cases("none");
     cases.extend(network_cases("loopback-only"));
+    cases.extend(outbound_cases());
     battery("network", Some(escape_kit::unprivileged_user()), cases);
 }
 

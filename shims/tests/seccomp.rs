@@ -54,9 +54,13 @@ unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
-const BWRAP: Profile = Profile {
+const BWRAP_NONE: Profile = Profile {
     mechanism: Mechanism::Bwrap,
     reach: Reach::Nothing,
+};
+const BWRAP_LOOPBACK: Profile = Profile {
+    mechanism: Mechanism::Bwrap,
+    reach: Reach::OwnLoopback,
 };
 const LANDLOCK_NONE: Profile = Profile {
     mechanism: Mechanism::Landlock,
@@ -66,7 +70,7 @@ const LANDLOCK_OUTBOUND: Profile = Profile {
     mechanism: Mechanism::Landlock,
     reach: Reach::Everything,
 };
-const PROFILES: [Profile; 3] = [BWRAP, LANDLOCK_NONE, LANDLOCK_OUTBOUND];
+const PROFILES: [Profile; 4] = [BWRAP_NONE, BWRAP_LOOPBACK, LANDLOCK_NONE, LANDLOCK_OUTBOUND];
 
 const EPERM: Action = Action::Errno(libc::EPERM as u16);
 const ENOSYS: Action = Action::Errno(libc::ENOSYS as u16);
@@ -286,6 +290,7 @@ fn check_verdicts(n: &Numbers) {
     // `all` = every profile.
     let all: &[Profile] = &PROFILES;
     let landlock: &[Profile] = &[LANDLOCK_NONE, LANDLOCK_OUTBOUND];
+    let bwrap: &[Profile] = &[BWRAP_NONE, BWRAP_LOOPBACK];
     let mut table: Vec<Row<'_>> = vec![
         (all, "ptrace", n.ptrace, none, EPERM),
         (all, "getpid", n.getpid, none, ALLOW),
@@ -504,18 +509,60 @@ fn check_verdicts(n: &Numbers) {
             if n.arch == Arch::X86_64 { EPERM } else { ALLOW },
         ),
         (
-            &[BWRAP],
+            bwrap,
             "socket(AF_UNIX) bwrap",
             n.socket,
             a(AF_UNIX, 1, 0, 0),
             ALLOW,
         ),
         (
-            &[BWRAP],
-            "socket(AF_PACKET) bwrap",
+            &[BWRAP_NONE],
+            "socket(AF_PACKET) bwrap none",
             n.socket,
             a(AF_PACKET, 3, 0, 0),
+            EPERM,
+        ),
+        (
+            &[BWRAP_NONE],
+            "socket(AF_INET) bwrap none",
+            n.socket,
+            a(AF_INET, 1, 0, 0),
+            EPERM,
+        ),
+        (
+            &[BWRAP_NONE],
+            "socket(AF_INET6 | junk) bwrap none",
+            n.socket,
+            a(JUNK | AF_INET6, 2, 0, 0),
+            EPERM,
+        ),
+        (
+            &[BWRAP_LOOPBACK],
+            "socket(AF_INET) bwrap loopback",
+            n.socket,
+            a(AF_INET, 1, 0, 0),
             ALLOW,
+        ),
+        (
+            &[BWRAP_LOOPBACK],
+            "socket(AF_INET6) bwrap loopback",
+            n.socket,
+            a(AF_INET6, 2, 0, 0),
+            ALLOW,
+        ),
+        (
+            all,
+            "socket(AF_VSOCK)",
+            n.socket,
+            a(AF_VSOCK, 1, 0, 0),
+            EPERM,
+        ),
+        (
+            all,
+            "socket(AF_VSOCK | junk)",
+            n.socket,
+            a(JUNK | AF_VSOCK, 5, 0, 0),
+            EPERM,
         ),
         (
             landlock,
@@ -695,7 +742,7 @@ fn instruction_counts_are_bounded_and_reported() {
 
 #[test]
 fn bytes_are_native_sock_filters() {
-    let program = seccomp::build(&BWRAP).unwrap();
+    let program = seccomp::build(&BWRAP_NONE).unwrap();
     let bytes = program.as_bytes();
     let first = program.instructions()[0];
     assert_eq!(bytes[0..2], first.code.to_ne_bytes());
@@ -977,8 +1024,9 @@ struct Case {
     setup: Setup,
     probe: fn(&Fixture) -> i64,
     baseline: Baseline,
-    /// For [`PROFILES`]: bwrap, landlock + none, landlock + outbound.
-    expect: [Expect; 3],
+    /// For [`PROFILES`]: bwrap + none, bwrap + own loopback, landlock + none, landlock +
+    /// outbound.
+    expect: [Expect; 4],
 }
 
 const fn case(
@@ -992,7 +1040,7 @@ const fn case(
         setup: Setup::Plain,
         probe,
         baseline,
-        expect: [expect; 3],
+        expect: [expect; 4],
     }
 }
 
@@ -1317,28 +1365,28 @@ fn cases() -> Vec<Case> {
             setup: Setup::Plain,
             probe: |_| socket(libc::AF_UNIX, libc::SOCK_STREAM, 0),
             baseline: Succeeds,
-            expect: [SAME, DENIED, DENIED],
+            expect: [SAME, SAME, DENIED, DENIED],
         },
         Case {
             name: "socket(AF_INET, TCP)",
             setup: Setup::Plain,
             probe: |_| socket(libc::AF_INET, libc::SOCK_STREAM, 0),
             baseline: Succeeds,
-            expect: [SAME, DENIED, SAME],
+            expect: [DENIED, SAME, DENIED, SAME],
         },
         Case {
             name: "socket(AF_INET6, UDP)",
             setup: Setup::Plain,
             probe: |_| socket(libc::AF_INET6, libc::SOCK_DGRAM, 0),
             baseline: Succeeds,
-            expect: [SAME, DENIED, SAME],
+            expect: [DENIED, SAME, DENIED, SAME],
         },
         Case {
             name: "socket(AF_NETLINK, NETLINK_ROUTE)",
             setup: Setup::Plain,
             probe: |_| socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE),
             baseline: Succeeds,
-            expect: [SAME, DENIED, SAME],
+            expect: [DENIED, SAME, DENIED, SAME],
         },
         Case {
             name: "socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)",
@@ -1351,7 +1399,16 @@ fn cases() -> Vec<Case> {
                 )
             },
             baseline: Succeeds,
-            expect: [SAME, DENIED, DENIED],
+            expect: [DENIED, SAME, DENIED, DENIED],
+        },
+        Case {
+            // Without a vsock transport the unfiltered call fails with EAFNOSUPPORT (or
+            // ENODEV); the filter must still answer EPERM, before the family is looked at.
+            name: "socket(AF_VSOCK, STREAM)",
+            setup: Setup::Plain,
+            probe: |_| socket(libc::AF_VSOCK, libc::SOCK_STREAM, 0),
+            baseline: SucceedsOr(&[libc::EAFNOSUPPORT, libc::ENODEV]),
+            expect: [DENIED; 4],
         },
         Case {
             name: "mount(tmpfs) in a private mount namespace",
@@ -1369,21 +1426,21 @@ fn cases() -> Vec<Case> {
                 })
             },
             baseline: Succeeds,
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
         Case {
             name: "umount2(not a mount point) in a private mount namespace",
             setup: Setup::MountNs,
             probe: |fx| i64::from(unsafe { libc::umount2(fx.c_dir.as_ptr(), 0) }),
             baseline: Fails(&[libc::EINVAL]),
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
         Case {
             name: "fsopen(tmpfs) in a private mount namespace",
             setup: Setup::MountNs,
             probe: |fx| raw(unsafe { libc::syscall(libc::SYS_fsopen, fx.c_tmpfs.as_ptr(), 0) }),
             baseline: Succeeds,
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
         Case {
             name: "open_tree(OPEN_TREE_CLONE) in a private mount namespace",
@@ -1394,14 +1451,14 @@ fn cases() -> Vec<Case> {
                 })
             },
             baseline: Succeeds,
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
         Case {
             name: "chroot in a private mount namespace",
             setup: Setup::MountNs,
             probe: |fx| i64::from(unsafe { libc::chroot(fx.c_dir.as_ptr()) }),
             baseline: Succeeds,
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
         Case {
             name: "sethostname in a private UTS namespace",
@@ -1411,7 +1468,7 @@ fn cases() -> Vec<Case> {
                 i64::from(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })
             },
             baseline: Succeeds,
-            expect: [DENIED; 3],
+            expect: [DENIED; 4],
         },
     ];
     #[cfg(target_arch = "x86_64")]
@@ -1547,18 +1604,23 @@ fn check_kernel(profile_index: usize) {
 }
 
 #[test]
-fn kernel_enforces_bwrap_profile() {
+fn kernel_enforces_bwrap_none_profile() {
     check_kernel(0);
 }
 
 #[test]
-fn kernel_enforces_landlock_none_profile() {
+fn kernel_enforces_bwrap_loopback_profile() {
     check_kernel(1);
 }
 
 #[test]
-fn kernel_enforces_landlock_outbound_profile() {
+fn kernel_enforces_landlock_none_profile() {
     check_kernel(2);
+}
+
+#[test]
+fn kernel_enforces_landlock_outbound_profile() {
+    check_kernel(3);
 }
 
 /// `install` runs between `fork` and `exec`, where allocating can deadlock: it must not.
@@ -1706,7 +1768,7 @@ fn kernel_tests_pass_unprivileged_too() {
     let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        output.status.success() && stdout.contains("3 passed"),
+        output.status.success() && stdout.contains("4 passed"),
         "as uid 65534 ({:?}; signal {:?}):\n{stdout}\n{}",
         output.status.code(),
         output.status.signal(),

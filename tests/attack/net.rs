@@ -206,11 +206,13 @@ pub fn loopback_self(_args: &Args) -> Attack {
     Ok(Outcome::succeeded(format!("talked to itself over {addr}")))
 }
 
-/// `--family inet|inet6 --type stream|dgram`: create a socket, nothing else (informational).
+/// `--family inet|inet6|vsock|unix --type stream|dgram`: create a socket, nothing else.
 pub fn socket_create(args: &Args) -> Attack {
     let family = match args.get("family")? {
         "inet" => libc::AF_INET,
         "inet6" => libc::AF_INET6,
+        "vsock" => libc::AF_VSOCK,
+        "unix" => libc::AF_UNIX,
         other => return Err(Outcome::error(format!("unknown family `{other}`"))),
     };
     let ty = match args.get("type")? {

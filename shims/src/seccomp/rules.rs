@@ -1,6 +1,6 @@
 //! The rules: one table, each rule with the hole it closes, compiled both to BPF ([`super::bpf`])
 //! and to Docker's OCI profile ([`super::oci`]). Every profile carries [`BASE_RULES`]; the
-//! Landlock mechanism adds the socket rules of its network reach ([`rule_set`]).
+//! socket rules of the mechanism and its network reach come after ([`rule_set`]).
 
 use super::table::*;
 use super::{Action, Profile, SeccompError};
@@ -314,12 +314,24 @@ pub(super) const BASE_RULES: &[Rule] = &[
         action: Action::ENOSYS,
         closes: "setuid/setgid modes hidden behind openat2's pointer",
     },
+    // vsock is not scoped by a network namespace: on a VM it reaches the hypervisor side (its
+    // agents, other guests' services) from any sandbox, whatever the network mode.
+    deny_if(
+        SOCKET,
+        &[Test::In {
+            arg: 0,
+            mask: u32::MAX,
+            values: &[AF_VSOCK],
+        }],
+        "vsock channels to the hypervisor, which no network namespace scopes",
+    ),
 ];
 
 pub(super) const AF_UNIX: (u32, &str) = (1, "AF_UNIX");
 pub(super) const AF_INET: (u32, &str) = (2, "AF_INET");
 pub(super) const AF_INET6: (u32, &str) = (10, "AF_INET6");
 pub(super) const AF_NETLINK: (u32, &str) = (16, "AF_NETLINK");
+pub(super) const AF_VSOCK: (u32, &str) = (40, "AF_VSOCK");
 pub(super) const NETLINK_ROUTE: (u32, &str) = (0, "NETLINK_ROUTE");
 
 /// Landlock has no mount namespace, so a host pathname socket (the Docker socket, a session
@@ -333,6 +345,19 @@ pub(super) const SOCKET_NO_UNIX: Rule = deny_if(
         values: &[AF_UNIX],
     }],
     "host pathname and abstract Unix sockets (no mount or network namespace to hide them)",
+);
+
+/// [`Reach::Nothing`] under a network namespace (bwrap, docker): the namespace already has no
+/// route out, but its own loopback still takes TCP and UDP; `none` means no IP socket at all.
+/// Unix sockets stay (the namespace's mount and abstract-socket scoping keeps them inside).
+pub(super) const SOCKET_ONLY_UNIX: Rule = deny_if(
+    SOCKET,
+    &[Test::NotIn {
+        arg: 0,
+        mask: u32::MAX,
+        values: &[AF_UNIX],
+    }],
+    "IP and every other non-Unix family when the network mode is none (even the sandbox's own loopback)",
 );
 
 /// [`Reach::Nothing`] under Landlock: no socket of any family.
@@ -372,18 +397,25 @@ pub(super) const SOCKET_OUTBOUND: &[Rule] = &[
 
 pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
     let mut rules = BASE_RULES.to_vec();
-    if profile.mechanism == Mechanism::Landlock {
-        rules.push(SOCKET_NO_UNIX);
-        match profile.reach {
-            Reach::Nothing => rules.push(SOCKET_NONE),
-            Reach::Everything => rules.extend_from_slice(SOCKET_OUTBOUND),
-            Reach::OwnLoopback => {
-                return Err(SeccompError::UnsupportedNetwork {
-                    mechanism: profile.mechanism,
-                    reach: profile.reach,
-                });
+    let unsupported = || SeccompError::UnsupportedNetwork {
+        mechanism: profile.mechanism,
+        reach: profile.reach,
+    };
+    match profile.mechanism {
+        Mechanism::Landlock => {
+            rules.push(SOCKET_NO_UNIX);
+            match profile.reach {
+                Reach::Nothing => rules.push(SOCKET_NONE),
+                Reach::Everything => rules.extend_from_slice(SOCKET_OUTBOUND),
+                Reach::OwnLoopback => return Err(unsupported()),
             }
         }
+        // The namespace scopes every family but vsock (a base rule); `none` also takes IP.
+        Mechanism::Bwrap | Mechanism::Docker => match profile.reach {
+            Reach::Nothing => rules.push(SOCKET_ONLY_UNIX),
+            Reach::OwnLoopback | Reach::Everything => {}
+        },
+        Mechanism::Seatbelt | Mechanism::Direct => {}
     }
     Ok(rules)
 }

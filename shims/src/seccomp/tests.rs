@@ -36,6 +36,7 @@ fn all_syscalls() -> Vec<Syscall> {
     let mut rules = BASE_RULES.to_vec();
     rules.extend_from_slice(SOCKET_OUTBOUND);
     rules.push(SOCKET_NO_UNIX);
+    rules.push(SOCKET_ONLY_UNIX);
     rules.iter().map(|rule| rule.syscall).collect()
 }
 
@@ -180,16 +181,36 @@ fn landlock_loopback_only_is_refused() {
 }
 
 #[test]
-fn bwrap_and_direct_have_no_socket_rules() {
-    for profile in [PROFILES[0], PROFILES[2], PROFILES[5]] {
-        let rules = rules_for(Arch::X86_64, &profile).unwrap();
+fn socket_rules_follow_the_mechanism_and_the_reach() {
+    let socket_rules = |profile: &Profile| -> Vec<String> {
+        rules_for(Arch::X86_64, profile)
+            .unwrap()
+            .into_iter()
+            .filter(|rule| rule.syscall == "socket")
+            .map(|rule| rule.condition)
+            .collect()
+    };
+    // Every profile denies vsock; bwrap and docker add "Unix only" for `none` and nothing else.
+    for profile in PROFILES {
+        let rules = socket_rules(&profile);
         assert!(
-            rules.iter().all(|rule| rule.syscall != "socket"),
-            "{profile:?}"
+            rules.iter().any(|c| c.contains("AF_VSOCK")),
+            "{profile:?}: {rules:?}"
         );
     }
-    let landlock = rules_for(Arch::X86_64, &PROFILES[3]).unwrap();
-    assert!(landlock.iter().any(|rule| rule.syscall == "socket"));
+    for mechanism in [Mechanism::Bwrap, Mechanism::Docker] {
+        let none = socket_rules(&Profile {
+            mechanism,
+            reach: Reach::Nothing,
+        });
+        assert_eq!(none.len(), 2, "{none:?}");
+        assert!(none[1].contains("not in {AF_UNIX (0x1)}"), "{none:?}");
+        for reach in [Reach::OwnLoopback, Reach::Everything] {
+            assert_eq!(socket_rules(&Profile { mechanism, reach }).len(), 1);
+        }
+    }
+    assert_eq!(socket_rules(&PROFILES[5]).len(), 1, "direct: vsock only");
+    assert!(socket_rules(&PROFILES[3]).len() > 1, "landlock: by family");
 }
 
 #[test]
