@@ -38,11 +38,11 @@ const FACTS: &str = r#"{"host":{"os":"linux","arch":"x86_64","sessionKind":"cli"
 "allowDirectDedicated":false,"homeDir":"/home/dev","workspaceDir":"/home/dev/work/repo",
 "writableRoots":["/home/dev/work/results"],"defaultBackendOrder":["linux-bwrap","linux-landlock","docker"]},
 "probes":[
-{"backend":"macos-seatbelt","available":false,"reason":"seatbelt needs macos","capabilities":[],"networkModes":[],"domainFiltering":false,"version":"","limitations":[]},
-{"backend":"linux-bwrap","available":true,"reason":"trial sandbox ran","capabilities":["filesystemReadContainment","filesystemWriteContainment","protectedPathReadOnlyMask","networkIsolation","processTreeCleanup","syscallFiltering"],"networkModes":["none","loopback-only","allow-outbound"],"domainFiltering":false,"version":"bubblewrap 0.8.0","limitations":[]},
-{"backend":"linux-landlock","available":true,"reason":"","capabilities":["filesystemReadContainment","filesystemWriteContainment","networkIsolation","processTreeCleanup"],"networkModes":["none","allow-outbound"],"domainFiltering":false,"version":"landlock abi 7","limitations":["cannot stop creating a protected path that does not exist yet"]},
-{"backend":"docker","available":false,"reason":"docker daemon not answering","capabilities":[],"networkModes":[],"domainFiltering":false,"version":"","limitations":[]},
-{"backend":"direct-dedicated","available":true,"reason":"","capabilities":["processTreeCleanup"],"networkModes":["allow-outbound"],"domainFiltering":false,"version":"","limitations":["no filesystem masks","no network isolation"]}]}"#;
+{"backend":"macos-seatbelt","available":false,"reason":"seatbelt needs macos","capabilities":[],"networkModes":[],"networkBridge":false,"version":"","limitations":[]},
+{"backend":"linux-bwrap","available":true,"reason":"trial sandbox ran","capabilities":["filesystemReadContainment","filesystemWriteContainment","protectedPathReadOnlyMask","networkIsolation","processTreeCleanup","syscallFiltering"],"networkModes":["none","loopback-only","allow-outbound"],"networkBridge":false,"version":"bubblewrap 0.8.0","limitations":[]},
+{"backend":"linux-landlock","available":true,"reason":"","capabilities":["filesystemReadContainment","filesystemWriteContainment","networkIsolation","processTreeCleanup"],"networkModes":["none","allow-outbound"],"networkBridge":false,"version":"landlock abi 7","limitations":["cannot stop creating a protected path that does not exist yet"]},
+{"backend":"docker","available":false,"reason":"docker daemon not answering","capabilities":[],"networkModes":[],"networkBridge":false,"version":"","limitations":[]},
+{"backend":"direct-dedicated","available":true,"reason":"","capabilities":["processTreeCleanup"],"networkModes":["allow-outbound"],"networkBridge":false,"version":"","limitations":["no filesystem masks","no network isolation"]}]}"#;
 
 fn in_process(c: &mut Criterion) {
     let input = input();

@@ -51,7 +51,7 @@ fn input(entries: &[String]) -> DecisionInput {
             reason: "ok".into(),
             capabilities: Capability::ALL.to_vec(),
             network_modes: NetworkMode::ALL.to_vec(),
-            domain_filtering: true,
+            network_bridge: true,
             version: "bubblewrap 0.8.0".into(),
             limitations: vec![],
         }],

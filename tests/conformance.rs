@@ -58,13 +58,10 @@ fn launch_plan_of_every_corpus_decision() {
         else {
             continue;
         };
-        let egress = matches!(
-            plan.network,
-            palisade_engine::output::PlanNetwork::Filtered { .. }
-        )
-        .then(|| {
-            palisade::egress::egress_proxy(
-                PathBuf::from("/run/user/1000/palisade-1000/run-1-egress/proxy.sock"),
+        let bridge = palisade::network::routes_for(&plan.network, &[]).map(|routes| {
+            palisade::network::bridge_plan(
+                std::path::Path::new("/run/user/1000/palisade-1000/run-1-bridge"),
+                &routes,
                 PathBuf::from("/usr/local/bin/palisade"),
             )
         });
@@ -81,7 +78,7 @@ fn launch_plan_of_every_corpus_decision() {
             home: case.input.host.home_dir.clone(),
             // The last writable root stands in for the run's private directory.
             run_temp_dir: PathBuf::from(plan.writable_roots.last().unwrap()),
-            egress,
+            bridge,
         };
         let rendered = match palisade::translate::launch_plan(&plan, host) {
             Ok((l, _)) => format!(

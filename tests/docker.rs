@@ -198,7 +198,7 @@ fn doctor_shows_docker_available_with_a_pinned_profile() {
     let docker = doctor_docker_probe(&s, &s.profiles());
     assert_eq!(docker["available"], true, "{docker}");
     assert_eq!(
-        docker["domainFiltering"], false,
+        docker["networkBridge"], false,
         "no bridge configured: {docker}"
     );
     assert_eq!(docker["capabilities"].as_array().unwrap().len(), 6);
@@ -393,13 +393,13 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
     s.image
         .write_profile_with_bridge(&bridged, &[], Some(&bridge));
     let docker = doctor_docker_probe(&s, &bridged);
-    assert_eq!(docker["domainFiltering"], true, "{docker}");
+    assert_eq!(docker["networkBridge"], true, "{docker}");
     // The host's own palisade is dynamically linked: an image need not have its libc.
     let dynamic = s.dir.path().join("dynamic-bridge.yaml");
     s.image
         .write_profile_with_bridge(&dynamic, &[], Some(&s.palisade));
     let docker = doctor_docker_probe(&s, &dynamic);
-    assert_eq!(docker["domainFiltering"], false, "{docker}");
+    assert_eq!(docker["networkBridge"], false, "{docker}");
     assert!(
         docker["limitations"]
             .to_string()
@@ -472,7 +472,7 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         let audit = std::fs::read_to_string(&audit).unwrap();
         let outcome: serde_json::Value =
             serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
-        let egress = &outcome["outcome"]["egress"];
+        let egress = &outcome["outcome"]["network"];
         assert!(
             egress["admitted"].as_str().unwrap().contains("container"),
             "{who}: {egress}"

@@ -719,7 +719,7 @@ fn battery(user: User) {
         .collect();
     let connections: Vec<&serde_json::Value> = outcomes
         .iter()
-        .filter_map(|o| o.pointer("/outcome/egress/connections"))
+        .filter_map(|o| o.pointer("/outcome/network/connections"))
         .filter_map(|c| c.as_array())
         .flatten()
         .collect();

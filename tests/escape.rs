@@ -665,10 +665,52 @@ fn network_cases(mode: &'static str) -> Vec<Case> {
         case("net.create-unix-socket", plain, own_unix, |_, _| Ok(socket_plan("unix", "stream"))),
         vsock_case(attacks),
     ];
+    let mut cases = cases;
+    if loopback_only {
+        cases.extend(listed_port_cases());
+    }
     cases
         .into_iter()
         .map(|c| Case { name: format!("{}@{mode}", c.name), ..c.policy(Policy::Network(mode)) })
         .collect()
+}
+
+/// `loopback-only` with `loopbackPorts`: exactly the listed TCP ports of the host's loopback
+/// are reachable (through Palisade's bridge), on 127.0.0.1 and ::1; an unlisted port beside a
+/// listed one, and UDP to a listed port, are not.
+#[rustfmt::skip]
+fn listed_port_cases() -> Vec<Case> {
+    let reachable = Expects { bwrap: Expect::Works, landlock: Expect::Refused, direct: Expect::Record, docker: Expect::Works };
+    vec![
+        case("net.tcp-listed-host-port-v4", plain, reachable, |f, _| listed_tcp(f, loopback_v4())),
+        case("net.tcp-listed-host-port-v6", plain, reachable, |f, _| listed_tcp(f, loopback_v6())),
+        case("net.tcp-unlisted-host-port-beside-a-listed-one", plain, BWRAP_ONLY, |f, _| {
+            let other = f.tcp(loopback_v4())?;
+            f.loopback_ports.push(other);
+            tcp_plan(f, loopback_v4(), "net.tcp-connect")
+        }),
+        case("net.udp-to-a-listed-host-port", plain, BWRAP_ONLY, |f, _| {
+            let plan = udp_plan(f, loopback_v4())?;
+            f.loopback_ports.push(plan_port(&plan));
+            Ok(plan)
+        }),
+    ]
+}
+
+/// A TCP listener on `ip` whose port the policy lists.
+fn listed_tcp(f: &mut Fixture, ip: std::net::IpAddr) -> Result<Plan, String> {
+    let plan = tcp_plan(f, ip, "net.tcp-connect")?;
+    f.loopback_ports.push(plan_port(&plan));
+    Ok(plan)
+}
+
+/// The `--port` a network plan aims at.
+fn plan_port(plan: &Plan) -> u16 {
+    plan.args
+        .windows(2)
+        .find(|pair| pair[0] == "--port")
+        .and_then(|pair| pair[1].parse().ok())
+        .unwrap()
 }
 
 fn socket_plan(family: &str, kind: &str) -> Plan {
@@ -883,6 +925,10 @@ fn taskpack(f: &Fixture, case: &Case, backend: Backend) -> PathBuf {
             "    preferredBackends: [{}]\n    networkMode: {mode}\n",
             backend.name()
         ));
+        if !f.loopback_ports.is_empty() {
+            let ports: Vec<String> = f.loopback_ports.iter().map(u16::to_string).collect();
+            yaml.push_str(&format!("    loopbackPorts: [{}]\n", ports.join(", ")));
+        }
         if case.policy == Policy::Protected {
             yaml.push_str("    requiredCapabilities: [protectedPathReadOnlyMask]\n");
         }
@@ -1035,8 +1081,14 @@ fn run_case(env: &Env, docker: &DockerColumn, case: &Case, place: Place) -> Cell
             }
             if let (Backend::Docker, DockerColumn::Ready { image, .. }) = (backend, docker) {
                 // The fixture is visible read-only: the denied paths must be masked there.
+                // The static bridge: forwarded host loopback ports need it under docker.
                 let profile = fixture.path("runtime-profiles.yaml");
-                image.write_profile(&profile, std::slice::from_ref(&fixture.root));
+                let bridge = docker_image::static_bridge().ok();
+                image.write_profile_with_bridge(
+                    &profile,
+                    std::slice::from_ref(&fixture.root),
+                    bridge.as_deref(),
+                );
                 escape_kit::chmod(&profile, 0o644);
                 argv.extend([
                     "--runtime-profiles".into(),

@@ -145,7 +145,7 @@ fn from_wit_probe(probe: wit::BackendProbe) -> model::BackendProbe {
             .into_iter()
             .map(from_wit_network_mode)
             .collect(),
-        domain_filtering: probe.domain_filtering,
+        network_bridge: probe.network_bridge,
         version: probe.version,
         limitations: probe.limitations,
     }
@@ -227,6 +227,7 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
             output::PlanNetwork::LoopbackOnly { host_ports } => {
                 wit::Network::LoopbackOnly(host_ports)
             }
+            output::PlanNetwork::HostLoopback => wit::Network::HostLoopback,
             output::PlanNetwork::AllowOutbound => wit::Network::AllowOutbound,
             output::PlanNetwork::Filtered {
                 allowlist,

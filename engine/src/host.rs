@@ -269,7 +269,7 @@ mod tests {
             reason: String::new(),
             capabilities: vec![],
             network_modes: vec![],
-            domain_filtering: false,
+            network_bridge: false,
             version: String::new(),
             limitations: vec![],
         }

@@ -188,7 +188,9 @@ pub struct BackendProbe {
     pub reason: String,
     pub capabilities: Vec<Capability>,
     pub network_modes: Vec<NetworkMode>,
-    pub domain_filtering: bool,
+    /// Whether the backend can put Palisade's network bridge in front of the command (filtered
+    /// egress and listed host loopback ports need it).
+    pub network_bridge: bool,
     pub version: String,
     pub limitations: Vec<String>,
 }

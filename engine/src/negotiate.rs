@@ -108,19 +108,25 @@ fn judge(
     // The backend cannot run the command in this network mode at all (even `allow-outbound`
     // must be listed: a backend that can only confine the network cannot honour it).
     let mode_unenforceable = !probe.network_modes.contains(&policy.network_mode);
-    // Filtered egress needs the backend to route all traffic through the host's proxy.
-    let filter_unenforceable = policy.filtered_egress().is_some() && !probe.domain_filtering;
+    // Filtered egress needs the backend to route all traffic through the host's proxy, and
+    // listed host loopback ports need the same bridge: without it they could not be reached
+    // (a network namespace) or could not be narrowed to the listed ones (Seatbelt).
+    let filter_unenforceable = policy.filtered_egress().is_some() && !probe.network_bridge;
+    let ports_unenforceable = !policy.loopback_ports.is_empty() && !probe.network_bridge;
     let isolation_required = policy
         .requirements
         .iter()
         .any(|r| r.capability == Capability::NetworkIsolation);
-    if lacking.is_empty() && !mode_unenforceable && !filter_unenforceable {
+    if lacking.is_empty() && !mode_unenforceable && !filter_unenforceable && !ports_unenforceable {
         let mut reason = format!(
             "provides every required capability for networkMode `{}`",
             policy.network_mode.as_str()
         );
         if policy.filtered_egress().is_some() {
             reason.push_str(" with egress filtered by domain");
+        }
+        if !policy.loopback_ports.is_empty() {
+            reason.push_str(" and the listed host loopback ports");
         }
         return entry(backend, CandidateVerdict::Selected, &reason, Vec::new());
     }
@@ -144,6 +150,12 @@ fn judge(
     if filter_unenforceable {
         parts.push(String::from(
             "cannot filter egress by domain (allowedDomains)",
+        ));
+        missing.push(Capability::NetworkIsolation);
+    }
+    if ports_unenforceable {
+        parts.push(String::from(
+            "cannot reach exactly the listed host loopback ports (loopbackPorts)",
         ));
         missing.push(Capability::NetworkIsolation);
     }
@@ -261,7 +273,7 @@ mod tests {
             },
             capabilities: caps.to_vec(),
             network_modes: modes.to_vec(),
-            domain_filtering: false,
+            network_bridge: false,
             version: String::new(),
             limitations: vec![],
         }

@@ -311,6 +311,11 @@ pub enum PlanNetwork {
         #[serde(rename = "hostPorts")]
         host_ports: Vec<u16>,
     },
+    /// `loopback-only` on a backend without network namespaces (`macos-seatbelt`): the host's
+    /// own loopback (127.0.0.1 and ::1), every port of it, and nothing else. The sandbox has
+    /// no loopback of its own to keep apart from the host's; the plan's warnings say so (and a
+    /// policy listing `loopbackPorts` is refused there: they could not be narrowed to).
+    HostLoopback,
     /// Unrestricted outbound traffic.
     AllowOutbound,
     /// The sandbox's own network namespace, whose only way out is the host's filtering proxy,
@@ -325,11 +330,13 @@ pub enum PlanNetwork {
 }
 
 impl PlanNetwork {
-    /// The mode's name in the JSON (`none`, `loopback-only`, `allow-outbound`, `filtered`).
+    /// The mode's name in the JSON (`none`, `loopback-only`, `host-loopback`,
+    /// `allow-outbound`, `filtered`).
     pub fn as_str(&self) -> &'static str {
         match self {
             PlanNetwork::None => "none",
             PlanNetwork::LoopbackOnly { .. } => "loopback-only",
+            PlanNetwork::HostLoopback => "host-loopback",
             PlanNetwork::AllowOutbound => "allow-outbound",
             PlanNetwork::Filtered { .. } => "filtered",
         }

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 
 use crate::budgets;
 use crate::environment::{self, Entry};
-use crate::model::{BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts};
+use crate::model::{
+    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
+};
 use crate::output::{
     ConfinementPlan, EffectivePolicy, EnvironmentOrigin, EnvironmentPolicy, PlanNetwork,
     ProtectedPath,
@@ -23,9 +25,14 @@ pub(crate) fn plan(
     probe: &BackendProbe,
 ) -> ConfinementPlan {
     let has = |capability: Capability| probe.capabilities.contains(&capability);
-    let network = network(policy);
-    // The egress bridge is one process of Palisade's own inside the tree.
-    let helper_processes = u32::from(matches!(network, PlanNetwork::Filtered { .. }));
+    let network = network(policy, probe.backend);
+    // The bridge (to the proxy, to the listed host loopback ports) is one process of
+    // Palisade's own inside the tree.
+    let helper_processes = u32::from(match &network {
+        PlanNetwork::Filtered { .. } => true,
+        PlanNetwork::LoopbackOnly { host_ports } => !host_ports.is_empty(),
+        PlanNetwork::None | PlanNetwork::HostLoopback | PlanNetwork::AllowOutbound => false,
+    });
     let mut plan = ConfinementPlan {
         backend: probe.backend,
         execution_mode: ExecutionMode::Sandbox,
@@ -58,7 +65,7 @@ pub(crate) fn plan(
 /// budgets, tree cleanup and the environment allowlist, the way it runs `direct-dedicated`.
 pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) -> ConfinementPlan {
     let mut plan = ConfinementPlan {
-        backend: crate::model::Backend::DirectDedicated,
+        backend: Backend::DirectDedicated,
         execution_mode: ExecutionMode::Workspace,
         network: PlanNetwork::AllowOutbound,
         workspace_dir: input.host.workspace_dir.clone(),
@@ -92,6 +99,12 @@ fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
             budgets::show(clamp.budget, clamp.requested),
             budgets::show(clamp.budget, clamp.limit),
             budgets::origin_phrase(clamp.limited_by),
+        ));
+    }
+    if plan.network == PlanNetwork::HostLoopback {
+        // `loopbackPorts` never gets here: negotiation refuses it without a bridge.
+        lines.push(format!(
+            "loopback-only under `{backend}` is the host's own loopback: every port of 127.0.0.1 and ::1 is reachable"
         ));
     }
     let unenforced: Vec<&str> = plan
@@ -143,8 +156,9 @@ fn budget_sources<'a>(
 }
 
 /// The network as the launcher applies it: filtered egress is its own variant (the sandbox
-/// keeps its own loopback and reaches out only through the proxy), whatever mode it came with.
-fn network(policy: &EffectivePolicy) -> PlanNetwork {
+/// keeps its own loopback and reaches out only through the proxy), whatever mode it came with;
+/// `loopback-only` without a network namespace (Seatbelt) is the host's loopback itself.
+fn network(policy: &EffectivePolicy, backend: Backend) -> PlanNetwork {
     let host_ports = policy.loopback_ports.clone();
     if let Some(list) = policy.filtered_egress() {
         return PlanNetwork::Filtered {
@@ -153,9 +167,10 @@ fn network(policy: &EffectivePolicy) -> PlanNetwork {
         };
     }
     match policy.network_mode {
-        crate::model::NetworkMode::None => PlanNetwork::None,
-        crate::model::NetworkMode::LoopbackOnly => PlanNetwork::LoopbackOnly { host_ports },
-        crate::model::NetworkMode::AllowOutbound => PlanNetwork::AllowOutbound,
+        NetworkMode::None => PlanNetwork::None,
+        NetworkMode::LoopbackOnly if backend == Backend::MacosSeatbelt => PlanNetwork::HostLoopback,
+        NetworkMode::LoopbackOnly => PlanNetwork::LoopbackOnly { host_ports },
+        NetworkMode::AllowOutbound => PlanNetwork::AllowOutbound,
     }
 }
 
@@ -222,7 +237,7 @@ pub(crate) fn provided_capabilities(probe: &BackendProbe) -> Vec<Capability> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::{Backend, NetworkMode, SessionKind};
+    use crate::model::SessionKind;
     use crate::output::{Origin, PolicySource};
 
     fn input() -> DecisionInput {
@@ -293,7 +308,7 @@ mod tests {
             reason: String::new(),
             capabilities: capabilities.to_vec(),
             network_modes: vec![],
-            domain_filtering: false,
+            network_bridge: false,
             version: String::new(),
             limitations: vec![],
         }

@@ -138,7 +138,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                         },
                         capabilities,
                         network_modes,
-                        domain_filtering: false,
+                        network_bridge: false,
                         version: String::new(),
                         limitations: Vec::new(),
                     })
@@ -319,9 +319,15 @@ proptest! {
                 prop_assert_eq!(code, "decision");
                 prop_assert_eq!(r["backend"].as_str(), Some(backend.as_str()));
                 prop_assert_eq!(r["policy"]["networkMode"].as_str(), Some(expected.mode.as_str()));
-                // The network as applied is the policy's mode, or filtered egress.
+                // The network as applied is the policy's mode, filtered egress, or (loopback-only
+                // under Seatbelt, which has no network of its own to give) the host's loopback.
                 let applied = r["plan"]["network"]["mode"].as_str();
-                prop_assert!(applied == Some(expected.mode.as_str()) || applied == Some("filtered"), "{applied:?}");
+                let host_loopback = backend == Backend::MacosSeatbelt && expected.mode.as_str() == "loopback-only";
+                if host_loopback {
+                    prop_assert_eq!(applied, Some("host-loopback"));
+                } else {
+                    prop_assert!(applied == Some(expected.mode.as_str()) || applied == Some("filtered"), "{applied:?}");
+                }
             }
             None if any_usable => prop_assert_eq!(code, "SANDBOX_CAPABILITY_INSUFFICIENT"),
             None => prop_assert_eq!(code, "SANDBOX_BACKEND_UNAVAILABLE"),

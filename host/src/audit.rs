@@ -10,7 +10,6 @@ use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
-use palisade_engine::DecisionInput;
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::{DeterminismSettings, EngineInfo};
@@ -24,8 +23,10 @@ pub const AUDIT_SCHEMA_VERSION: &str = "palisade.audit/v1";
 pub struct AuditRecord {
     pub schema_version: String,
     pub engine: EngineIdentity,
-    /// The decision input exactly as passed to the engine.
-    pub input: DecisionInput,
+    /// The decision input exactly as passed to the engine. Kept as JSON, not as this
+    /// palisade's `DecisionInput`, so a record made under an earlier contract (whose input had
+    /// other fields) still reads and replays with the engine that made it.
+    pub input: serde_json::Value,
     /// The engine's canonical output, byte for byte.
     pub output: String,
     /// Lower-case hex SHA-256 of `output`, as the engine computed it.

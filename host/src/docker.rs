@@ -23,10 +23,11 @@
 //! ```
 //!
 //! `spec.egressBridge` names a statically linked `palisade-bridge` (built as docs/docker.md says).
-//! With one, the docker backend offers filtered egress (`allowedDomains`): the bridge is mounted
-//! read-only into the container and runs as its entrypoint, as `palisade __proxy-bridge` does
-//! under bwrap. The probe checks that it is a static executable for this machine that only root
-//! or the caller can change; without a usable one, docker offers no domain filtering.
+//! With one, the docker backend offers the network bridge (filtered egress, `allowedDomains`, and
+//! listed host loopback ports, `loopbackPorts`): the bridge is mounted read-only into the
+//! container and runs as its entrypoint, as `palisade __bridge` does under bwrap. The probe checks
+//! that it is a static executable for this machine that only root or the caller can change;
+//! without a usable one, docker has no network bridge.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -65,7 +66,8 @@ pub struct RuntimeProfile {
     pub pin: String,
     /// Host paths visible read-only in the container.
     pub read_only_paths: Vec<PathBuf>,
-    /// The file's `spec.egressBridge`: the static bridge for filtered egress.
+    /// The file's `spec.egressBridge`: the static network bridge (filtered egress, forwarded
+    /// host loopback ports).
     pub egress_bridge: Option<PathBuf>,
     /// The profile's `budgets` (`timeoutSeconds`, `memoryMiB`, `maxProcesses`, `cpuSeconds`) in
     /// the engine's units: part of the envelope every decision made with it tightens within.

@@ -8,13 +8,13 @@
 pub mod audit;
 pub mod cli;
 pub mod docker;
-pub mod egress;
 pub mod envpolicy;
 pub mod execmode;
 pub mod exit;
 pub mod facts;
 pub mod hostconfig;
 pub mod launch;
+pub mod network;
 pub mod probe;
 pub mod replay;
 pub mod report;

@@ -451,7 +451,7 @@ impl EngineInstance {
     /// The canonical JSON and digest this component gives for a recorded input, whichever
     /// contract version it speaks: the input goes through `decide-json` as canonical JSON
     /// (the engine routes it through the typed path, so the bytes are the typed call's).
-    pub fn replay(&mut self, input: &DecisionInput) -> Result<RecordedOutput, RuntimeError> {
+    pub fn replay(&mut self, input: &serde_json::Value) -> Result<RecordedOutput, RuntimeError> {
         let json = palisade_engine::output::canonical_json(input);
         let output = self.call(|store, engine| {
             Ok(match engine {

@@ -5,7 +5,8 @@
 //! egress bridge's process), the environment allowlist — was decided by the engine and is in
 //! the plan (and so in the audit record and its replay). The host adds only what it alone has:
 //! the command, the values of its environment (filtered by the decided allowlist), the run's
-//! private temp dir, and for a filtered network the proxy it started for that plan.
+//! private temp dir, and the network bridge it started for the plan's routes (filtered egress,
+//! listed host loopback ports).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use palisade_engine::Backend;
 use palisade_engine::output::{ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, PlanNetwork};
-use palisade_shims::plan::{Budgets, EgressProxy, LaunchPlan, Mechanism, Network};
+use palisade_shims::plan::{Bridge, Budgets, LaunchPlan, Mechanism, Network};
 
 use crate::envpolicy::{self, EnvRecord};
 use crate::launch::LaunchError;
@@ -29,8 +30,9 @@ pub struct HostSide<V> {
     pub home: String,
     /// The run's private temp dir: the command's `TMPDIR`, one of the plan's writable roots.
     pub run_temp_dir: PathBuf,
-    /// The proxy started for a filtered network (exactly then).
-    pub egress: Option<EgressProxy>,
+    /// The bridge started for the plan's routes (exactly when it has any: filtered egress,
+    /// listed host loopback ports).
+    pub bridge: Option<Bridge>,
 }
 
 /// The shims' plan for `plan`, and the account of the command's environment.
@@ -48,27 +50,27 @@ where
         Backend::MacosSeatbelt => Mechanism::Seatbelt,
         Backend::Docker => Mechanism::Docker,
     };
-    if !plan_host_ports(&plan.network).is_empty() {
-        // Fail closed until host loopback forwarding is applied by the launcher.
-        return Err(LaunchError::Plan(
-            "the plan makes host loopback ports reachable, which this launcher does not apply yet"
-                .into(),
-        ));
-    }
-    let network = match (&plan.network, host.egress) {
+    let routes = match &plan.network {
+        PlanNetwork::Filtered { .. } => true,
+        PlanNetwork::LoopbackOnly { host_ports } => !host_ports.is_empty(),
+        PlanNetwork::None | PlanNetwork::HostLoopback | PlanNetwork::AllowOutbound => false,
+    };
+    let network = match (&plan.network, host.bridge) {
         (PlanNetwork::None, None) => Network::None,
-        (PlanNetwork::LoopbackOnly { .. }, None) => Network::LoopbackOnly,
-        (PlanNetwork::AllowOutbound, None) => Network::AllowOutbound,
-        (PlanNetwork::Filtered { .. }, Some(proxy)) => Network::Filtered(proxy),
-        (PlanNetwork::Filtered { .. }, None) => {
-            return Err(LaunchError::Plan(
-                "the plan filters egress but no proxy was started".into(),
-            ));
+        (PlanNetwork::LoopbackOnly { .. } | PlanNetwork::Filtered { .. }, bridge)
+            if routes == bridge.is_some() =>
+        {
+            Network::OwnLoopback(bridge)
         }
-        (_, Some(_)) => {
-            return Err(LaunchError::Plan(
-                "a proxy was started for a plan without filtered egress".into(),
-            ));
+        (PlanNetwork::HostLoopback, None) => Network::HostLoopback,
+        (PlanNetwork::AllowOutbound, None) => Network::AllowOutbound,
+        (_, bridge) => {
+            return Err(LaunchError::Plan(format!(
+                "the plan's network `{}` {} a bridge, and one was {}started",
+                plan.network.as_str(),
+                if routes { "needs" } else { "has no route for" },
+                if bridge.is_some() { "" } else { "not " }
+            )));
         }
     };
     if !plan.process_tree_cleanup {
@@ -98,10 +100,10 @@ where
         &host.run_temp_dir,
     );
     let mut env = command_env.env.clone();
-    if matches!(network, Network::Filtered(_)) {
-        // The bridge is the only way out: every proxy variable points at it.
+    if matches!(plan.network, PlanNetwork::Filtered { .. }) {
+        // The proxy is the only way out: every proxy variable points at the bridge.
         env.retain(|(name, _)| !is_proxy_variable(name));
-        env.extend(crate::egress::proxy_env(crate::egress::BRIDGE_PORT));
+        env.extend(crate::network::proxy_env(crate::network::PROXY_PORT));
         env.sort();
     }
     command_env.account_final(&env);
@@ -128,17 +130,7 @@ where
     Ok((launch, command_env.record))
 }
 
-/// The host loopback ports a network reaches.
-fn plan_host_ports(network: &PlanNetwork) -> &[u16] {
-    match network {
-        PlanNetwork::LoopbackOnly { host_ports } | PlanNetwork::Filtered { host_ports, .. } => {
-            host_ports
-        }
-        PlanNetwork::None | PlanNetwork::AllowOutbound => &[],
-    }
-}
-
-/// The supervisor's budgets: the decided ones, with the helper processes (the egress bridge)
+/// The supervisor's budgets: the decided ones, with the helper processes (the network bridge)
 /// on top of the process limit so that the command keeps the number it was given.
 fn budgets(decided: &EffectiveBudgets) -> Budgets {
     Budgets {

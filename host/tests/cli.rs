@@ -78,7 +78,7 @@ fn probe(backend: &str, available: bool, caps: &[&str], modes: &[&str]) -> Value
     json!({
         "backend": backend, "available": available,
         "reason": if available { "" } else { "not installed" },
-        "capabilities": caps, "networkModes": modes, "domainFiltering": false,
+        "capabilities": caps, "networkModes": modes, "networkBridge": false,
         "version": "", "limitations": [],
     })
 }
@@ -603,6 +603,22 @@ fn doctor_reports_every_backend() {
     for name in names {
         assert!(text.contains(name), "{text}");
     }
+    // What each mode is on each available backend, in words.
+    let section = text
+        .split("NETWORK MODES, AS APPLIED HERE\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no network section: {text}"));
+    for probe in probes.iter().filter(|p| p["available"] == true) {
+        let backend = probe["backend"].as_str().unwrap();
+        assert!(section.contains(backend), "{backend}: {section}");
+        for mode in probe["networkModes"].as_array().unwrap() {
+            assert!(
+                section.contains(mode.as_str().unwrap()),
+                "{mode}: {section}"
+            );
+        }
+    }
+    assert!(!section.contains("not offered"), "{section}");
 }
 
 #[test]

@@ -133,7 +133,7 @@ fn sample_input() -> DecisionInput {
             reason: String::from("bwrap ran `true` in a new namespace"),
             capabilities: Capability::ALL.to_vec(),
             network_modes: NetworkMode::ALL.to_vec(),
-            domain_filtering: true,
+            network_bridge: true,
             version: String::from("bubblewrap 0.8.0"),
             limitations: Vec::new(),
         }],

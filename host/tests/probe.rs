@@ -68,7 +68,7 @@ fn real_probes_on_this_machine() {
     assert_eq!(bwrap.capabilities, Capability::ALL.to_vec());
     assert_eq!(bwrap.network_modes, NetworkMode::ALL.to_vec());
     // The filtering proxy and its bridge ship with Palisade; the private netns is the trial's.
-    assert!(bwrap.domain_filtering);
+    assert!(bwrap.network_bridge);
     assert!(
         bwrap.version.starts_with("bubblewrap "),
         "{}",

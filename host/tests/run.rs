@@ -551,3 +551,118 @@ fn a_managed_input_runs_only_with_claims_this_host_confirms() {
     assert!(stderr.contains("host.allowDirectDedicated"), "{stderr}");
     assert!(!marker.exists(), "nothing may run");
 }
+
+/// The seed's `loopback-only`: "used for local loopback MCP or runner bridges". A host HTTP
+/// server (Python's `http.server`, as a user would start one) on a port the policy lists is
+/// reached from inside with `curl` on 127.0.0.1 and ::1; a second one on an unlisted port is
+/// not; the audit outcome lists each forwarded connection.
+#[test]
+fn listed_host_loopback_ports_are_reachable_and_nothing_else() {
+    if Command::new("curl").arg("--version").output().is_err()
+        || Command::new("python3").arg("--version").output().is_err()
+    {
+        println!("SKIPPED: curl or python3 is not installed");
+        return;
+    }
+    let env = Env::new();
+    let serve = |dir: &str| -> (std::process::Child, u16) {
+        let root = env.path(dir);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("index.txt"), format!("served from {dir}\n")).unwrap();
+        // Port 0: the OS picks; the server prints the port it got.
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "import http.server,socketserver,sys\n\
+                 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):\n    address_family=__import__('socket').AF_INET6\n\
+                 h=http.server.SimpleHTTPRequestHandler\n\
+                 s=S(('::', 0), h)\n\
+                 print(s.server_address[1], flush=True)\n\
+                 s.serve_forever()",
+            ])
+            .current_dir(&root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        (child, line.trim().parse().unwrap())
+    };
+    // A dual-stack server (`::`, v4-mapped) answers on 127.0.0.1 and ::1 alike.
+    let (mut listed_server, listed) = serve("listed");
+    let (mut other_server, other) = serve("other");
+    let curl = |addr: &str, port: u16| -> String {
+        format!("curl -sS --max-time 5 --noproxy '*' http://{addr}:{port}/index.txt")
+    };
+    let script = format!(
+        "{} && {} && ({} && echo UNLISTED-REACHED || echo unlisted-refused)",
+        curl("127.0.0.1", listed),
+        curl("[::1]", listed),
+        curl("127.0.0.1", other)
+    );
+    // Outside, both servers answer: the unlisted one is a real target.
+    let outside = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(
+        text(&outside.stdout).contains("UNLISTED-REACHED"),
+        "{outside:?}"
+    );
+
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let mut yaml = std::fs::read_to_string(&taskpack).unwrap();
+    yaml.push_str(&format!(
+        "    networkMode: loopback-only\n    loopbackPorts: [{listed}]\n"
+    ));
+    std::fs::write(&taskpack, yaml).unwrap();
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    listed_server.kill().unwrap();
+    other_server.kill().unwrap();
+    let _ = listed_server.wait();
+    let _ = other_server.wait();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout,
+        text(&out.stderr)
+    );
+    assert_eq!(
+        stdout,
+        "served from listed\nserved from listed\nunlisted-refused\n",
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = env.audit_lines();
+    // The record keeps the decision's canonical JSON as text (its digest is over those bytes).
+    let decision: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        decision["plan"]["network"],
+        serde_json::json!({"mode": "loopback-only", "hostPorts": [listed]})
+    );
+    assert_eq!(decision["plan"]["budgets"]["helperProcesses"], 1);
+    let network = &lines[1]["outcome"]["network"];
+    assert_eq!(network["hostPorts"], serde_json::json!([listed]));
+    let connections = network["connections"].as_array().unwrap();
+    assert_eq!(connections.len(), 2, "{network:#}");
+    for (connection, host) in connections.iter().zip(["127.0.0.1", "::1"]) {
+        assert_eq!(connection["route"], "loopback-port");
+        assert_eq!(connection["verdict"], "allowed");
+        assert_eq!(connection["host"], host);
+        assert_eq!(connection["port"], listed);
+    }
+}

@@ -1,25 +1,53 @@
 //! The in-sandbox bridge: the sandbox's network namespace has only loopback, so programs reach the
-//! proxy through a TCP listener on that loopback which relays every connection, byte for byte, to
-//! the proxy's Unix socket (bind-mounted into the sandbox). The bridge applies no policy; the
-//! proxy on the host side of the socket does, and it sees the bridge as its client.
+//! host through TCP listeners on that loopback, each relaying every connection, byte for byte,
+//! to a Unix socket bind-mounted into the sandbox. Two kinds of route: the filtering proxy
+//! (`--proxy`: a refusal to connect is answered in HTTP, which its clients speak) and a listed
+//! port of the host's loopback (`--forward`: a refusal is a plain close). The bridge applies no
+//! policy; the host side of each socket does, and it sees the bridge as its client.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{self, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::os::fd::AsRawFd;
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::record::{Refusal, RefusalCode};
+use crate::record::{Refusal, RefusalCode, RouteKind};
 use crate::relay::{self, Stream};
 use crate::sys;
+
+/// One listener of the bridge: where it listens in the sandbox, the Unix socket its
+/// connections are relayed to, and what kind of route that is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BridgeRoute {
+    pub listen: SocketAddr,
+    pub socket: PathBuf,
+    pub kind: RouteKind,
+}
+
+impl BridgeRoute {
+    /// The route as its command-line option: `--proxy ADDR=SOCKET` or `--forward ADDR=SOCKET`.
+    pub fn to_args(&self) -> [OsString; 2] {
+        let flag = match self.kind {
+            RouteKind::Proxy => "--proxy",
+            RouteKind::LoopbackPort => "--forward",
+        };
+        let mut value = OsString::from(format!("{}=", self.listen));
+        value.push(self.socket.as_os_str());
+        [OsString::from(flag), value]
+    }
+}
 
 /// Accepts TCP connections forever and relays each to a new connection on the Unix socket at
 /// `socket`, on its own threads. Returns only when the listener itself fails; transient accept
 /// errors (descriptor exhaustion, aborted connections) are waited out.
 pub fn serve(listener: TcpListener, socket: PathBuf) -> io::Error {
+    serve_route(listener, socket, RouteKind::Proxy)
+}
+
+fn serve_route(listener: TcpListener, socket: PathBuf, kind: RouteKind) -> io::Error {
     loop {
         match listener.accept() {
             Ok((client, _)) => {
@@ -27,7 +55,7 @@ pub fn serve(listener: TcpListener, socket: PathBuf) -> io::Error {
                 let socket = socket.clone();
                 let spawned = std::thread::Builder::new()
                     .name("palisade-bridge-conn".into())
-                    .spawn(move || bridge_one(Stream::Tcp(client), &socket));
+                    .spawn(move || bridge_one(Stream::Tcp(client), &socket, kind));
                 if spawned.is_err() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -40,52 +68,68 @@ pub fn serve(listener: TcpListener, socket: PathBuf) -> io::Error {
     }
 }
 
-fn bridge_one(client: Stream, socket: &Path) {
+fn bridge_one(client: Stream, socket: &Path, kind: RouteKind) {
     match UnixStream::connect(socket) {
-        Ok(proxy) => {
-            let _ = relay::relay(client, Stream::Unix(proxy), &[]);
+        Ok(host_side) => {
+            let _ = relay::relay(client, Stream::Unix(host_side), &[]);
         }
-        Err(e) => {
+        Err(e) => match kind {
             // The client is almost certainly speaking HTTP to a proxy; tell it why in kind.
-            let refusal = Refusal::new(
-                RefusalCode::ProxyUnreachable,
-                format!(
-                    "the bridge cannot reach the proxy socket `{}`: {e}",
-                    socket.display()
-                ),
-            );
-            let _ = client.set_write_timeout(Some(Duration::from_secs(5)));
-            let _ = (&client).write_all(&refusal.http_response());
-        }
+            RouteKind::Proxy => {
+                let refusal = Refusal::new(
+                    RefusalCode::ProxyUnreachable,
+                    format!(
+                        "the bridge cannot reach the proxy socket `{}`: {e}",
+                        socket.display()
+                    ),
+                );
+                let _ = client.set_write_timeout(Some(Duration::from_secs(5)));
+                let _ = (&client).write_all(&refusal.http_response());
+            }
+            // A forwarded port speaks its own protocol: closing is the only honest answer.
+            RouteKind::LoopbackPort => {}
+        },
     }
 }
 
-/// Binds `listen`, starts a detached bridge process serving it, then execs `program`.
+/// Binds every route, starts a detached bridge process serving them, then execs `program`.
 ///
-/// Order matters: the listener exists before the command starts (no race for the command's first
-/// connection), and the bridge is a grandchild, not a child, of the command (double fork: the
-/// intermediate child exits at once and is reaped here), so a command that waits for all its
-/// children (`wait(-1)`) never waits for the bridge. The bridge starts a new session, ignores
-/// SIGINT/SIGTERM/SIGHUP/SIGPIPE, points stdio at `/dev/null` and closes every other inherited
-/// descriptor, so it holds none of the command's pipes open; it serves until its PID namespace
-/// ends (in `linux-bwrap`, when the sandbox does).
+/// Order matters: the listeners exist before the command starts (no race for the command's
+/// first connection), and the bridge is a grandchild, not a child, of the command (double fork:
+/// the intermediate child exits at once and is reaped here), so a command that waits for all
+/// its children (`wait(-1)`) never waits for the bridge. The bridge starts a new session,
+/// ignores SIGINT/SIGTERM/SIGHUP/SIGPIPE, points stdio at `/dev/null` and closes every other
+/// inherited descriptor, so it holds none of the command's pipes open; it serves until its PID
+/// namespace ends (in `linux-bwrap`, when the sandbox does).
+///
+/// A forwarded route on `::1` is skipped when the sandbox has no IPv6 loopback to bind
+/// (`EADDRNOTAVAIL`): nothing inside can connect to `::1` then either. Any other bind failure
+/// fails the launch.
 ///
 /// `program` must already be resolved (no `PATH` search); `argv` includes `argv[0]`; `env` is the
 /// complete environment. Call this while the process is single-threaded: the bridge child runs
 /// ordinary Rust code after `fork`. Returns only on failure (bind, fork, bridge set-up, execve);
 /// after an execve failure the bridge is already running.
 pub fn start_detached_then_exec(
-    listen: SocketAddr,
-    socket: &Path,
+    routes: &[BridgeRoute],
     program: &CStr,
     argv: &[CString],
     env: &[CString],
 ) -> io::Error {
-    let listener = match TcpListener::bind(listen) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
-    let socket = socket.to_path_buf();
+    let mut listeners = Vec::new();
+    for route in routes {
+        match TcpListener::bind(route.listen) {
+            Ok(listener) => listeners.push((listener, route.socket.clone(), route.kind)),
+            Err(e)
+                if route.kind == RouteKind::LoopbackPort
+                    && route.listen.is_ipv6()
+                    && e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => {}
+            Err(e) => {
+                return io::Error::new(e.kind(), format!("cannot listen on {}: {e}", route.listen));
+            }
+        }
+    }
+    let keep: Vec<RawFd> = listeners.iter().map(|(l, _, _)| l.as_raw_fd()).collect();
     let child = match sys::fork() {
         Ok(pid) => pid,
         Err(e) => return e,
@@ -98,22 +142,19 @@ pub fn start_detached_then_exec(
                 sys::ignore_signal(signal)?;
             }
             sys::stdio_to_dev_null()?;
-            sys::close_other_fds(listener.as_raw_fd());
+            sys::close_other_fds(&keep);
             Ok(())
         })();
         if set_up.is_err() {
             sys::exit_now(1);
         }
         match sys::fork() {
-            Ok(0) => {
-                let _ = serve(listener, socket);
-                sys::exit_now(1)
-            }
+            Ok(0) => serve_all(listeners),
             Ok(_) => sys::exit_now(0),
             Err(_) => sys::exit_now(1),
         }
     }
-    drop(listener);
+    drop(listeners);
     match sys::waitpid(child) {
         Ok(status) if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 => {}
         Ok(status) => {
@@ -126,11 +167,28 @@ pub fn start_detached_then_exec(
     sys::execve(program, argv, env)
 }
 
-/// The bridge's command line, shared by `palisade __proxy-bridge` (bwrap, where the host's own
-/// binary runs in the sandbox) and the static `palisade-bridge` (Docker, where the image may have
-/// no libc): `__proxy-bridge --port N --socket PATH -- PROGRAM ARGS…`. One spelling keeps the
-/// launch plans of both backends alike.
-pub const SUBCOMMAND: &str = "__proxy-bridge";
+/// The bridge process: one accept thread per route; exits when every listener has failed.
+fn serve_all(listeners: Vec<(TcpListener, PathBuf, RouteKind)>) -> ! {
+    let threads: Vec<_> = listeners
+        .into_iter()
+        .filter_map(|(listener, socket, kind)| {
+            std::thread::Builder::new()
+                .name("palisade-bridge-accept".into())
+                .spawn(move || serve_route(listener, socket, kind))
+                .ok()
+        })
+        .collect();
+    for thread in threads {
+        let _ = thread.join();
+    }
+    sys::exit_now(1)
+}
+
+/// The bridge's command line, shared by `palisade __bridge` (bwrap, where the host's own binary
+/// runs in the sandbox) and the static `palisade-bridge` (Docker, where the image may have no
+/// libc): `__bridge [--proxy ADDR=SOCKET] [--forward ADDR=SOCKET]… -- PROGRAM ARGS…`. One
+/// spelling keeps the launch plans of both backends alike.
+pub const SUBCOMMAND: &str = "__bridge";
 
 /// Why [`exec_main`] did not exec the command, with the exit status that says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,10 +208,19 @@ impl ExecFailure {
     }
 }
 
-/// Binds the bridge on `127.0.0.1:port`, detaches it and execs `command` with this process's
-/// environment. A `command[0]` without `/` is looked up in this process's `PATH` (inside a
-/// container that is the image's, which the launcher cannot resolve). Returns only on failure.
-pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> ExecFailure {
+/// The whole bridge after [`SUBCOMMAND`]: parses `args`, binds every route, detaches the
+/// bridge and execs the command. Returns only on failure.
+pub fn main(args: &[OsString]) -> ExecFailure {
+    match parse_args(args) {
+        Ok((routes, command)) => exec_main(&routes, &command),
+        Err(usage) => ExecFailure::not_launched(usage),
+    }
+}
+
+/// Binds the routes, detaches the bridge and execs `command` with this process's environment.
+/// A `command[0]` without `/` is looked up in this process's `PATH` (inside a container that is
+/// the image's, which the launcher cannot resolve). Returns only on failure.
+pub fn exec_main(routes: &[BridgeRoute], command: &[OsString]) -> ExecFailure {
     let Some(program) = command.first() else {
         return ExecFailure::not_launched("no command after `--`");
     };
@@ -174,10 +241,9 @@ pub fn exec_main(port: u16, socket: &Path, command: &[OsString]) -> ExecFailure 
     let (Some(argv), Some(env)) = (argv, environ()) else {
         return ExecFailure::not_launched("an argument or variable contains a NUL byte");
     };
-    let listen = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let error = start_detached_then_exec(listen, socket, &program_c, &argv, &env);
+    let error = start_detached_then_exec(routes, &program_c, &argv, &env);
     ExecFailure::not_launched(format!(
-        "cannot start `{}` behind the egress bridge: {error}",
+        "cannot start `{}` behind the network bridge: {error}",
         program.to_string_lossy()
     ))
 }
@@ -212,31 +278,58 @@ pub fn resolve_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf,
         })
 }
 
-/// Parses the bridge's arguments after [`SUBCOMMAND`]: `--port N --socket PATH -- COMMAND…`.
-pub fn parse_args(args: &[OsString]) -> Result<(u16, PathBuf, Vec<OsString>), String> {
-    let mut port = None;
-    let mut socket = None;
+const USAGE: &str =
+    "usage: __bridge [--proxy ADDR=SOCKET] [--forward ADDR=SOCKET]... -- COMMAND [ARGS...]";
+
+/// Parses the bridge's arguments after [`SUBCOMMAND`]: at least one route, then `--` and the
+/// command.
+pub fn parse_args(args: &[OsString]) -> Result<(Vec<BridgeRoute>, Vec<OsString>), String> {
+    let mut routes = Vec::new();
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
-        match arg.to_str() {
-            Some("--port") => {
-                let value = rest.next().and_then(|v| v.to_str()?.parse::<u16>().ok());
-                port = Some(value.ok_or("--port needs a port number")?);
-            }
-            Some("--socket") => {
-                socket = Some(PathBuf::from(rest.next().ok_or("--socket needs a path")?));
-            }
+        let kind = match arg.to_str() {
+            Some("--proxy") => RouteKind::Proxy,
+            Some("--forward") => RouteKind::LoopbackPort,
             Some("--") => break,
             _ => return Err(format!("unexpected argument `{}`", arg.to_string_lossy())),
-        }
+        };
+        let value = rest
+            .next()
+            .ok_or_else(|| format!("{} needs ADDR=SOCKET", arg.to_string_lossy()))?;
+        routes.push(parse_route(value, kind)?);
     }
     let command: Vec<OsString> = rest.cloned().collect();
-    match (port, socket) {
-        (Some(port), Some(socket)) if !command.is_empty() => Ok((port, socket, command)),
-        _ => Err(String::from(
-            "usage: __proxy-bridge --port N --socket PATH -- COMMAND [ARGS…]",
-        )),
+    if routes.is_empty() || command.is_empty() {
+        return Err(String::from(USAGE));
     }
+    Ok((routes, command))
+}
+
+/// `ADDR=SOCKET`: a loopback socket address (the bridge never listens elsewhere) and an
+/// absolute socket path.
+fn parse_route(value: &OsStr, kind: RouteKind) -> Result<BridgeRoute, String> {
+    let bytes = value.as_bytes();
+    let bad = || format!("`{}` is not ADDR=SOCKET", value.to_string_lossy());
+    let mut halves = bytes.splitn(2, |b| *b == b'=');
+    let (Some(addr), Some(socket)) = (halves.next(), halves.next()) else {
+        return Err(bad());
+    };
+    let listen: SocketAddr = std::str::from_utf8(addr)
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .ok_or_else(bad)?;
+    if !listen.ip().is_loopback() {
+        return Err(format!("the bridge listens on loopback only, not {listen}"));
+    }
+    let socket = PathBuf::from(OsStr::from_bytes(socket));
+    if !socket.is_absolute() {
+        return Err(bad());
+    }
+    Ok(BridgeRoute {
+        listen,
+        socket,
+        kind,
+    })
 }
 
 #[cfg(test)]
@@ -247,15 +340,39 @@ mod tests {
     #[test]
     fn arguments_parse_and_refuse_what_is_missing() {
         let args = |text: &str| -> Vec<OsString> { text.split(' ').map(OsString::from).collect() };
-        let (port, socket, command) =
-            parse_args(&args("--port 3128 --socket /run/s.sock -- ls -l --port")).unwrap();
-        assert_eq!((port, socket), (3128, PathBuf::from("/run/s.sock")));
-        assert_eq!(command, args("ls -l --port"));
+        let (routes, command) = parse_args(&args(
+            "--proxy 127.0.0.1:3128=/run/b/proxy.sock --forward [::1]:8080=/run/b/v6=8080.sock -- ls -l --proxy",
+        ))
+        .unwrap();
+        assert_eq!(
+            routes,
+            [
+                BridgeRoute {
+                    listen: "127.0.0.1:3128".parse().unwrap(),
+                    socket: PathBuf::from("/run/b/proxy.sock"),
+                    kind: RouteKind::Proxy,
+                },
+                BridgeRoute {
+                    listen: "[::1]:8080".parse().unwrap(),
+                    socket: PathBuf::from("/run/b/v6=8080.sock"),
+                    kind: RouteKind::LoopbackPort,
+                },
+            ]
+        );
+        assert_eq!(command, args("ls -l --proxy"));
+        for route in &routes {
+            let [flag, value] = route.to_args();
+            let (again, _) = parse_args(&[flag, value, "--".into(), "x".into()]).unwrap();
+            assert_eq!(again, std::slice::from_ref(route));
+        }
         for bad in [
-            "--port 3128 --socket /s --",
-            "--socket /s -- ls",
-            "--port x --socket /s -- ls",
-            "--port 1 --socket /s --extra -- ls",
+            "--proxy 127.0.0.1:3128=/s --",
+            "-- ls",
+            "--proxy 127.0.0.1:3128 -- ls",
+            "--proxy 10.0.0.1:3128=/s -- ls",
+            "--forward 127.0.0.1:80=relative -- ls",
+            "--forward 127.0.0.1=/s -- ls",
+            "--proxy 127.0.0.1:1=/s --extra -- ls",
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad}");
         }

@@ -1,12 +1,16 @@
-//! Palisade's filtering proxy: the only way out of a sandbox with a domain allowlist.
+//! Palisade's filtering proxy and network bridge: the only ways out of a sandbox with a network
+//! namespace of its own (a domain allowlist, listed host loopback ports).
 //!
 //! Two halves around one Unix socket. On the host, [`server::Proxy`] accepts HTTP `CONNECT` and
 //! absolute-form HTTP requests, checks the requested name against the [`allowlist::Allowlist`],
 //! resolves it itself with a [`resolve::Resolver`], refuses names whose addresses are loopback,
 //! private, link-local or metadata ([`address`]) unless an IP-literal entry allows that address,
 //! connects only to the addresses it checked, relays bytes, and records every connection
-//! ([`record::ConnectionRecord`]). Inside the sandbox, which has its own network namespace and no
-//! route out, [`bridge`] listens on loopback and relays each connection to the proxy's socket.
+//! ([`record::ConnectionRecord`]). The same server also serves *forward* routes
+//! ([`server::Route::Forward`]): a Unix socket whose every connection is relayed, byte for byte,
+//! to one fixed address (a listed port of the host's loopback). Inside the sandbox, which has its
+//! own network namespace and no route out, [`bridge`] listens on loopback and relays each
+//! connection to the matching socket.
 //!
 //! Key design decision: the crate knows nothing of policies, the engine or the launcher. Its input
 //! is an already-decided allowlist and a listener; its output is a stream of records. The launcher
@@ -28,8 +32,9 @@ pub mod server;
 mod sys;
 
 pub use allowlist::{Allowlist, AllowlistError};
-pub use record::{ConnectionRecord, Refusal, RefusalCode, Verdict};
+pub use record::{ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict};
 pub use resolve::{HostsError, Resolver};
 pub use server::{
     ClientCheck, Listener, PeerInfo, Proxy, ProxyConfig, ProxyError, ProxyHandle, ProxyReport,
+    Route,
 };

@@ -4,6 +4,16 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// Which of the proxy's routes a connection came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouteKind {
+    /// The filtering proxy (an HTTP request head checked against the allowlist).
+    Proxy,
+    /// A forwarded port of the host's loopback (`host` and `port` name it).
+    LoopbackPort,
+}
+
 /// Whether the proxy relayed the connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -121,6 +131,8 @@ impl Refusal {
 pub struct ConnectionRecord {
     /// Accept order, from 0; records are kept sorted by it.
     pub id: u64,
+    /// The route the connection came through.
+    pub route: RouteKind,
     pub method: Option<String>,
     pub host: Option<String>,
     pub port: Option<u16>,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::allowlist::Allowlist;
 use crate::http::{self, HeadError, Partial, Target};
-use crate::record::{ConnectionRecord, Refusal, RefusalCode, Verdict};
+use crate::record::{ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict};
 use crate::relay::{self, Stream};
 use crate::resolve::Resolver;
 use crate::sys;
@@ -121,6 +121,17 @@ impl From<TcpListener> for Listener {
     }
 }
 
+/// What one listener's connections are for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The filtering proxy: one HTTP `CONNECT` or absolute-form request head per connection,
+    /// checked against the allowlist.
+    Filter,
+    /// Every byte to one fixed address, with no protocol of its own: a port of the host's
+    /// loopback that the decision lists (`loopbackPorts`). The client check still applies.
+    Forward(SocketAddr),
+}
+
 /// Why the proxy did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -151,17 +162,28 @@ impl Proxy {
         config: ProxyConfig,
         listener: impl Into<Listener>,
     ) -> Result<ProxyHandle, ProxyError> {
-        let listener = listener.into();
-        let local_addr = match &listener {
-            Listener::Tcp(l) => {
-                l.set_nonblocking(true).map_err(ProxyError::Listener)?;
-                Some(l.local_addr().map_err(ProxyError::Listener)?)
+        Proxy::start_routes(config, vec![(listener.into(), Route::Filter)])
+    }
+
+    /// Starts accepting on every listener (already bound and listening) on one background
+    /// thread; each connection is served by its listener's [`Route`]. `local_addr` is the
+    /// first TCP listener's.
+    pub fn start_routes(
+        config: ProxyConfig,
+        listeners: Vec<(Listener, Route)>,
+    ) -> Result<ProxyHandle, ProxyError> {
+        let mut local_addr = None;
+        for (listener, _) in &listeners {
+            match listener {
+                Listener::Tcp(l) => {
+                    l.set_nonblocking(true).map_err(ProxyError::Listener)?;
+                    if local_addr.is_none() {
+                        local_addr = Some(l.local_addr().map_err(ProxyError::Listener)?);
+                    }
+                }
+                Listener::Unix(l) => l.set_nonblocking(true).map_err(ProxyError::Listener)?,
             }
-            Listener::Unix(l) => {
-                l.set_nonblocking(true).map_err(ProxyError::Listener)?;
-                None
-            }
-        };
+        }
         let (wake_rx, wake_tx) = UnixStream::pair().map_err(ProxyError::Listener)?;
         let shared = Arc::new(Shared {
             config,
@@ -174,7 +196,7 @@ impl Proxy {
         let accept_shared = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
             .name("palisade-proxy-accept".into())
-            .spawn(move || accept_loop(&accept_shared, &listener, &wake_rx))
+            .spawn(move || accept_loop(&accept_shared, &listeners, &wake_rx))
             .map_err(ProxyError::Thread)?;
         Ok(ProxyHandle {
             shared,
@@ -318,58 +340,69 @@ impl Shared {
     }
 }
 
-fn accept_loop(shared: &Arc<Shared>, listener: &Listener, wake: &UnixStream) {
+fn accept_loop(shared: &Arc<Shared>, listeners: &[(Listener, Route)], wake: &UnixStream) {
     loop {
-        let listener_fd = match listener {
-            Listener::Tcp(l) => l.as_fd(),
-            Listener::Unix(l) => l.as_fd(),
-        };
-        if sys::poll_readable(&[listener_fd, wake.as_fd()], -1).is_err() {
+        let mut fds: Vec<_> = listeners
+            .iter()
+            .map(|(listener, _)| match listener {
+                Listener::Tcp(l) => l.as_fd(),
+                Listener::Unix(l) => l.as_fd(),
+            })
+            .collect();
+        fds.push(wake.as_fd());
+        if sys::poll_readable(&fds, -1).is_err() {
             std::thread::sleep(Duration::from_millis(10));
         }
         if shared.stopping.load(Ordering::SeqCst) {
             return;
         }
-        loop {
-            let accepted = match listener {
-                Listener::Tcp(l) => l.accept().map(|(s, addr)| {
-                    let _ = s.set_nodelay(true);
-                    (Stream::Tcp(s), PeerInfo::Tcp { addr })
-                }),
-                Listener::Unix(l) => l.accept().map(|(s, _)| {
-                    let peer = match sys::peer_cred(s.as_fd()) {
-                        Ok((pid, uid, gid)) => PeerInfo::Unix { pid, uid, gid },
-                        Err(_) => PeerInfo::Unknown,
-                    };
-                    (Stream::Unix(s), peer)
-                }),
-            };
-            match accepted {
-                Ok((stream, peer)) => admit(shared, stream, peer),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    // EMFILE and friends: back off instead of spinning on a readable listener.
-                    std::thread::sleep(Duration::from_millis(10));
-                    break;
-                }
+        for (listener, route) in listeners {
+            accept_ready(shared, listener, *route);
+        }
+    }
+}
+
+/// Accepts every connection waiting on `listener` (non-blocking) and admits each.
+fn accept_ready(shared: &Arc<Shared>, listener: &Listener, route: Route) {
+    loop {
+        let accepted = match listener {
+            Listener::Tcp(l) => l.accept().map(|(s, addr)| {
+                let _ = s.set_nodelay(true);
+                (Stream::Tcp(s), PeerInfo::Tcp { addr })
+            }),
+            Listener::Unix(l) => l.accept().map(|(s, _)| {
+                let peer = match sys::peer_cred(s.as_fd()) {
+                    Ok((pid, uid, gid)) => PeerInfo::Unix { pid, uid, gid },
+                    Err(_) => PeerInfo::Unknown,
+                };
+                (Stream::Unix(s), peer)
+            }),
+        };
+        match accepted {
+            Ok((stream, peer)) => admit(shared, stream, peer, route),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => {
+                // EMFILE and friends: back off instead of spinning on a readable listener.
+                std::thread::sleep(Duration::from_millis(10));
+                return;
             }
         }
     }
 }
 
 /// Registers and starts one connection, or refuses it when too many are in flight.
-fn admit(shared: &Arc<Shared>, stream: Stream, peer: PeerInfo) {
+fn admit(shared: &Arc<Shared>, stream: Stream, peer: PeerInfo, route: Route) {
     let id = shared.next_id.fetch_add(1, Ordering::SeqCst);
     let _ = set_blocking(&stream);
-    let record = RecordDraft::new(id, &peer);
+    let record = RecordDraft::new(id, &peer, route);
     let in_flight = shared.active().len();
     if in_flight >= shared.config.max_connections {
         let refusal = Refusal::new(
             RefusalCode::TooManyConnections,
             format!("{in_flight} connections already in flight"),
         );
-        refuse(&stream, &refusal, false);
+        refuse(&stream, &refusal, false, route);
         shared.push(record.refused(refusal));
         return;
     }
@@ -380,7 +413,10 @@ fn admit(shared: &Arc<Shared>, stream: Stream, peer: PeerInfo) {
     let spawned = std::thread::Builder::new()
         .name("palisade-proxy-conn".into())
         .spawn(move || {
-            let record = serve_connection(&conn_shared, id, stream, &peer);
+            let record = match route {
+                Route::Filter => serve_connection(&conn_shared, id, stream, &peer),
+                Route::Forward(target) => Some(forward(&conn_shared, id, stream, &peer, target)),
+            };
             if let Some(record) = record {
                 conn_shared.push(record);
             }
@@ -405,6 +441,7 @@ fn set_blocking(stream: &Stream) -> io::Result<()> {
 /// A record being filled in as the connection progresses.
 struct RecordDraft {
     id: u64,
+    route: RouteKind,
     peer: String,
     method: Option<String>,
     host: Option<String>,
@@ -413,13 +450,22 @@ struct RecordDraft {
 }
 
 impl RecordDraft {
-    fn new(id: u64, peer: &PeerInfo) -> RecordDraft {
+    fn new(id: u64, peer: &PeerInfo, route: Route) -> RecordDraft {
+        let (route, host, port) = match route {
+            Route::Filter => (RouteKind::Proxy, None, None),
+            Route::Forward(target) => (
+                RouteKind::LoopbackPort,
+                Some(target.ip().to_string()),
+                Some(target.port()),
+            ),
+        };
         RecordDraft {
             id,
+            route,
             peer: peer.to_string(),
             method: None,
-            host: None,
-            port: None,
+            host,
+            port,
             address: None,
         }
     }
@@ -437,6 +483,7 @@ impl RecordDraft {
         };
         ConnectionRecord {
             id: self.id,
+            route: self.route,
             method: self.method,
             host: self.host,
             port: self.port,
@@ -464,14 +511,14 @@ fn serve_connection(
     peer: &PeerInfo,
 ) -> Option<ConnectionRecord> {
     let config = &shared.config;
-    let mut record = RecordDraft::new(id, peer);
+    let mut record = RecordDraft::new(id, peer, Route::Filter);
 
     if !(config.client_check)(peer) {
         let refusal = Refusal::new(
             RefusalCode::ClientNotAllowed,
             format!("client {peer} may not use this proxy"),
         );
-        refuse(&client, &refusal, true);
+        refuse(&client, &refusal, true, Route::Filter);
         return Some(record.refused(refusal));
     }
 
@@ -490,7 +537,7 @@ fn serve_connection(
                     HeadError::ClosedEarly => String::new(),
                 };
                 let refusal = Refusal::new(RefusalCode::MalformedRequest, why);
-                refuse(&client, &refusal, true);
+                refuse(&client, &refusal, true, Route::Filter);
                 return Some(record.refused(refusal));
             }
         };
@@ -500,7 +547,7 @@ fn serve_connection(
         Ok(request) => request,
         Err(refusal) => {
             record.method = partial.method;
-            refuse(&client, &refusal, true);
+            refuse(&client, &refusal, true, Route::Filter);
             return Some(record.refused(refusal));
         }
     };
@@ -517,7 +564,7 @@ fn serve_connection(
                 host.to_authority()
             ),
         );
-        refuse(&client, &refusal, true);
+        refuse(&client, &refusal, true, Route::Filter);
         return Some(record.refused(refusal));
     }
 
@@ -527,7 +574,7 @@ fn serve_connection(
     {
         Ok(addrs) => addrs,
         Err(refusal) => {
-            refuse(&client, &refusal, true);
+            refuse(&client, &refusal, true, Route::Filter);
             return Some(record.refused(refusal));
         }
     };
@@ -555,7 +602,7 @@ fn serve_connection(
                 last_error.unwrap_or_else(|| "proxy stopping".to_owned())
             ),
         );
-        refuse(&client, &refusal, true);
+        refuse(&client, &refusal, true, Route::Filter);
         return Some(record.refused(refusal));
     };
     let _ = upstream.set_nodelay(true);
@@ -586,9 +633,58 @@ fn serve_connection(
     Some(record.finish(Verdict::Allowed, None, up, down))
 }
 
-/// Answers a refusal and closes. With `drain`, unread client bytes are read (bounded) after the
-/// answer, so the close does not turn into a reset that destroys the answer in flight.
-fn refuse(client: &Stream, refusal: &Refusal, drain: bool) {
+/// Relays one forwarded connection to `target` (a listed port of the host's loopback), byte
+/// for byte; the client gets no protocol of Palisade's own, so a refusal is a plain close.
+fn forward(
+    shared: &Shared,
+    id: u64,
+    client: Stream,
+    peer: &PeerInfo,
+    target: SocketAddr,
+) -> ConnectionRecord {
+    let config = &shared.config;
+    let route = Route::Forward(target);
+    let record = RecordDraft::new(id, peer, route);
+    if !(config.client_check)(peer) {
+        let refusal = Refusal::new(
+            RefusalCode::ClientNotAllowed,
+            format!("client {peer} may not use this route"),
+        );
+        refuse(&client, &refusal, false, route);
+        return record.refused(refusal);
+    }
+    let upstream = match TcpStream::connect_timeout(&target, config.connect_timeout) {
+        Ok(upstream) => upstream,
+        Err(e) => {
+            let refusal = Refusal::new(
+                RefusalCode::UpstreamUnreachable,
+                format!("host loopback port {target}: {e}"),
+            );
+            refuse(&client, &refusal, false, route);
+            return record.refused(refusal);
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    let mut record = record;
+    record.address = Some(target.ip().to_string());
+    let upstream = Stream::Tcp(upstream);
+    if !shared.register(id, &upstream) {
+        let _ = client.shutdown(Shutdown::Both);
+        return record.finish(Verdict::Allowed, None, 0, 0);
+    }
+    let (up, down) = relay::relay(client, upstream, &[]);
+    record.finish(Verdict::Allowed, None, up, down)
+}
+
+/// Answers a refusal and closes: an HTTP response on the filtering route, a bare close on a
+/// forwarded port (whose client speaks its own protocol). With `drain`, unread client bytes
+/// are read (bounded) after the answer, so the close does not turn into a reset that destroys
+/// the answer in flight.
+fn refuse(client: &Stream, refusal: &Refusal, drain: bool, route: Route) {
+    if let Route::Forward(_) = route {
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
     let response = refusal.http_response();
     let _ = client.set_write_timeout(Some(Duration::from_secs(5)));
     let mut writer = client;

@@ -166,23 +166,30 @@ pub fn stdio_to_dev_null() -> io::Result<()> {
 /// Closes every descriptor from 3 up except `keep` (for a detached process that must not hold
 /// the command's inherited descriptors open).
 #[allow(unsafe_code)]
-pub fn close_other_fds(keep: RawFd) {
-    let ranges: [(libc::c_uint, libc::c_uint); 2] = [
-        (
-            3,
-            libc::c_uint::try_from(keep).unwrap_or(3).saturating_sub(1),
-        ),
-        (
-            libc::c_uint::try_from(keep).unwrap_or(0).saturating_add(1),
-            libc::c_uint::MAX,
-        ),
-    ];
+pub fn close_other_fds(keep: &[RawFd]) {
+    let mut keep: Vec<libc::c_uint> = keep
+        .iter()
+        .filter_map(|fd| libc::c_uint::try_from(*fd).ok())
+        .filter(|fd| *fd >= 3)
+        .collect();
+    keep.sort_unstable();
+    keep.dedup();
+    // The gaps between the kept descriptors, from 3 to the highest possible.
+    let mut ranges = Vec::with_capacity(keep.len() + 1);
+    let mut first: libc::c_uint = 3;
+    for fd in keep {
+        if fd > first {
+            ranges.push((first, fd - 1));
+        }
+        first = fd.saturating_add(1);
+    }
+    ranges.push((first, libc::c_uint::MAX));
     for (first, last) in ranges {
         if first > last {
             continue;
         }
         // SAFETY: close_range only closes descriptors; the caller is single-threaded and owns no
-        // Rust objects for them except `keep`, which is excluded.
+        // Rust objects for them except those in `keep`, which are excluded.
         let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
         if r != 0 {
             // Kernels before 5.9: close the range by hand, bounded.

@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use palisade_proxy::{
-    ConnectionRecord, PeerInfo, Proxy, ProxyReport, RefusalCode, Verdict, bridge,
+    ConnectionRecord, Listener, PeerInfo, Proxy, ProxyReport, RefusalCode, Route, RouteKind,
+    Verdict, bridge,
 };
 use util::*;
 
@@ -528,6 +529,126 @@ fn client_check_refuses_a_unix_peer_and_admits_the_right_one() {
     assert_eq!(read_to_end(&mut client), b"via unix");
     let report = proxy.shutdown(BOUND);
     assert_eq!(only(&report).verdict, Verdict::Allowed);
+}
+
+#[test]
+fn a_forward_route_relays_bytes_to_its_one_target_and_nothing_else() {
+    // Two upstreams on the loopback; the route names one. Whatever the client sends (an HTTP
+    // CONNECT to the other one included) goes to the named target as plain bytes.
+    let target = Upstream::start("127.0.0.1", Behavior::Echo);
+    let other = Upstream::start("127.0.0.2", Behavior::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("loopback-v4.sock");
+    let filter_socket = dir.path().join("proxy.sock");
+    let pid = std::process::id() as i32;
+    let mut cfg = config(&[], &[]);
+    cfg.client_check =
+        Box::new(move |peer| matches!(peer, PeerInfo::Unix { pid: p, .. } if *p == pid));
+    let proxy = Proxy::start_routes(
+        cfg,
+        vec![
+            (
+                Listener::Unix(UnixListener::bind(&filter_socket).unwrap()),
+                Route::Filter,
+            ),
+            (
+                Listener::Unix(UnixListener::bind(&socket).unwrap()),
+                Route::Forward(target.addr),
+            ),
+        ],
+    )
+    .unwrap();
+    let mut client = UnixStream::connect(&socket).unwrap();
+    let smuggle = format!("CONNECT 127.0.0.2:{} HTTP/1.1\r\n\r\n", other.port());
+    client.write_all(smuggle.as_bytes()).unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_end(&mut client), smuggle.as_bytes());
+    // The filtering route still filters (its allowlist is empty).
+    let denied = connect(
+        &mut UnixStream::connect(&filter_socket).unwrap(),
+        "x.test:80",
+        b"",
+    );
+    assert_refused(&denied, 403, RefusalCode::DomainNotAllowed);
+
+    let report = proxy.shutdown(BOUND);
+    assert_eq!(report.records.len(), 2, "{:#?}", report.records);
+    let forwarded = &report.records[0];
+    assert_eq!(forwarded.route, RouteKind::LoopbackPort);
+    assert_eq!(forwarded.verdict, Verdict::Allowed);
+    assert_eq!(forwarded.host.as_deref(), Some("127.0.0.1"));
+    assert_eq!(forwarded.port, Some(target.port()));
+    assert_eq!(forwarded.method, None);
+    assert_eq!(forwarded.bytes_up, smuggle.len() as u64);
+    assert_eq!(report.records[1].route, RouteKind::Proxy);
+    assert_eq!(target.wait_finished(1)[0], smuggle.as_bytes());
+    assert_eq!(other.accepted(), 0, "the other upstream was never reached");
+}
+
+/// What a refused forward client reads: nothing, then EOF (or a reset, when the refusal closed
+/// the socket with the client's bytes unread).
+fn closed_or_reset(stream: &mut UnixStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    match stream.read_to_end(&mut out) {
+        Ok(_) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => out,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_forward_route_refuses_other_clients_and_records_an_unreachable_target() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on: bound, then closed.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let echo = Upstream::start("127.0.0.1", Behavior::Echo);
+    let refusing = dir.path().join("refusing.sock");
+    let unreachable = dir.path().join("unreachable.sock");
+    let mut cfg = config(&[], &[]);
+    let pid = std::process::id() as i32;
+    // Admits this process on the second socket only: stands in for "another run's sandbox".
+    cfg.client_check =
+        Box::new(move |peer| matches!(peer, PeerInfo::Unix { pid: p, .. } if *p == pid));
+    let proxy = Proxy::start_routes(
+        cfg,
+        vec![(
+            Listener::Unix(UnixListener::bind(&unreachable).unwrap()),
+            Route::Forward(closed),
+        )],
+    )
+    .unwrap();
+    let mut client = UnixStream::connect(&unreachable).unwrap();
+    client.write_all(b"hello").unwrap();
+    assert_eq!(
+        closed_or_reset(&mut client),
+        b"",
+        "a plain close, no HTTP answer"
+    );
+    let report = proxy.shutdown(BOUND);
+    let r = only(&report);
+    assert_eq!(r.verdict, Verdict::Refused);
+    assert_eq!(r.code, Some(RefusalCode::UpstreamUnreachable));
+    assert_eq!(r.port, Some(closed.port()));
+
+    let mut cfg = config(&[], &[]);
+    cfg.client_check = Box::new(|peer| matches!(peer, PeerInfo::Unix { pid: 1, .. }));
+    let proxy = Proxy::start_routes(
+        cfg,
+        vec![(
+            Listener::Unix(UnixListener::bind(&refusing).unwrap()),
+            Route::Forward(echo.addr),
+        )],
+    )
+    .unwrap();
+    let mut client = UnixStream::connect(&refusing).unwrap();
+    let _ = client.write_all(b"hello");
+    assert_eq!(closed_or_reset(&mut client), b"");
+    let report = proxy.shutdown(BOUND);
+    assert_eq!(only(&report).code, Some(RefusalCode::ClientNotAllowed));
+    assert_eq!(echo.accepted(), 0, "a refused client reaches nothing");
 }
 
 #[test]

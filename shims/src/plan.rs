@@ -28,16 +28,16 @@ pub enum Mechanism {
 /// The network the mechanism gives the command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Network {
-    /// No network at all (no route, no host sockets).
+    /// No network at all (no route, no host sockets, no IP socket).
     None,
-    /// The sandbox's own loopback only.
-    LoopbackOnly,
+    /// A network namespace of the sandbox's own, with only its loopback. With a [`Bridge`], the
+    /// bridge's routes are the ways out: to listed ports of the host's loopback (`loopback-only`
+    /// with `loopbackPorts`) and to the host's filtering proxy (a domain allowlist).
+    OwnLoopback(Option<Bridge>),
+    /// The host's own loopback, every port, and nothing else (Seatbelt: no network namespace).
+    HostLoopback,
     /// Unrestricted outbound traffic.
     AllowOutbound,
-    /// Filtered egress: the sandbox's own network namespace (its own loopback only), whose only
-    /// way out is the host's filtering proxy, reached through a bridge of Palisade's own that
-    /// listens on the sandbox's loopback and then execs the command.
-    Filtered(EgressProxy),
 }
 
 impl Network {
@@ -46,9 +46,20 @@ impl Network {
     pub fn reach(&self) -> Reach {
         match self {
             Network::None => Reach::Nothing,
-            // A filtered sandbox reaches its own loopback, where the bridge listens.
-            Network::LoopbackOnly | Network::Filtered(_) => Reach::OwnLoopback,
+            // The bridge listens on the sandbox's own loopback; what lies beyond it is the
+            // host side's to admit.
+            Network::OwnLoopback(_) => Reach::OwnLoopback,
+            Network::HostLoopback => Reach::HostLoopback,
             Network::AllowOutbound => Reach::Everything,
+        }
+    }
+
+    /// The bridge in front of the command, if the network has one.
+    #[must_use]
+    pub fn bridge(&self) -> Option<&Bridge> {
+        match self {
+            Network::OwnLoopback(bridge) => bridge.as_ref(),
+            Network::None | Network::HostLoopback | Network::AllowOutbound => None,
         }
     }
 }
@@ -63,20 +74,23 @@ pub enum Reach {
     Nothing,
     /// The sandbox's own loopback (a network namespace of its own).
     OwnLoopback,
+    /// The host's loopback (no network namespace).
+    HostLoopback,
     /// The host's network.
     Everything,
 }
 
-/// How a filtered sandbox reaches the proxy: the files to bind into its private `/run`, and the
-/// bridge to run in front of the command.
+/// A bridge of Palisade's own in front of the command: it listens on the sandbox's loopback and
+/// relays each connection to a Unix socket on the host side (bound into the sandbox's private
+/// `/run`), then execs the command. The host's end of each socket decides what lies beyond.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EgressProxy {
-    /// The proxy's Unix socket and the bridge program, bound read-only (a read-only bind still
+pub struct Bridge {
+    /// The Unix sockets and the bridge program, bound read-only (a read-only bind still
     /// accepts `connect`) at paths under the sandbox's private `/run`.
     pub binds: Vec<ReadOnlyBind>,
     /// The bridge's argv, its program as seen inside the sandbox first; the command's argv
     /// follows it, and the bridge execs the command once it listens.
-    pub bridge_argv: Vec<OsString>,
+    pub argv: Vec<OsString>,
 }
 
 /// A host file bound read-only into the sandbox.

@@ -642,7 +642,11 @@ fn host_pathname_sockets_are_unreachable_in_every_network_mode() {
     for sock in [&outside_sock, &ws_sock, &tmp_sock] {
         UnixStream::connect(sock).unwrap_or_else(|e| panic!("{}: {e}", sock.display()));
     }
-    for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
+    for network in [
+        Network::None,
+        Network::OwnLoopback(None),
+        Network::AllowOutbound,
+    ] {
         let mut plan = fx.plan(network.clone(), Vec::new());
         let facts = measure(&plan).unwrap();
         assert!(facts.host_sockets.contains(&outside_sock), "{facts:?}");
@@ -706,7 +710,7 @@ fn host_abstract_sockets_need_a_network_namespace() {
     let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
     let _listener = UnixListener::bind_addr(&addr).unwrap();
     UnixStream::connect_addr(&addr).unwrap();
-    for network in [Network::None, Network::LoopbackOnly] {
+    for network in [Network::None, Network::OwnLoopback(None)] {
         let mut plan = fx.plan(network.clone(), Vec::new());
         let verdict = helper_inside(&mut plan, &format!("abstract:{name}"));
         assert!(verdict.starts_with("VERDICT err"), "{network:?}: {verdict}");
@@ -727,7 +731,7 @@ fn host_loopback_is_unreachable_without_allow_outbound() {
     let addr = listener.local_addr().unwrap();
     TcpStream::connect(addr).unwrap(); // outside: reachable
     let action = format!("tcp:{addr}");
-    for network in [Network::None, Network::LoopbackOnly] {
+    for network in [Network::None, Network::OwnLoopback(None)] {
         let mut plan = fx.plan(network.clone(), Vec::new());
         let verdict = helper_inside(&mut plan, &action);
         assert!(verdict.starts_with("VERDICT err"), "{network:?}: {verdict}");

@@ -382,6 +382,8 @@ pub struct Fixture {
     pub keyring: Option<(CString, Vec<u8>)>,
     /// A file the harness writes the supervisor's pid into (inside) or the victim's (outside).
     pub pid_file: Option<PathBuf>,
+    /// Host loopback ports the case's `loopback-only` policy lists (`loopbackPorts`).
+    pub loopback_ports: Vec<u16>,
 }
 
 impl Fixture {
@@ -480,6 +482,7 @@ impl Fixture {
             fd5: None,
             keyring: None,
             pid_file: None,
+            loopback_ports: Vec::new(),
         }
     }
 

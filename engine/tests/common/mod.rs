@@ -83,7 +83,7 @@ pub fn probe(backend: Backend, available: bool) -> BackendProbe {
         },
         capabilities,
         network_modes: modes,
-        domain_filtering: false,
+        network_bridge: false,
         version: String::new(),
         limitations: if backend == Backend::LinuxLandlock {
             vec![String::from("loopback-only needs a network namespace")]

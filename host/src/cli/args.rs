@@ -56,22 +56,17 @@ pub enum Command {
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
-    /// Internal: inside a filtered-egress sandbox, bridge loopback to the proxy, exec CMD.
-    #[command(name = "__proxy-bridge", hide = true)]
-    ProxyBridge(ProxyBridgeArgs),
+    /// Internal: inside a sandbox with a network bridge, listen on its loopback, exec CMD.
+    #[command(name = "__bridge", hide = true)]
+    Bridge(BridgeArgs),
 }
 
+/// The bridge's own arguments, parsed by the same parser as the static `palisade-bridge`
+/// (`palisade_proxy::bridge::parse_args`), so both spell them alike.
 #[derive(Args)]
-pub struct ProxyBridgeArgs {
-    /// The sandbox-loopback port to listen on.
-    #[arg(long)]
-    pub port: u16,
-    /// The proxy's Unix socket, as mounted in the sandbox.
-    #[arg(long)]
-    pub socket: PathBuf,
-    /// The command (absolute path) and its arguments.
-    #[arg(last = true, required = true)]
-    pub command: Vec<std::ffi::OsString>,
+pub struct BridgeArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Args)]

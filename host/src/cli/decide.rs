@@ -167,6 +167,9 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
             "network   loopback-only: own loopback{}\n",
             host_port_list(host_ports)
         )),
+        PlanNetwork::HostLoopback => out.push_str(
+            "network   loopback-only: the host's own loopback, every port (no network namespace)\n",
+        ),
         other => out.push_str(&format!("network   {}\n", other.as_str())),
     }
     out.push_str(&format!(

@@ -1,5 +1,7 @@
 //! `palisade doctor`: every backend probed afresh, the host configuration and the engine.
 
+use palisade_engine::Backend;
+
 use crate::exit::Exit;
 use crate::facts;
 use crate::probe;
@@ -59,7 +61,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
         ));
         for p in &probes.probes {
             let mut modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
-            if p.domain_filtering {
+            if p.network_bridge {
                 modes.push("domains");
             }
             let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
@@ -92,6 +94,56 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             }
         }
     }
+    if !args.json {
+        out.push_str("\nNETWORK MODES, AS APPLIED HERE\n");
+        for p in probes.probes.iter().filter(|p| p.available) {
+            let mut label = p.backend.as_str();
+            let mut modes: Vec<&str> = p.network_modes.iter().map(|m| m.as_str()).collect();
+            if p.network_bridge {
+                modes.push("domains");
+            }
+            for mode in modes {
+                out.push_str(&format!(
+                    "{label:<17} {mode:<15} {}\n",
+                    mode_meaning(p.backend, mode, p.network_bridge)
+                ));
+                label = "";
+            }
+        }
+    }
     write_stdout(out.as_bytes())?;
     Ok(Exit::Success)
+}
+
+/// What a network mode is on a backend, in one line (README "Network modes" says the same).
+fn mode_meaning(backend: Backend, mode: &str, bridge: bool) -> &'static str {
+    match (backend, mode) {
+        (Backend::LinuxBwrap | Backend::Docker, "none") => {
+            "own network namespace; no IP socket at all (Unix sockets only); no vsock"
+        }
+        (Backend::LinuxBwrap | Backend::Docker, "loopback-only") if bridge => {
+            "own 127.0.0.1 and ::1; listed loopbackPorts reach the host's (TCP, via Palisade's bridge); nothing else of the host"
+        }
+        (Backend::LinuxBwrap | Backend::Docker, "loopback-only") => {
+            "own 127.0.0.1 and ::1 only; no network bridge here, so no loopbackPorts"
+        }
+        (Backend::LinuxBwrap, "allow-outbound") => "the host's network namespace; no vsock",
+        (Backend::Docker, "allow-outbound") => "`--network host`: the host's network; no vsock",
+        (Backend::LinuxBwrap | Backend::Docker, "domains") => {
+            "own namespace; out only through the filtering proxy to allowedDomains"
+        }
+        (Backend::LinuxLandlock, "none") => {
+            "no TCP bind or connect (landlock), no socket of any family (seccomp)"
+        }
+        (Backend::LinuxLandlock, "allow-outbound") => {
+            "the host's network: IP and route netlink only; no Unix sockets but socketpair, no vsock"
+        }
+        (Backend::MacosSeatbelt, "none") => "no network at all",
+        (Backend::MacosSeatbelt, "loopback-only") => {
+            "the host's own loopback, every port (no network namespace); loopbackPorts refused"
+        }
+        (Backend::MacosSeatbelt, "allow-outbound") => "unrestricted network",
+        (Backend::DirectDedicated, _) => "the host's network, unconfined",
+        _ => "not offered",
+    }
 }

@@ -41,10 +41,13 @@ pub(super) fn decide_recorded(
     let outcome = instance.decide(input).map_err(engine_failed)?;
     if let Some(path) = audit {
         let info = instance.info().map_err(engine_failed)?;
+        let input = serde_json::to_value(input).map_err(|e| {
+            Failure::new(ErrorCode::Internal, format!("cannot record the input: {e}"))
+        })?;
         let record = AuditRecord {
             schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
             engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
-            input: input.clone(),
+            input,
             output: outcome.canonical_json.clone(),
             output_digest: outcome.digest.clone(),
             context,

@@ -67,9 +67,9 @@ pub fn dispatch(command: args::Command) -> ExitCode {
             let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
             return Exit::NotLaunched.into();
         }
-        Command::ProxyBridge(args) => {
-            let message = crate::egress::bridge_main(args.port, &args.socket, &args.command);
-            let _ = writeln!(std::io::stderr(), "palisade: egress bridge: {message}");
+        Command::Bridge(args) => {
+            let message = crate::network::bridge_main(&args.args);
+            let _ = writeln!(std::io::stderr(), "palisade: network bridge: {message}");
             return Exit::NotLaunched.into();
         }
         Command::Replay(args) => replay(&args),

@@ -7,12 +7,12 @@ use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
 use serde_json::Value;
 
 use crate::audit::{self, RecordContext};
-use crate::egress;
 use crate::envpolicy;
 use crate::execmode;
 use crate::exit::Exit;
 use crate::facts;
 use crate::launch;
+use crate::network;
 use crate::probe;
 use crate::report::{ErrorCode, Failure};
 use crate::translate;
@@ -27,7 +27,7 @@ use super::setup::{docker_spec, facts_failure, host_setup, probe_options, verifi
 
 /// A managed controller's decision input may not claim more than this host measured: the same
 /// OS and architecture, existing directories at their real paths, and for every backend no
-/// availability, capability, network mode or domain filtering this host's own probe lacks.
+/// availability, capability, network mode or network bridge this host's own probe lacks.
 /// Otherwise the launch would rest on isolation nobody measured here.
 fn confirm_claims(
     input: &DecisionInput,
@@ -99,9 +99,9 @@ fn confirm_claims(
                 mode.as_str()
             ));
         }
-        if claim.domain_filtering && !here.domain_filtering {
+        if claim.network_bridge && !here.network_bridge {
             problems.push(format!(
-                "probes[{index}]: `{name}` is claimed to filter egress by domain, which this host's probe does not"
+                "probes[{index}]: `{name}` is claimed to have the network bridge (filtered egress, host loopback ports), which this host's probe does not"
             ));
         }
     }
@@ -284,7 +284,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let overrides = args
         .proxy_resolve
         .iter()
-        .map(|text| egress::parse_resolve(text))
+        .map(|text| network::parse_resolve(text))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
     let run_id = launch::new_run_id();
@@ -364,31 +364,28 @@ pub fn run(args: &RunArgs) -> CommandResult {
         | Backend::MacosSeatbelt
         | Backend::DirectDedicated => None,
     };
-    // Filtered egress: the proxy listens before the sandbox exists.
-    let egress = match &plan.network {
-        PlanNetwork::Filtered { allowlist, .. } => {
+    // The network bridge (filtered egress, forwarded host loopback ports): its routes listen
+    // before the sandbox exists.
+    let routes = network::routes_for(&plan.network, &overrides);
+    if !overrides.is_empty() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
+        ));
+    }
+    let bridge = match routes {
+        Some(routes) => {
             let site = match &docker {
-                None => egress::RunSite::Sandbox,
-                Some((spec, bridge)) => egress::RunSite::Container {
+                None => network::RunSite::Sandbox,
+                Some((spec, bridge)) => network::RunSite::Container {
                     socket: spec.socket.clone(),
                     name: spec.container_name(),
                     bridge: verified_bridge(bridge.as_deref())?,
                 },
             };
-            Some(
-                egress::EgressSession::start(&run_id, allowlist, &overrides, site)
-                    .map_err(internal)?,
-            )
+            Some(network::BridgeSession::start(&run_id, routes, site).map_err(internal)?)
         }
-        PlanNetwork::None | PlanNetwork::LoopbackOnly { .. } | PlanNetwork::AllowOutbound => {
-            if !overrides.is_empty() {
-                return Err(Failure::new(
-                    ErrorCode::InputInvalid,
-                    "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
-                ));
-            }
-            None
-        }
+        None => None,
     };
     let (launch_plan, mut environment) = translate::launch_plan(
         plan,
@@ -397,9 +394,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
             vars: std::env::vars_os(),
             home: input.host.home_dir.clone(),
             run_temp_dir: temp.path().to_path_buf(),
-            egress: egress
+            bridge: bridge
                 .as_ref()
-                .map(egress::EgressSession::plan)
+                .map(network::BridgeSession::plan)
                 .transpose()
                 .map_err(internal)?,
         },
@@ -424,10 +421,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
         Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
         Err(_) => None,
     };
-    let egress_account = egress.map(egress::EgressSession::finish);
+    let bridge_account = bridge.map(network::BridgeSession::finish);
     if let Some(Value::Object(map)) = record {
-        if let Some(account) = egress_account {
-            map.insert("egress".to_owned(), account);
+        if let Some(account) = bridge_account {
+            map.insert("network".to_owned(), account);
         }
         map.insert(
             "environment".to_owned(),

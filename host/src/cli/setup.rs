@@ -161,7 +161,7 @@ pub(super) fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Fail
     };
     let bridge = configured.ok_or_else(|| {
         refused(
-            "filtered egress under docker needs the runtime profiles' `spec.egressBridge` (it was there when probed)".into(),
+            "the network bridge under docker (filtered egress, host loopback ports) needs the runtime profiles' `spec.egressBridge` (it was there when probed)".into(),
         )
     })?;
     probe::docker::check_egress_bridge(bridge, probe::user_ids().1).map_err(refused)

@@ -84,7 +84,7 @@ fn available() -> BackendProbe {
         network_modes: NetworkMode::ALL.to_vec(),
         // A private network namespace whose only way out is the host proxy's Unix socket,
         // bound in and bridged to the sandbox's loopback by Palisade itself.
-        domain_filtering: true,
+        network_bridge: true,
         version: String::new(),
         limitations: Vec::new(),
     }

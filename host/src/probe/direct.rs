@@ -10,7 +10,7 @@ pub(crate) fn probe() -> BackendProbe {
         reason: "present; selectable only by host opt-in".to_owned(),
         capabilities: vec![Capability::ProcessTreeCleanup],
         network_modes: vec![NetworkMode::AllowOutbound],
-        domain_filtering: false,
+        network_bridge: false,
         version: String::new(),
         limitations: vec![
             "no filesystem masks".to_owned(),

@@ -106,10 +106,12 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
             Some(path) => check_egress_bridge(path, inputs.euid).map(|_| ()),
         },
     };
-    let domain_filtering = match bridge {
+    let network_bridge = match bridge {
         Ok(()) => true,
         Err(why) => {
-            limitations.push(format!("no filtered egress (allowedDomains): {why}"));
+            limitations.push(format!(
+                "no network bridge: no filtered egress (allowedDomains) and no host loopback ports (loopbackPorts): {why}"
+            ));
             false
         }
     };
@@ -123,7 +125,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         ),
         capabilities: Capability::ALL.to_vec(),
         network_modes: NetworkMode::ALL.to_vec(),
-        domain_filtering,
+        network_bridge,
         version,
         limitations,
     }

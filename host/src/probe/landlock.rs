@@ -238,7 +238,7 @@ pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
         reason,
         capabilities,
         network_modes,
-        domain_filtering: false,
+        network_bridge: false,
         version: format!("landlock abi {abi}"),
         limitations,
     }

@@ -289,7 +289,7 @@ pub(crate) fn unavailable(backend: Backend, reason: String) -> BackendProbe {
         reason,
         capabilities: Vec::new(),
         network_modes: Vec::new(),
-        domain_filtering: false,
+        network_bridge: false,
         version: String::new(),
         limitations: Vec::new(),
     }

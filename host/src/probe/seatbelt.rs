@@ -78,7 +78,7 @@ fn available(path: &Path) -> BackendProbe {
             .filter(|c| *c != Capability::SyscallFiltering)
             .collect(),
         network_modes: NetworkMode::ALL.to_vec(),
-        domain_filtering: false,
+        network_bridge: false,
         version: "sandbox-exec".to_owned(),
         limitations: vec![
             "no syscall filtering: seatbelt filters operations, not syscalls".to_owned(),

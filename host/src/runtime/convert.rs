@@ -89,7 +89,7 @@ fn to_wit_probe(probe: &BackendProbe) -> wit::BackendProbe {
             .copied()
             .map(to_wit_network_mode)
             .collect(),
-        domain_filtering: probe.domain_filtering,
+        network_bridge: probe.network_bridge,
         version: probe.version.clone(),
         limitations: probe.limitations.clone(),
     }
@@ -155,6 +155,7 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
         network: match plan.network {
             wit::Network::None => PlanNetwork::None,
             wit::Network::LoopbackOnly(host_ports) => PlanNetwork::LoopbackOnly { host_ports },
+            wit::Network::HostLoopback => PlanNetwork::HostLoopback,
             wit::Network::AllowOutbound => PlanNetwork::AllowOutbound,
             wit::Network::Filtered(filtered) => PlanNetwork::Filtered {
                 allowlist: filtered.allowlist,

@@ -1,13 +1,13 @@
-//! `palisade-bridge`: the egress bridge alone, for sandboxes that cannot run the host's
+//! `palisade-bridge`: the network bridge alone, for sandboxes that cannot run the host's
 //! `palisade` (a container image without the host's libc). Built statically (see the README),
 //! mounted read-only into the container, and run as its entrypoint:
 //!
 //! ```text
-//! palisade-bridge __proxy-bridge --port 3128 --socket /run/palisade-egress/proxy.sock -- CMD…
+//! palisade-bridge __bridge --proxy 127.0.0.1:3128=/run/palisade-bridge/proxy.sock -- CMD…
 //! ```
 //!
-//! It binds the container's loopback port, detaches the bridge, and execs the command, exactly
-//! as `palisade __proxy-bridge` does under bwrap ([`palisade_proxy::bridge::exec_main`]).
+//! It binds the container's loopback ports, detaches the bridge, and execs the command, exactly
+//! as `palisade __bridge` does under bwrap ([`palisade_proxy::bridge::main`]).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -18,23 +18,17 @@ use palisade_proxy::bridge;
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     // 127 when the command is not found, as a shell (and Docker's own entrypoint lookup) says;
-    // 125 otherwise, as `palisade __proxy-bridge`: nothing of the command ran.
-    let (status, message) = match args.split_first() {
-        Some((first, rest)) if first == bridge::SUBCOMMAND => match bridge::parse_args(rest) {
-            Ok((port, socket, command)) => {
-                let failure = bridge::exec_main(port, &socket, &command);
-                (failure.status, failure.message)
-            }
-            Err(usage) => (125, usage),
-        },
-        _ => (
-            125,
-            format!(
-                "usage: palisade-bridge {} --port N --socket PATH -- COMMAND [ARGS…]",
+    // 125 otherwise, as `palisade __bridge`: nothing of the command ran.
+    let failure = match args.split_first() {
+        Some((first, rest)) if first == bridge::SUBCOMMAND => bridge::main(rest),
+        _ => bridge::ExecFailure {
+            status: 125,
+            message: format!(
+                "usage: palisade-bridge {} [--proxy ADDR=SOCKET] [--forward ADDR=SOCKET]... -- COMMAND [ARGS...]",
                 bridge::SUBCOMMAND
             ),
-        ),
+        },
     };
-    let _ = writeln!(std::io::stderr(), "palisade-bridge: {message}");
-    ExitCode::from(status)
+    let _ = writeln!(std::io::stderr(), "palisade-bridge: {}", failure.message);
+    ExitCode::from(failure.status)
 }

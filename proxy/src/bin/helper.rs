@@ -79,13 +79,12 @@ fn bridge_exec(args: &[String]) -> ExitCode {
     let mut argv_c = vec![program_c.clone()];
     argv_c.extend(argv.iter().map(|a| cstring(a.as_bytes())));
     let env = palisade_proxy::bridge::environ().unwrap_or_default();
-    let err = palisade_proxy::bridge::start_detached_then_exec(
+    let route = palisade_proxy::bridge::BridgeRoute {
         listen,
-        Path::new(socket),
-        &program_c,
-        &argv_c,
-        &env,
-    );
+        socket: Path::new(socket).to_path_buf(),
+        kind: palisade_proxy::RouteKind::Proxy,
+    };
+    let err = palisade_proxy::bridge::start_detached_then_exec(&[route], &program_c, &argv_c, &env);
     eprintln!("bridge-exec: {err}");
     ExitCode::from(127)
 }

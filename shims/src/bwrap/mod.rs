@@ -93,7 +93,7 @@ use crate::fsfacts::{FsFacts, PathFact, PathKind};
 
 mod masks;
 
-use crate::plan::{EgressProxy, LaunchPlan, Network};
+use crate::plan::{Bridge, LaunchPlan, Network};
 use masks::{Base, BaseOp, Layer, Layers, plan_masks};
 
 /// The program a trial sandbox runs: present on every Linux distribution palisade targets and
@@ -199,38 +199,43 @@ pub enum BwrapError {
     #[error("`{}` has {links} hard links; the other names would stay reachable", path.display())]
     HardLinks { path: PathBuf, links: u64 },
     #[error(
-        "filtered egress binds `{}` outside the sandbox's private directories",
+        "the network bridge binds `{}` outside the sandbox's private directories",
         .0.display()
     )]
-    EgressBindNotPrivate(PathBuf),
-    #[error("filtered egress names no bridge to run")]
-    EgressNoBridge,
+    BridgeBindNotPrivate(PathBuf),
+    #[error("the network bridge names no program to run")]
+    BridgeNoProgram,
+    #[error("the host's own loopback needs a backend without a network namespace (Seatbelt)")]
+    HostLoopback,
 }
 
-/// The proxy of a filtered network, checked: every bind lands in a directory the sandbox gets
-/// privately (so nothing of the host's is covered, and nothing is created on the host) and a
-/// bridge is named. `None` for every other network.
-pub(crate) fn egress<'p>(
+/// The network's bridge, checked: every bind lands in a directory the sandbox gets privately
+/// (so nothing of the host's is covered, and nothing is created on the host) and a program is
+/// named. `None` for a network without one.
+pub(crate) fn bridge<'p>(
     plan: &'p LaunchPlan,
     facts: &FsFacts,
-) -> Result<Option<&'p EgressProxy>, BwrapError> {
-    let Network::Filtered(egress) = &plan.network else {
+) -> Result<Option<&'p Bridge>, BwrapError> {
+    if plan.network == Network::HostLoopback {
+        return Err(BwrapError::HostLoopback);
+    }
+    let Some(bridge) = plan.network.bridge() else {
         return Ok(None);
     };
-    for bind in &egress.binds {
+    for bind in &bridge.binds {
         let private = bind.target.is_absolute()
             && facts
                 .private_dirs
                 .iter()
                 .any(|dir| bind.target.starts_with(dir) && bind.target != *dir);
         if !private {
-            return Err(BwrapError::EgressBindNotPrivate(bind.target.clone()));
+            return Err(BwrapError::BridgeBindNotPrivate(bind.target.clone()));
         }
     }
-    if egress.bridge_argv.is_empty() {
-        return Err(BwrapError::EgressNoBridge);
+    if bridge.argv.is_empty() {
+        return Err(BwrapError::BridgeNoProgram);
     }
-    Ok(Some(egress))
+    Ok(Some(bridge))
 }
 
 /// One mount of the sandbox's filesystem, in the order bwrap performs them (a later mount
@@ -381,12 +386,12 @@ pub fn argv(
         emit(mount, &mut args);
     }
 
-    // Filtered egress: the proxy's socket and the bridge binary, read-only on a private tmpfs.
-    // A read-only bind still accepts `connect` (the mount flag does not apply to sockets).
-    let egress = egress(plan, facts)?;
-    if let Some(egress) = egress {
+    // The bridge's sockets and program, read-only on a private tmpfs. A read-only bind still
+    // accepts `connect` (the mount flag does not apply to sockets).
+    let bridge = bridge(plan, facts)?;
+    if let Some(bridge) = bridge {
         let mut made: Vec<&Path> = Vec::new();
-        for bind in &egress.binds {
+        for bind in &bridge.binds {
             if let Some(parent) = bind.target.parent()
                 && !made.contains(&parent)
             {
@@ -406,10 +411,10 @@ pub fn argv(
         args.op("--seccomp", [fd.to_string()]);
     }
     args.flag("--");
-    if let Some(egress) = egress {
+    if let Some(bridge) = bridge {
         // The bridge listens on the sandbox's loopback before the command starts, detaches,
         // and execs the command in its place (same pid, status and signals as without it).
-        args.0.extend(egress.bridge_argv.iter().cloned());
+        args.0.extend(bridge.argv.iter().cloned());
     }
     args.0.extend(plan.command.iter().cloned());
 

@@ -172,11 +172,11 @@ fn expected(network: Network, parts: &[&[&str]]) -> Vec<String> {
     all
 }
 
-const EGRESS_SOCKET: &str = "/run/palisade-egress/proxy.sock";
-const EGRESS_BRIDGE: &str = "/run/palisade-egress/palisade";
+const BRIDGE_SOCKET: &str = "/run/palisade-bridge/proxy.sock";
+const BRIDGE_PROGRAM: &str = "/run/palisade-bridge/palisade";
 
-fn egress(socket_target: &str) -> crate::plan::EgressProxy {
-    crate::plan::EgressProxy {
+fn egress(socket_target: &str) -> crate::plan::Bridge {
+    crate::plan::Bridge {
         binds: vec![
             crate::plan::ReadOnlyBind {
                 source: "/run/user/1000/palisade-1000/proxy-1/proxy.sock".into(),
@@ -184,10 +184,10 @@ fn egress(socket_target: &str) -> crate::plan::EgressProxy {
             },
             crate::plan::ReadOnlyBind {
                 source: "/usr/local/bin/palisade".into(),
-                target: EGRESS_BRIDGE.into(),
+                target: BRIDGE_PROGRAM.into(),
             },
         ],
-        bridge_argv: [EGRESS_BRIDGE, "bridge", "--socket", socket_target, "--"]
+        argv: [BRIDGE_PROGRAM, "bridge", "--socket", socket_target, "--"]
             .map(OsString::from)
             .to_vec(),
     }
@@ -195,20 +195,20 @@ fn egress(socket_target: &str) -> crate::plan::EgressProxy {
 
 #[test]
 fn filtered_network_binds_socket_and_bridge_and_wraps_the_command() {
-    let network = Network::Filtered(egress(EGRESS_SOCKET));
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
     let plan = base_plan(network.clone());
     let (args, _) = build(&plan, &base_facts());
     #[rustfmt::skip]
     let binds: &[&str] = &[
-        "--dir", "/run/palisade-egress",
-        "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", EGRESS_SOCKET,
-        "--ro-bind", "/usr/local/bin/palisade", EGRESS_BRIDGE,
+        "--dir", "/run/palisade-bridge",
+        "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", BRIDGE_SOCKET,
+        "--ro-bind", "/usr/local/bin/palisade", BRIDGE_PROGRAM,
     ];
     let mut tail: Vec<&str> = TAIL.to_vec();
     let command_at = tail.len() - 2;
     tail.splice(
         command_at..command_at,
-        [EGRESS_BRIDGE, "bridge", "--socket", EGRESS_SOCKET, "--"],
+        [BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--"],
     );
     assert_eq!(args, expected(network, &[BASE, ROOTS, binds, &tail]));
     // Its own network namespace, as every network but allow-outbound.
@@ -219,24 +219,28 @@ fn filtered_network_binds_socket_and_bridge_and_wraps_the_command() {
 fn filtered_network_binds_only_into_private_directories() {
     // A target outside every private directory would cover (or create) a host path.
     for target in ["/etc/proxy.sock", "/run", "relative.sock"] {
-        let plan = base_plan(Network::Filtered(egress(target)));
+        let plan = base_plan(Network::OwnLoopback(Some(egress(target))));
         assert!(matches!(
             argv(&plan, &base_facts(), None),
-            Err(BwrapError::EgressBindNotPrivate(_))
+            Err(BwrapError::BridgeBindNotPrivate(_))
         ));
     }
-    let plan = base_plan(Network::Filtered(egress(EGRESS_SOCKET)));
+    let plan = base_plan(Network::OwnLoopback(Some(egress(BRIDGE_SOCKET))));
     let mut facts = base_facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     assert!(matches!(
         argv(&plan, &facts, None),
-        Err(BwrapError::EgressBindNotPrivate(_))
+        Err(BwrapError::BridgeBindNotPrivate(_))
     ));
-    let mut empty = egress(EGRESS_SOCKET);
-    empty.bridge_argv.clear();
+    let mut empty = egress(BRIDGE_SOCKET);
+    empty.argv.clear();
     assert!(matches!(
-        argv(&base_plan(Network::Filtered(empty)), &base_facts(), None),
-        Err(BwrapError::EgressNoBridge)
+        argv(
+            &base_plan(Network::OwnLoopback(Some(empty))),
+            &base_facts(),
+            None
+        ),
+        Err(BwrapError::BridgeNoProgram)
     ));
 }
 
@@ -317,9 +321,12 @@ fn typical_plan_exact_argv() {
 
 #[test]
 fn loopback_only_is_a_private_network_namespace_like_none() {
-    let plan = base_plan(Network::LoopbackOnly);
+    let plan = base_plan(Network::OwnLoopback(None));
     let (args, created) = build(&plan, &base_facts());
-    assert_eq!(args, expected(Network::LoopbackOnly, &[BASE, ROOTS, TAIL]));
+    assert_eq!(
+        args,
+        expected(Network::OwnLoopback(None), &[BASE, ROOTS, TAIL])
+    );
     assert!(args.contains(&"--unshare-net".to_owned()));
     assert!(created.is_empty());
     let (none, _) = build(&base_plan(Network::None), &base_facts());
@@ -353,7 +360,11 @@ fn allow_outbound_shares_the_network_and_keeps_dns() {
 
 #[test]
 fn host_sockets_are_masked_in_every_network_mode() {
-    for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
+    for network in [
+        Network::None,
+        Network::OwnLoopback(None),
+        Network::AllowOutbound,
+    ] {
         let mut facts = base_facts();
         facts.host_sockets = vec!["/srv/dock.sock".into()];
         let (args, _) = build(&base_plan(network.clone()), &facts);

@@ -23,15 +23,15 @@
 //!   than the network below.
 //! - Network: `none` → `--network none`; `loopback-only` → `--network none` as well (Docker
 //!   gives the container its own network namespace with only `lo` up: the container's
-//!   loopback, not the host's); `allow-outbound` → `--network host` (the host's network
+//!   loopback, not the host's; `--sysctl net.ipv6.conf.lo.disable_ipv6=0` gives it `::1`); `allow-outbound` → `--network host` (the host's network
 //!   namespace, as bwrap's `allow-outbound`: the daemon Palisade targets runs with
 //!   `--bridge=none`, so there is no default bridge to fall back on, and the plan asked for
-//!   unrestricted traffic). A domain allowlist (the plan's egress proxy) → `--network none`,
-//!   the proxy's Unix socket and the static `palisade-bridge` bound read-only on the private
-//!   `/run` (at bwrap's paths), and the bridge as the entrypoint: it listens on the container's
-//!   `127.0.0.1:<port>`, detaches, and execs the command, which reaches the outside only through
-//!   the host's filtering proxy. The bridge is static because an image need not have the host's
-//!   libc; the host checks that it is (see the probe).
+//!   unrestricted traffic). A bridge (listed host loopback ports, a domain allowlist's proxy)
+//!   → `--network none`, the bridge's Unix sockets and the static `palisade-bridge` bound
+//!   read-only on the private `/run` (at bwrap's paths), and the bridge as the entrypoint: it
+//!   listens on the container's loopback, detaches, and execs the command, which reaches the
+//!   host only through the bridge's routes. The bridge is static because an image need not have
+//!   the host's libc; the host checks that it is (see the probe).
 //! - Budgets: `--memory`/`--memory-swap` (the container's cgroup), `--pids-limit` (plus one
 //!   for `docker-init`), CPU seconds as `--ulimit cpu=N:N` (per process, like the rlimit
 //!   fallback of the other backends); the wall clock is the supervisor's timer on the client.
@@ -191,9 +191,9 @@ pub fn argv(
     mask_file: &Path,
     seccomp_profile: Option<&str>,
 ) -> Result<DockerArgs, DockerError> {
-    // Filtered egress: the container's own network namespace, and the private tmpfs the
-    // socket and bridge are mounted on (as under bwrap).
-    let egress = bwrap::egress(plan, facts)?;
+    // The bridge (forwarded host ports, filtered egress): the container's own network
+    // namespace, and the private tmpfs its sockets and program are mounted on (as under bwrap).
+    let bridge = bwrap::bridge(plan, facts)?;
     if !valid_image_id(&spec.image_id) {
         return Err(DockerError::ImageId(spec.image_id.clone()));
     }
@@ -227,10 +227,17 @@ pub fn argv(
     args.op(
         "--network",
         match plan.network {
-            Network::None | Network::LoopbackOnly | Network::Filtered(_) => "none",
+            Network::None | Network::OwnLoopback(_) => "none",
             Network::AllowOutbound => "host",
+            // Refused by `bwrap::bridge` above.
+            Network::HostLoopback => return Err(BwrapError::HostLoopback.into()),
         },
     );
+    if let Network::OwnLoopback(_) = plan.network {
+        // Docker disables IPv6 in a container by default, so its loopback would have no ::1;
+        // bwrap's has one, and `loopback-only` means 127.0.0.1 and ::1 alike.
+        args.op("--sysctl", "net.ipv6.conf.lo.disable_ipv6=0");
+    }
     args.op("--user", format!("{}:{}", facts.uid, facts.gid));
     args.op("--cap-drop", "ALL");
     args.op("--security-opt", "no-new-privileges");
@@ -336,10 +343,10 @@ pub fn argv(
             ),
         }
     }
-    if let Some(egress) = egress {
-        // The proxy's socket and the static bridge, read-only on the container's private /run
-        // (a read-only bind still accepts `connect`).
-        for bind in &egress.binds {
+    if let Some(bridge) = bridge {
+        // The bridge's sockets and the static bridge program, read-only on the container's
+        // private /run (a read-only bind still accepts `connect`).
+        for bind in &bridge.binds {
             args.op(
                 "--mount",
                 format!(
@@ -377,7 +384,7 @@ pub fn argv(
     let Some((program, rest)) = plan.command.split_first() else {
         return Err(BwrapError::EmptyCommand.into());
     };
-    match egress.and_then(|egress| egress.bridge_argv.split_first()) {
+    match bridge.and_then(|bridge| bridge.argv.split_first()) {
         // The bridge listens on the container's loopback, detaches, and execs the command
         // (looked up in the image's PATH, as Docker's entrypoint would be).
         Some((bridge, bridge_args)) => {

@@ -182,29 +182,37 @@ fn network_modes() {
         args[at + 1].clone()
     };
     assert_eq!(network(Network::None), "none");
-    assert_eq!(network(Network::LoopbackOnly), "none");
+    assert_eq!(network(Network::OwnLoopback(None)), "none");
     assert_eq!(network(Network::AllowOutbound), "host");
+    // The container's own loopback has ::1 too, as bwrap's does; the host's network is left be.
+    let ipv6_loopback = |mode| {
+        strings(&build(&plan(mode), &spec()).args)
+            .windows(2)
+            .any(|pair| pair == ["--sysctl", "net.ipv6.conf.lo.disable_ipv6=0"])
+    };
+    assert!(ipv6_loopback(Network::OwnLoopback(None)));
+    assert!(ipv6_loopback(Network::OwnLoopback(Some(egress()))));
+    assert!(!ipv6_loopback(Network::None));
+    assert!(!ipv6_loopback(Network::AllowOutbound));
 }
 
-fn egress() -> crate::plan::EgressProxy {
-    crate::plan::EgressProxy {
+fn egress() -> crate::plan::Bridge {
+    crate::plan::Bridge {
         binds: vec![
             crate::plan::ReadOnlyBind {
                 source: "/tmp/run-1-egress/proxy.sock".into(),
-                target: "/run/palisade-egress/proxy.sock".into(),
+                target: "/run/palisade-bridge/proxy.sock".into(),
             },
             crate::plan::ReadOnlyBind {
                 source: "/usr/local/lib/palisade/palisade-bridge".into(),
-                target: "/run/palisade-egress/palisade".into(),
+                target: "/run/palisade-bridge/palisade".into(),
             },
         ],
-        bridge_argv: [
-            "/run/palisade-egress/palisade",
-            "__proxy-bridge",
-            "--port",
-            "3128",
-            "--socket",
-            "/run/palisade-egress/proxy.sock",
+        argv: [
+            "/run/palisade-bridge/palisade",
+            "__bridge",
+            "--proxy",
+            "127.0.0.1:3128=/run/palisade-bridge/proxy.sock",
             "--",
         ]
         .map(OsString::from)
@@ -214,13 +222,13 @@ fn egress() -> crate::plan::EgressProxy {
 
 #[test]
 fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
-    let plan = plan(Network::Filtered(egress()));
+    let plan = plan(Network::OwnLoopback(Some(egress())));
     let args = strings(&build(&plan, &spec()).args);
     let at = args.iter().position(|a| a == "--network").unwrap();
     assert_eq!(args[at + 1], "none", "the container's own loopback only");
     for mount in [
-        "type=bind,source=/tmp/run-1-egress/proxy.sock,target=/run/palisade-egress/proxy.sock,readonly",
-        "type=bind,source=/usr/local/lib/palisade/palisade-bridge,target=/run/palisade-egress/palisade,readonly",
+        "type=bind,source=/tmp/run-1-egress/proxy.sock,target=/run/palisade-bridge/proxy.sock,readonly",
+        "type=bind,source=/usr/local/lib/palisade/palisade-bridge,target=/run/palisade-bridge/palisade,readonly",
     ] {
         let at = args.iter().position(|a| a == mount).unwrap();
         assert_eq!(args[at - 1], "--mount");
@@ -228,16 +236,14 @@ fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
     let image = args.iter().position(|a| a == &spec().image_id).unwrap();
     assert_eq!(
         args[image - 2..image],
-        ["--entrypoint", "/run/palisade-egress/palisade"]
+        ["--entrypoint", "/run/palisade-bridge/palisade"]
     );
     assert_eq!(
         args[image + 1..],
         [
-            "__proxy-bridge",
-            "--port",
-            "3128",
-            "--socket",
-            "/run/palisade-egress/proxy.sock",
+            "__bridge",
+            "--proxy",
+            "127.0.0.1:3128=/run/palisade-bridge/proxy.sock",
             "--",
             "make",
             "test",
@@ -248,13 +254,13 @@ fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
 
 #[test]
 fn filtered_egress_needs_a_private_run() {
-    let plan = plan(Network::Filtered(egress()));
+    let plan = plan(Network::OwnLoopback(Some(egress())));
     let mut facts = facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     let built = argv(&plan, &facts, &spec(), Path::new("/tmp/run-1.mask"), None);
     assert!(matches!(
         built,
-        Err(DockerError::Plan(BwrapError::EgressBindNotPrivate(_)))
+        Err(DockerError::Plan(BwrapError::BridgeBindNotPrivate(_)))
     ));
 }
 

@@ -27,8 +27,8 @@
 //!   device ioctls), each only if it exists.
 //! - **network** (ABI ≥ 4): in [`Network::None`] TCP bind and connect are handled with no rule,
 //!   so every TCP bind/connect fails; other socket families are left to seccomp.
-//!   [`Network::AllowOutbound`] handles nothing. [`Network::LoopbackOnly`] and
-//!   [`Network::Filtered`] need a network namespace and are refused.
+//!   [`Network::AllowOutbound`] handles nothing. [`Network::OwnLoopback`] needs a network
+//!   namespace and [`Network::HostLoopback`] cannot be told apart by port: both are refused.
 //! - **scopes** (ABI ≥ 6): abstract unix sockets and signals, always: no connecting to the
 //!   host's abstract sockets, no signals to processes outside the sandbox.
 //!
@@ -50,7 +50,7 @@
 //! - any protected path: the engine only selects Landlock when `protectedPathReadOnlyMask` is
 //!   not required and then leaves them empty; Landlock cannot stop a missing protected file from
 //!   being created inside a writable workspace, so masking some would be pretending;
-//! - [`Network::LoopbackOnly`]; relative or `..` paths; a denied path with a symlinked ancestor
+//! - [`Network::OwnLoopback`] and [`Network::HostLoopback`]; relative or `..` paths; a denied path with a symlinked ancestor
 //!   (the host resolves paths; a symlinked ancestor would leave its target granted); missing
 //!   writable roots; listings the facts should have but do not.
 //!
@@ -147,7 +147,7 @@ pub enum LandlockError {
     )]
     ProtectedPaths(PathBuf),
     #[error(
-        "network `{0}` needs a network namespace of the sandbox's own, which landlock does not create"
+        "network `{0}` cannot be applied by landlock: it has no network namespace of the sandbox's own and its TCP rules cannot tell loopback from other addresses"
     )]
     OwnNetwork(&'static str),
     #[error("path `{0}` is not absolute and normalized")]
@@ -321,8 +321,11 @@ pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPl
     let handled_net: BTreeSet<NetRight> = match plan.network {
         Network::None => [NetRight::BindTcp, NetRight::ConnectTcp].into(),
         Network::AllowOutbound => BTreeSet::new(),
-        Network::LoopbackOnly => return Err(LandlockError::OwnNetwork("loopback-only")),
-        Network::Filtered(_) => return Err(LandlockError::OwnNetwork("filtered egress")),
+        Network::OwnLoopback(None) => return Err(LandlockError::OwnNetwork("loopback-only")),
+        Network::OwnLoopback(Some(_)) => {
+            return Err(LandlockError::OwnNetwork("a network bridge"));
+        }
+        Network::HostLoopback => return Err(LandlockError::OwnNetwork("the host's loopback")),
     };
     let writable = writable_roots(plan)?;
     let denied = denied_paths(plan)?;

@@ -243,7 +243,7 @@ fn protected_paths_are_refused() {
 #[test]
 fn loopback_only_is_refused() {
     let mut plan = launch(&[]);
-    plan.network = Network::LoopbackOnly;
+    plan.network = Network::OwnLoopback(None);
     let err = ruleset_plan(&plan, &facts()).unwrap_err();
     assert!(matches!(err, LandlockError::OwnNetwork(_)), "{err}");
 }

@@ -113,10 +113,11 @@ pub struct SeatbeltFacts {
 /// Why [`profile`] refused to build a profile.
 #[derive(Debug, thiserror::Error)]
 pub enum SeatbeltError {
-    /// Filtered egress (a domain allowlist) has no Seatbelt mechanism yet; the probe does not
-    /// claim it, so the engine never plans it here.
-    #[error("filtered egress (allowedDomains) is not implemented for macos-seatbelt")]
-    EgressProxy,
+    /// A network namespace of the sandbox's own (with or without a bridge for forwarded ports
+    /// or filtered egress) does not exist on macOS; the engine plans `loopback-only` here as
+    /// the host's loopback and never plans filtered egress (the probe does not claim it).
+    #[error("macos-seatbelt has no network namespace: `{0}` cannot be applied")]
+    OwnNetwork(&'static str),
     #[error("path `{}` is not absolute", .0.display())]
     RelativePath(PathBuf),
     #[error("path `{}` contains a `..` component", .0.display())]
@@ -184,7 +185,7 @@ pub fn trial_profiles() -> Result<Vec<String>, SeatbeltError> {
             (denied.clone(), fact(&denied, absent(&denied))),
         ]),
     };
-    [Network::None, Network::LoopbackOnly, Network::AllowOutbound]
+    [Network::None, Network::HostLoopback, Network::AllowOutbound]
         .into_iter()
         .map(|network| {
             let plan = LaunchPlan {

@@ -230,7 +230,10 @@ pub fn profile(
 /// `(allow network-outbound (remote ip "localhost:PORT"))`.
 fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<(), SeatbeltError> {
     match mode {
-        Network::Filtered(_) => return Err(SeatbeltError::EgressProxy),
+        Network::OwnLoopback(None) => return Err(SeatbeltError::OwnNetwork("own loopback")),
+        Network::OwnLoopback(Some(_)) => {
+            return Err(SeatbeltError::OwnNetwork("a network bridge"));
+        }
         Network::None => {
             out.comment(
                 "Mode none: no IP traffic at all (redundant with (deny default); explicit so",
@@ -238,7 +241,7 @@ fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<
             out.comment("the intent is visible).");
             out.line("(deny network*)");
         }
-        Network::LoopbackOnly => {
+        Network::HostLoopback => {
             out.comment(
                 "Mode loopback-only: bind, accept and connect on localhost only. This is the",
             );

@@ -403,7 +403,7 @@ fn check_structure(plan: &LaunchPlan, facts: &SeatbeltFacts, text: &str) -> Vec<
 fn snapshot_matrix() {
     for (name, network) in [
         ("none", Network::None),
-        ("loopback_only", Network::LoopbackOnly),
+        ("loopback_only", Network::HostLoopback),
         ("allow_outbound", Network::AllowOutbound),
     ] {
         let (plan, facts) = realistic(network);
@@ -426,7 +426,7 @@ fn snapshot_minimal_plan() {
 
 #[test]
 fn snapshot_awkward_paths() {
-    let mut plan = plan(Network::LoopbackOnly);
+    let mut plan = plan(Network::HostLoopback);
     plan.workspace = "/Users/dev/my \"quoted\" (project) \\ dir".into();
     plan.writable_roots = vec![
         plan.workspace.clone(),
@@ -525,7 +525,7 @@ fn network_modes() {
     assert!(none.contains("(deny network*)"));
     assert!(!none.contains("(remote ip"));
     assert!(!none.contains("(allow network*)"));
-    let loopback = text(Network::LoopbackOnly);
+    let loopback = text(Network::HostLoopback);
     assert!(loopback.contains("(allow network-outbound (remote ip \"localhost:*\"))"));
     assert!(loopback.contains("(allow network-bind network-inbound (local ip \"localhost:*\"))"));
     assert!(!loopback.contains("(allow network*)"));
@@ -627,7 +627,7 @@ fn canaries_live_under_the_resolved_run_temp_dir() {
 
 #[test]
 fn canary_rules_are_in_every_profile_and_win() {
-    for network in [Network::None, Network::LoopbackOnly, Network::AllowOutbound] {
+    for network in [Network::None, Network::HostLoopback, Network::AllowOutbound] {
         let (plan, facts) = realistic(network);
         let c = canary(&plan, &facts, &token()).unwrap();
         let text = profile(&plan, &facts, &token()).unwrap();
@@ -957,7 +957,7 @@ proptest! {
         root in component(),
         real in component(),
     ) {
-        let mut weird = plan(Network::LoopbackOnly);
+        let mut weird = plan(Network::HostLoopback);
         weird.writable_roots.push(PathBuf::from("/Volumes").join(&root));
         weird.protected_paths = vec![weird.workspace.join(&protected)];
         weird.denied_read_paths = vec![PathBuf::from("/Users/dev/d").join(&denied)];
@@ -967,7 +967,7 @@ proptest! {
         )]);
 
         // The same plan with tame names: the profile must have the same shape.
-        let mut tame = plan(Network::LoopbackOnly);
+        let mut tame = plan(Network::HostLoopback);
         tame.writable_roots.push("/Volumes/root".into());
         tame.protected_paths = vec![tame.workspace.join("protected")];
         tame.denied_read_paths = vec!["/Users/dev/d/denied".into()];

@@ -407,13 +407,14 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
             match profile.reach {
                 Reach::Nothing => rules.push(SOCKET_NONE),
                 Reach::Everything => rules.extend_from_slice(SOCKET_OUTBOUND),
-                Reach::OwnLoopback => return Err(unsupported()),
+                Reach::OwnLoopback | Reach::HostLoopback => return Err(unsupported()),
             }
         }
         // The namespace scopes every family but vsock (a base rule); `none` also takes IP.
         Mechanism::Bwrap | Mechanism::Docker => match profile.reach {
             Reach::Nothing => rules.push(SOCKET_ONLY_UNIX),
             Reach::OwnLoopback | Reach::Everything => {}
+            Reach::HostLoopback => return Err(unsupported()),
         },
         Mechanism::Seatbelt | Mechanism::Direct => {}
     }

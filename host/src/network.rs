@@ -1,32 +1,45 @@
-//! Filtered egress for `palisade run`: the host half of a domain allowlist, and the in-sandbox
-//! bridge's entry point.
+//! The network bridge for `palisade run`: the host half of every way a sandbox with a network
+//! namespace of its own reaches the host, and the in-sandbox bridge's entry point.
 //!
-//! When a decision's plan carries a `domainAllowlist`, the sandbox gets its own network
-//! namespace (only loopback) and exactly one way out: the filtering proxy
-//! ([`palisade_proxy::Proxy`]) listening on a Unix socket in a private directory of the host.
-//! bwrap mounts that socket into the sandbox, and `palisade __proxy-bridge` (this binary, mounted
-//! read-only next to it) listens on the sandbox's `127.0.0.1:3128`, forwarding each connection
-//! to the socket before it execs the command. The command's proxy variables point at the bridge.
+//! Two kinds of route, decided by the engine and applied here:
+//! - **Filtered egress** (`allowedDomains`): the filtering proxy ([`palisade_proxy::Proxy`]) on a
+//!   Unix socket; the bridge listens on the sandbox's `127.0.0.1:3128` and the command's proxy
+//!   variables point at it.
+//! - **Listed host loopback ports** (`loopback-only` with `loopbackPorts`): for each port, one
+//!   Unix socket per address family; the bridge listens on the sandbox's `127.0.0.1:P` and
+//!   `[::1]:P`, and the host side connects to the host's `127.0.0.1:P` or `[::1]:P`, byte for
+//!   byte. Nothing else of the host is reachable: not its other ports, not its other
+//!   addresses, not its Unix sockets.
 //!
-//! Why the proxy admits only descendants of this process: the socket is reachable by path to any
-//! process of the same user on the host. The supervisor runs one command tree at a time and is
-//! its subreaper, so "a descendant of this process" is exactly "inside this run's sandbox".
+//! Why Palisade's own bridge and not `pasta` (passt): the sandbox already has a bridge for
+//! filtered egress, so forwarded ports reuse its binary, its bind mounts and its admission check,
+//! add no package to install, and work the same under bwrap and Docker (where the static
+//! `palisade-bridge` runs in the image). `pasta` would forward every port it is told to at the
+//! namespace level, but it is another process to supervise and another dependency whose absence
+//! would have to be probed; the forwarding needed here is a few lines over the proxy's relay.
 //!
-//! Under docker the same holds with two substitutions ([`RunSite::Container`]): the container's
-//! processes are the daemon's children, not ours, so the proxy admits exactly the processes in
-//! the run's container's cgroup; and the image need not be able to run the host's `palisade`,
-//! so the bridge is the statically linked `palisade-bridge` the runtime profile file names.
+//! The sockets live in a private directory of the host (mode 0700) and are bind-mounted
+//! read-only into the sandbox's private `/run`. Why every route admits only this run's
+//! processes: a socket is reachable by path to any process of the same user on the host, and
+//! another run's sandbox must not borrow this one's routes. The supervisor runs one command tree
+//! at a time and is its subreaper, so "a descendant of this process" is exactly "inside this
+//! run's sandbox". Under docker the container's processes are the daemon's children, not ours,
+//! so a route admits exactly the processes in the run's container's cgroup
+//! ([`RunSite::Container`]), and the bridge is the statically linked `palisade-bridge` the
+//! runtime profile names (the image need not be able to run the host's `palisade`).
 
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use palisade_engine::output::PlanNetwork;
+
 use crate::launch::LaunchError;
 
 #[cfg(target_os = "linux")]
-pub use linux::{EgressSession, bridge_main};
+pub use linux::{BridgeSession, bridge_main, bridge_plan};
 
-/// Where the run's processes live: who may use the proxy, and which bridge program runs.
+/// Where the run's processes live: who may use the routes, and which bridge program runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunSite {
     /// bwrap: this supervisor's descendants; the bridge is this `palisade` binary.
@@ -40,23 +53,58 @@ pub enum RunSite {
     },
 }
 
-/// Elsewhere filtered egress is never planned (no probe claims it); starting one refuses.
+/// What the bridge carries for one run: the filtering proxy's allowlist (with the launcher's
+/// `--proxy-resolve` overrides), the listed host loopback ports, or both.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Routes {
+    /// The proxy's allowlist; `None`: no filtering proxy.
+    pub allowlist: Option<Vec<String>>,
+    pub overrides: Vec<(String, IpAddr)>,
+    /// The host loopback ports forwarded, each on 127.0.0.1 and ::1.
+    pub host_ports: Vec<u16>,
+}
+
+/// The routes a plan's network needs the bridge for; `None`: no bridge (no route leads out of
+/// the sandbox, or the network has no namespace of its own).
+pub fn routes_for(network: &PlanNetwork, overrides: &[(String, IpAddr)]) -> Option<Routes> {
+    match network {
+        PlanNetwork::Filtered {
+            allowlist,
+            host_ports,
+        } => Some(Routes {
+            allowlist: Some(allowlist.clone()),
+            overrides: overrides.to_vec(),
+            host_ports: host_ports.clone(),
+        }),
+        PlanNetwork::LoopbackOnly { host_ports } if !host_ports.is_empty() => Some(Routes {
+            allowlist: None,
+            overrides: Vec::new(),
+            host_ports: host_ports.clone(),
+        }),
+        PlanNetwork::None
+        | PlanNetwork::LoopbackOnly { .. }
+        | PlanNetwork::HostLoopback
+        | PlanNetwork::AllowOutbound => None,
+    }
+}
+
+/// Elsewhere a bridge is never planned (no probe claims a network namespace); starting one
+/// refuses.
 #[cfg(not(target_os = "linux"))]
-pub enum EgressSession {}
+pub enum BridgeSession {}
 
 #[cfg(not(target_os = "linux"))]
-impl EgressSession {
+impl BridgeSession {
     pub fn start(
         _run_id: &str,
-        _allowlist: &[String],
-        _overrides: &[(String, IpAddr)],
+        _routes: Routes,
         _site: RunSite,
-    ) -> Result<EgressSession, LaunchError> {
+    ) -> Result<BridgeSession, LaunchError> {
         Err(LaunchError::Unsupported(
-            "filtered egress (allowedDomains) outside linux-bwrap".into(),
+            "a network bridge (filtered egress, forwarded loopback ports) outside Linux".into(),
         ))
     }
-    pub fn plan(&self) -> Result<palisade_shims::plan::EgressProxy, LaunchError> {
+    pub fn plan(&self) -> Result<palisade_shims::plan::Bridge, LaunchError> {
         match *self {}
     }
     pub fn finish(self) -> serde_json::Value {
@@ -66,53 +114,21 @@ impl EgressSession {
 
 /// The bridge exists on Linux only.
 #[cfg(not(target_os = "linux"))]
-pub fn bridge_main(_port: u16, _socket: &std::path::Path, _command: &[OsString]) -> String {
-    String::from("the egress bridge needs linux")
+pub fn bridge_main(_args: &[OsString]) -> String {
+    String::from("the network bridge needs linux")
 }
 
-/// The sandbox-loopback port the bridge listens on (the sandbox's own network namespace, so it
-/// cannot collide with anything on the host).
-pub const BRIDGE_PORT: u16 = 3128;
+/// The sandbox-loopback port the bridge listens on for the proxy (the sandbox's own network
+/// namespace, so it cannot collide with anything on the host).
+pub const PROXY_PORT: u16 = 3128;
 
-/// Where the proxy's socket and the bridge program appear inside the sandbox: on its private
-/// `/run` tmpfs, so nothing of the host's is covered.
-pub const SANDBOX_SOCKET: &str = "/run/palisade-egress/proxy.sock";
-/// See [`SANDBOX_SOCKET`].
-pub const SANDBOX_BRIDGE: &str = "/run/palisade-egress/palisade";
-
-/// The shims' view of filtered egress: `socket` (the proxy's, on the host) and `bridge` (the
-/// program, on the host) bound read-only at [`SANDBOX_SOCKET`] and [`SANDBOX_BRIDGE`], and the
-/// bridge's argv, which the command's argv follows.
-#[cfg(target_os = "linux")]
-pub fn egress_proxy(socket: PathBuf, bridge: PathBuf) -> palisade_shims::plan::EgressProxy {
-    use palisade_shims::plan::{EgressProxy, ReadOnlyBind};
-    EgressProxy {
-        binds: vec![
-            ReadOnlyBind {
-                source: socket,
-                target: PathBuf::from(SANDBOX_SOCKET),
-            },
-            ReadOnlyBind {
-                source: bridge,
-                target: PathBuf::from(SANDBOX_BRIDGE),
-            },
-        ],
-        bridge_argv: [
-            SANDBOX_BRIDGE,
-            palisade_proxy::bridge::SUBCOMMAND,
-            "--port",
-            &BRIDGE_PORT.to_string(),
-            "--socket",
-            SANDBOX_SOCKET,
-            "--",
-        ]
-        .map(OsString::from)
-        .to_vec(),
-    }
-}
+/// Where the bridge's sockets and program appear inside the sandbox: on its private `/run`
+/// tmpfs, so nothing of the host's is covered.
+pub const SANDBOX_DIR: &str = "/run/palisade-bridge";
 
 /// The proxy variables the command gets: every common spelling, pointing at the bridge, with
-/// the sandbox's own loopback excluded (`NO_PROXY`), so local test servers keep working.
+/// the sandbox's own loopback excluded (`NO_PROXY`), so local test servers and forwarded host
+/// ports keep working.
 pub fn proxy_env(port: u16) -> Vec<(OsString, OsString)> {
     let url = format!("http://127.0.0.1:{port}");
     let no_proxy = "localhost,127.0.0.1,::1";
@@ -153,42 +169,120 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), LaunchError> {
 #[cfg(target_os = "linux")]
 mod linux {
     use std::ffi::OsString;
-    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
     use std::os::unix::net::UnixListener;
-    use std::path::PathBuf;
+    use std::path::{Path, PathBuf};
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
 
-    use palisade_proxy::{Allowlist, PeerInfo, Proxy, ProxyConfig, ProxyHandle, Resolver};
-    use palisade_shims::plan::EgressProxy;
+    use palisade_proxy::bridge::BridgeRoute;
+    use palisade_proxy::{
+        Allowlist, Listener, PeerInfo, Proxy, ProxyConfig, ProxyHandle, Resolver, Route, RouteKind,
+    };
+    use palisade_shims::plan::{Bridge, ReadOnlyBind};
     use serde::Serialize;
 
-    use super::{BRIDGE_PORT, RunSite};
+    use super::{PROXY_PORT, Routes, RunSite};
     use crate::launch::{LaunchError, RunTempDir};
 
     /// How long the proxy may take to finish its connections' records after the run.
     const SHUTDOWN_BOUND: Duration = Duration::from_secs(2);
 
-    /// A running proxy for one run.
-    pub struct EgressSession {
+    /// The routes of one run, served by one proxy instance.
+    pub struct BridgeSession {
         handle: ProxyHandle,
-        socket: PathBuf,
-        allowlist: Vec<String>,
-        overrides: Vec<(String, IpAddr)>,
+        routes: Routes,
         site: RunSite,
-        /// Removed (with the socket) when the session ends.
-        _dir: RunTempDir,
+        /// Holds the sockets; removed with them when the session ends.
+        dir: RunTempDir,
     }
 
-    /// What the audit outcome records about filtered egress.
+    /// One route: its socket's file name in the private directory, the bridge's route to it
+    /// (listening address, the socket's path inside the sandbox), and the host side's route.
+    fn route_table(routes: &Routes) -> Vec<(String, BridgeRoute, Route)> {
+        let mut table = Vec::new();
+        let mut add = |name: String, listen: SocketAddr, route: Route| {
+            let kind = match route {
+                Route::Filter => RouteKind::Proxy,
+                Route::Forward(_) => RouteKind::LoopbackPort,
+            };
+            let socket = PathBuf::from(super::SANDBOX_DIR).join(&name);
+            table.push((
+                name,
+                BridgeRoute {
+                    listen,
+                    socket,
+                    kind,
+                },
+                route,
+            ));
+        };
+        if routes.allowlist.is_some() {
+            add(
+                "proxy.sock".to_owned(),
+                SocketAddr::from((Ipv4Addr::LOCALHOST, PROXY_PORT)),
+                Route::Filter,
+            );
+        }
+        for port in &routes.host_ports {
+            for (family, ip) in [
+                ("v4", IpAddr::from(Ipv4Addr::LOCALHOST)),
+                ("v6", IpAddr::from(Ipv6Addr::LOCALHOST)),
+            ] {
+                let address = SocketAddr::new(ip, *port);
+                add(
+                    format!("loopback-{family}-{port}.sock"),
+                    address,
+                    Route::Forward(address),
+                );
+            }
+        }
+        table
+    }
+
+    /// The shims' bridge for `routes` whose sockets are in `host_dir`: every socket and the
+    /// bridge `program` (this binary, or the static bridge for a container) bound read-only
+    /// into the sandbox's private `/run`, and the bridge's argv there.
+    pub fn bridge_plan(host_dir: &Path, routes: &Routes, program: PathBuf) -> Bridge {
+        let inside = PathBuf::from(super::SANDBOX_DIR).join("palisade");
+        let table = route_table(routes);
+        let mut binds: Vec<ReadOnlyBind> = table
+            .iter()
+            .map(|(name, route, _)| ReadOnlyBind {
+                source: host_dir.join(name),
+                target: route.socket.clone(),
+            })
+            .collect();
+        binds.push(ReadOnlyBind {
+            source: program,
+            target: inside.clone(),
+        });
+        let mut argv = vec![
+            inside.into_os_string(),
+            OsString::from(palisade_proxy::bridge::SUBCOMMAND),
+        ];
+        for (_, route, _) in &table {
+            argv.extend(route.to_args());
+        }
+        argv.push(OsString::from("--"));
+        Bridge { binds, argv }
+    }
+
+    /// What the audit outcome records about the run's network bridge.
     #[derive(Debug, Serialize)]
     #[serde(rename_all = "camelCase")]
-    pub struct EgressRecord {
-        pub allowlist: Vec<String>,
-        pub bridge: String,
+    pub struct BridgeRecord {
+        /// The filtering proxy's allowlist (absent: no filtered egress).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub allowlist: Option<Vec<String>>,
+        /// The host loopback ports forwarded.
+        pub host_ports: Vec<u16>,
+        /// Where the bridge listened in the sandbox: `proxy 127.0.0.1:3128`,
+        /// `forward 127.0.0.1:8080`, …
+        pub listeners: Vec<String>,
         /// The bridge program that ran in the sandbox.
         pub bridge_program: String,
-        /// Whom the proxy admitted: the supervisor's descendants, or one container's cgroup.
+        /// Whom the routes admitted: the supervisor's descendants, or one container's cgroup.
         pub admitted: String,
         /// `--proxy-resolve` overrides in force.
         pub resolve_overrides: Vec<String>,
@@ -197,28 +291,32 @@ mod linux {
         pub unfinished_connections: usize,
     }
 
-    impl EgressSession {
-        /// Starts the proxy for `allowlist` on a fresh socket in a private directory.
+    impl BridgeSession {
+        /// Binds every route's socket in a fresh private directory and starts serving them.
         pub fn start(
             run_id: &str,
-            allowlist: &[String],
-            overrides: &[(String, IpAddr)],
+            routes: Routes,
             site: RunSite,
-        ) -> Result<EgressSession, LaunchError> {
+        ) -> Result<BridgeSession, LaunchError> {
             let prepare = |what: &str, e: &dyn std::fmt::Display| {
-                LaunchError::Prepare(format!("filtered egress: {what}: {e}"))
+                LaunchError::Prepare(format!("network bridge: {what}: {e}"))
             };
-            let parsed = Allowlist::parse(allowlist).map_err(|e| prepare("allowlist", &e))?;
+            let parsed = Allowlist::parse(routes.allowlist.as_deref().unwrap_or_default())
+                .map_err(|e| prepare("allowlist", &e))?;
             let mut resolver = Resolver::system();
-            for (name, address) in overrides {
+            for (name, address) in &routes.overrides {
                 resolver
                     .add_override(name, [*address])
                     .map_err(|e| prepare("--proxy-resolve", &e))?;
             }
-            let dir = RunTempDir::create(&format!("{run_id}-egress"))
+            let dir = RunTempDir::create(&format!("{run_id}-bridge"))
                 .map_err(|e| prepare("private directory", &e))?;
-            let socket = dir.path().join("proxy.sock");
-            let listener = bind_long(&socket).map_err(|e| prepare("socket", &e))?;
+            let mut listeners = Vec::new();
+            for (name, _, route) in route_table(&routes) {
+                let listener =
+                    bind_long(&dir.path().join(name)).map_err(|e| prepare("socket", &e))?;
+                listeners.push((Listener::Unix(listener), route));
+            }
             let mut config = ProxyConfig::new(parsed, resolver);
             config.client_check = match &site {
                 RunSite::Sandbox => {
@@ -240,51 +338,66 @@ mod linux {
                     })
                 }
             };
-            let handle = Proxy::start(config, listener).map_err(|e| prepare("proxy", &e))?;
-            Ok(EgressSession {
+            let handle =
+                Proxy::start_routes(config, listeners).map_err(|e| prepare("proxy", &e))?;
+            Ok(BridgeSession {
                 handle,
-                socket,
-                allowlist: allowlist.to_vec(),
-                overrides: overrides.to_vec(),
+                routes,
                 site,
-                _dir: dir,
+                dir,
             })
         }
 
-        /// The shim's side of the session: the socket and the bridge program (this binary, or
-        /// the static bridge for a container) bound into the sandbox's private `/run`, and the
-        /// bridge's argv there.
-        pub fn plan(&self) -> Result<EgressProxy, LaunchError> {
-            let bridge_program = match &self.site {
+        fn bridge_program(&self) -> Result<PathBuf, LaunchError> {
+            match &self.site {
                 RunSite::Sandbox => std::env::current_exe().map_err(|e| {
-                    LaunchError::Prepare(format!("filtered egress: cannot find this binary: {e}"))
-                })?,
-                RunSite::Container { bridge, .. } => bridge.clone(),
-            };
-            Ok(super::egress_proxy(self.socket.clone(), bridge_program))
+                    LaunchError::Prepare(format!("network bridge: cannot find this binary: {e}"))
+                }),
+                RunSite::Container { bridge, .. } => Ok(bridge.clone()),
+            }
         }
 
-        /// Stops the proxy and returns its account of every connection, for the audit outcome.
+        /// The shim's side of the session (see [`bridge_plan`]).
+        pub fn plan(&self) -> Result<Bridge, LaunchError> {
+            Ok(bridge_plan(
+                self.dir.path(),
+                &self.routes,
+                self.bridge_program()?,
+            ))
+        }
+
+        /// Stops serving and returns the account of every connection, for the audit outcome.
         pub fn finish(self) -> serde_json::Value {
+            let bridge_program = self
+                .bridge_program()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
             let report = self.handle.shutdown(SHUTDOWN_BOUND);
-            let (bridge_program, admitted) = match &self.site {
-                RunSite::Sandbox => (
-                    std::env::current_exe()
-                        .map(|exe| exe.display().to_string())
-                        .unwrap_or_default(),
-                    format!("descendants of the supervisor (pid {})", std::process::id()),
-                ),
-                RunSite::Container { name, bridge, .. } => (
-                    bridge.display().to_string(),
-                    format!("processes in container `{name}`'s cgroup"),
-                ),
+            let admitted = match &self.site {
+                RunSite::Sandbox => {
+                    format!("descendants of the supervisor (pid {})", std::process::id())
+                }
+                RunSite::Container { name, .. } => {
+                    format!("processes in container `{name}`'s cgroup")
+                }
             };
-            let record = EgressRecord {
-                allowlist: self.allowlist,
-                bridge: SocketAddr::from((Ipv4Addr::LOCALHOST, BRIDGE_PORT)).to_string(),
+            let record = BridgeRecord {
+                allowlist: self.routes.allowlist.clone(),
+                host_ports: self.routes.host_ports.clone(),
+                listeners: route_table(&self.routes)
+                    .iter()
+                    .map(|(_, route, _)| {
+                        let kind = match route.kind {
+                            RouteKind::Proxy => "proxy",
+                            RouteKind::LoopbackPort => "forward",
+                        };
+                        format!("{kind} {}", route.listen)
+                    })
+                    .collect(),
                 bridge_program,
                 admitted,
                 resolve_overrides: self
+                    .routes
                     .overrides
                     .iter()
                     .map(|(name, address)| format!("{name}={address}"))
@@ -395,12 +508,11 @@ mod linux {
         fields.next()?.parse().ok()
     }
 
-    /// `palisade __proxy-bridge --port N --socket PATH -- CMD...`: runs inside the sandbox. Binds
-    /// the bridge on the sandbox's loopback, detaches it, and execs the command (already resolved
-    /// to an absolute path by the launcher) with this process's environment. Returns only on
-    /// failure, with a message.
-    pub fn bridge_main(port: u16, socket: &std::path::Path, command: &[OsString]) -> String {
-        palisade_proxy::bridge::exec_main(port, socket, command).message
+    /// `palisade __bridge [--proxy ADDR=SOCKET] [--forward ADDR=SOCKET]… -- CMD…`: runs inside
+    /// the sandbox. Binds the bridge on the sandbox's loopback, detaches it, and execs the
+    /// command with this process's environment. Returns only on failure, with a message.
+    pub fn bridge_main(args: &[OsString]) -> String {
+        palisade_proxy::bridge::main(args).message
     }
 }
 
