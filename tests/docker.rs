@@ -498,6 +498,24 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
             ],
             "{who}: {egress}"
         );
+        // Both refusals are denials of the run, each naming the allowlist.
+        let targets: Vec<&str> = outcome["outcome"]["denials"]["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["rule"] == "plan.network.allowlist" && d["observedBy"] == "proxy")
+            .filter_map(|d| d["target"].as_str())
+            .collect();
+        assert!(
+            targets.iter().any(|t| t.starts_with("denied.test:"))
+                && targets.iter().any(|t| t.starts_with("127.0.0.3:")),
+            "{who}: {}",
+            outcome["outcome"]["denials"]
+        );
+        assert!(
+            stderr(&out).contains("palisade: the sandbox refused"),
+            "{who}"
+        );
         // The bridge looks the command up in the image: a missing one is 127, as without it.
         let mut missing =
             s.run_command_with(&taskpack, &bridged, &resolve, &["no-such-command-here"]);
@@ -647,6 +665,12 @@ fn a_timeout_removes_the_container() {
     assert!(started.elapsed() < Duration::from_secs(60));
     // SIGTERM reaches `sleep` through docker-init: the status says a signal ended it.
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    // And Palisade says which budget did it.
+    assert!(
+        stderr(&out).contains("the wall-clock limit of 2000 ms ended the run"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
     assert!(no_process_with("sleep 300"));
 }

@@ -741,6 +741,36 @@ fn battery(user: User) {
         ),
     );
 
+    // --- Every refusal of the allowlist is a denial of its run, tied to the rule. -----------
+    let denials: Vec<&serde_json::Value> = outcomes
+        .iter()
+        .filter_map(|o| o.pointer("/outcome/denials/events"))
+        .filter_map(|e| e.as_array())
+        .flatten()
+        .collect();
+    let explained = denials.iter().any(|d| {
+        d["kind"] == "network"
+            && d["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("denied.test:"))
+            && d["rule"] == "plan.network.allowlist"
+            && d["observedBy"] == "proxy"
+    });
+    // Allowed connections are never denials.
+    let clean = !denials.iter().any(|d| {
+        d["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("allowed.test:"))
+            && d["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("domain-not-allowed"))
+    });
+    w.record(
+        "audit: each refused name is a denial naming plan.network.allowlist; allowed ones are not",
+        explained && clean,
+        format!("{} denial events", denials.len()),
+    );
+
     // --- Report. -----------------------------------------------------------------------------
     println!("\negress battery, {}:", user.label());
     let mut failures = Vec::new();

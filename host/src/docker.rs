@@ -587,6 +587,9 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
     Ok(Launched {
         exit_code: u8::try_from(done.outcome.exit_code()).unwrap_or(125),
         record,
+        // The client's supervisor enforces only the wall clock; the container's own budgets
+        // are its cgroup's (a limitation the probe lists).
+        denials: crate::launch::budget_denials(&done.outcome, plan),
     })
 }
 

@@ -49,11 +49,13 @@ pub struct ExecuteOptions {
     pub docker: Option<palisade_shims::docker::DockerSpec>,
 }
 
-/// A finished run: the status to exit with, and the account for the audit record.
+/// A finished run: the status to exit with, the account for the audit record, and what the
+/// launch itself saw denied (the budget that ended the run).
 #[derive(Clone, Debug)]
 pub struct Launched {
     pub exit_code: u8,
     pub record: serde_json::Value,
+    pub denials: Vec<crate::denials::Denial>,
 }
 
 /// The fd number bwrap reads its seccomp program from.
@@ -169,6 +171,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     Ok(Launched {
         exit_code: exit_byte(outcome.exit_code()),
         record,
+        denials: budget_denials(&outcome, plan),
     })
 }
 
@@ -247,6 +250,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
+                denials: budget_denials(&outcome, plan),
             })
         }
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
@@ -280,6 +284,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
+                denials: budget_denials(&outcome, plan),
             })
         }
     }
@@ -329,7 +334,18 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
             "detail": format!("`{name}`: {why}"),
             "treeEmpty": true,
         }),
+        denials: Vec::new(),
     }
+}
+
+/// The budget that ended the run, as the supervisor accounted for it.
+pub(crate) fn budget_denials(
+    outcome: &palisade_shims::supervise::Outcome,
+    plan: &LaunchPlan,
+) -> Vec<crate::denials::Denial> {
+    crate::denials::budget_denial(outcome, &plan.budgets)
+        .into_iter()
+        .collect()
 }
 
 /// Adds a field to a JSON object (a no-op for anything else: the records built here are objects).

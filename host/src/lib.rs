@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod cli;
+pub mod denials;
 pub mod docker;
 pub mod envpolicy;
 pub mod execmode;

@@ -107,7 +107,7 @@ impl BridgeSession {
     pub fn plan(&self) -> Result<palisade_shims::plan::Bridge, LaunchError> {
         match *self {}
     }
-    pub fn finish(self) -> serde_json::Value {
+    pub fn finish(self) -> (serde_json::Value, Vec<crate::denials::Denial>) {
         match self {}
     }
 }
@@ -366,8 +366,9 @@ mod linux {
             ))
         }
 
-        /// Stops serving and returns the account of every connection, for the audit outcome.
-        pub fn finish(self) -> serde_json::Value {
+        /// Stops serving and returns the account of every connection, for the audit outcome,
+        /// and the connections it refused because of the decision.
+        pub fn finish(self) -> (serde_json::Value, Vec<crate::denials::Denial>) {
             let bridge_program = self
                 .bridge_program()
                 .map(|p| p.display().to_string())
@@ -406,7 +407,8 @@ mod linux {
                 dropped_records: report.dropped_records,
                 unfinished_connections: report.unfinished_connections,
             };
-            serde_json::to_value(record).unwrap_or_default()
+            let denials = crate::denials::network_denials(&record.connections);
+            (serde_json::to_value(record).unwrap_or_default(), denials)
         }
     }
 

@@ -267,7 +267,145 @@ fn wall_clock_budget_ends_the_run_and_says_so() {
             "{backend}: {}",
             lines[1]
         );
+        // The budget is a denial of the run, tied to the plan's field, with what was measured,
+        // and the user is told after the command ended.
+        let denials = &lines[1]["outcome"]["denials"];
+        assert_eq!(denials["total"], 1, "{backend}: {denials}");
+        let event = &denials["events"][0];
+        assert_eq!(event["kind"], "budget", "{backend}: {event}");
+        assert_eq!(event["operation"], "wall-clock");
+        assert_eq!(event["rule"], "plan.budgets.timeoutMillis");
+        assert_eq!(event["observedBy"], "supervisor");
+        assert_eq!(event["limit"], 1000);
+        assert!(event["measured"].as_u64().unwrap() >= 1000, "{event}");
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("palisade: the sandbox refused 1 operation in run")
+                && stderr.contains("the wall-clock limit of 1000 ms ended the run"),
+            "{backend}: {stderr}"
+        );
+        let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
+        assert_eq!(
+            explained.status.code(),
+            Some(0),
+            "{}",
+            text(&explained.stderr)
+        );
+        assert!(
+            text(&explained.stdout).contains("to allow it: raise `--timeout`"),
+            "{backend}: {}",
+            text(&explained.stdout)
+        );
     }
+}
+
+#[test]
+fn a_run_without_denials_reports_none_and_the_outcome_goes_where_asked() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let audit = env.path("audit.jsonl");
+    let json = env.path("outcome.json");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo fine",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("refused"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = env.audit_lines();
+    assert_eq!(
+        lines[1]["outcome"]["denials"],
+        serde_json::json!({"total": 0, "dropped": 0, "events": []})
+    );
+    // `--json` is the outcome record itself, bound to the decision like the audit's.
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(written, lines[1]);
+    let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
+    assert!(
+        text(&explained.stdout).contains("nothing the sandbox observes was denied")
+            && text(&explained.stdout)
+                .contains("note: denied file reads and writes are not observed"),
+        "{}",
+        text(&explained.stdout)
+    );
+
+    // On a descriptor the caller opened, and quiet: the summary is not printed.
+    let script = format!(
+        "{PALISADE} run --taskpack {} --quiet --timeout 1s --json fd:3 -- sleep 5 3>{}",
+        taskpack.display(),
+        env.path("fd3.json").display()
+    );
+    let quiet = Command::new("sh")
+        .args(["-c", &script])
+        .env("PALISADE_CACHE_DIR", env.path("cache"))
+        .env("HOME", env.path(""))
+        .current_dir(env.path("ws"))
+        .output()
+        .unwrap();
+    assert_eq!(quiet.status.code(), Some(143), "{}", text(&quiet.stderr));
+    assert!(
+        !text(&quiet.stderr).contains("refused"),
+        "{}",
+        text(&quiet.stderr)
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.path("fd3.json")).unwrap()).unwrap();
+    assert_eq!(
+        written["outcome"]["denials"]["events"][0]["operation"],
+        "wall-clock"
+    );
+
+    // The command's own descriptors are not a destination, and nothing runs.
+    let marker = env.path("ws/launched");
+    let refused = env.run(&["--json", "fd:1", "--", "touch", marker.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        text(&refused.stderr).contains("PALISADE_INPUT_INVALID"),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn a_process_budget_that_ends_the_run_is_a_denial() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--max-procs",
+        "4",
+        "--",
+        "sh",
+        "-c",
+        "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 20 & done; wait",
+    ]);
+    let lines = env.audit_lines();
+    assert_eq!(
+        lines[1]["outcome"]["endedBy"],
+        "processes",
+        "{}",
+        text(&out.stderr)
+    );
+    let event = &lines[1]["outcome"]["denials"]["events"][0];
+    assert_eq!(event["rule"], "plan.budgets.maxProcesses", "{event}");
+    assert_eq!(event["limit"], 4);
+    assert!(text(&out.stderr).contains("the processes limit of 4 processes ended the run"));
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub enum Command {
     /// verify them as in-toto statements.
     #[command(after_help = REPLAY_HELP)]
     Replay(ReplayArgs),
+    /// Show what the sandbox denied in a recorded run, and what would allow each.
+    Explain(ExplainArgs),
     /// Write the engine component (WebAssembly) for other runtimes, or archive it by digest.
     Component(ComponentArgs),
     /// Print the engine's WIT contract.
@@ -191,6 +193,14 @@ pub struct RunArgs {
     /// Append the decision (before launching) and the run's outcome (after) to this file.
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
+    /// When the run ends, write its outcome (exit, budgets, denials) as one JSON document to
+    /// this file, or to an open descriptor (`fd:3`), for the agent runner to read.
+    #[arg(long, value_name = "FILE|fd:N")]
+    pub json: Option<String>,
+    /// Print nothing from Palisade after the command ends (the summary of what the sandbox
+    /// denied); warnings before the command and errors still print.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     /// Probe afresh instead of using the probe cache.
@@ -234,6 +244,16 @@ pub struct ReplayArgs {
     /// Print one JSON object per record instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Args)]
+pub struct ExplainArgs {
+    /// The audit file `palisade run --audit` wrote.
+    #[arg(value_name = "AUDIT")]
+    pub file: PathBuf,
+    /// The run to explain (its `runId`; default: the file's last run).
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
 }
 
 #[derive(Args)]

@@ -11,6 +11,7 @@ mod component;
 mod decide;
 mod doctor;
 mod engine;
+mod explain;
 mod inputs;
 mod replay;
 mod run;
@@ -28,6 +29,7 @@ pub use args::Cli;
 pub use component::{component, wit};
 pub use decide::decide;
 pub use doctor::doctor;
+pub use explain::explain;
 pub use replay::replay;
 pub use run::run;
 
@@ -73,6 +75,7 @@ pub fn dispatch(command: args::Command) -> ExitCode {
             return Exit::NotLaunched.into();
         }
         Command::Replay(args) => replay(&args),
+        Command::Explain(args) => explain(&args),
         Command::Component(args) => component(&args),
         Command::Wit => wit(),
     };

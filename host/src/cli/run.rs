@@ -7,6 +7,7 @@ use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
 use serde_json::Value;
 
 use crate::audit::{self, RecordContext};
+use crate::denials::Denials;
 use crate::envpolicy;
 use crate::execmode;
 use crate::exit::Exit;
@@ -338,6 +339,13 @@ pub fn run(args: &RunArgs) -> CommandResult {
     if let Some(audit) = &args.audit {
         audit_outside_writable_roots(audit, &input.host)?;
     }
+    // Opened now, before anything runs: a destination that cannot be written is refused
+    // before the command starts, and the command cannot swap a link in under it.
+    let mut json_out = args
+        .json
+        .as_deref()
+        .map(open_json_destination)
+        .transpose()?;
 
     // The decision is on disk before anything is launched.
     let mut context = RecordContext::now("run", probe_source);
@@ -415,17 +423,33 @@ pub fn run(args: &RunArgs) -> CommandResult {
             docker: docker.map(|(spec, _)| spec),
         },
     );
+    // What the sandbox refused, as the supervisor and the network bridge saw it.
+    let bridge_account = bridge.map(network::BridgeSession::finish);
+    let mut denials = Denials::default();
+    if let Ok(launched) = &result {
+        launched
+            .denials
+            .iter()
+            .cloned()
+            .for_each(|d| denials.add(d));
+    }
+    if let Some((_, refused)) = &bridge_account {
+        refused.iter().cloned().for_each(|d| denials.add(d));
+    }
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
         Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
         Err(_) => None,
     };
-    let bridge_account = bridge.map(network::BridgeSession::finish);
     if let Some(Value::Object(map)) = record {
-        if let Some(account) = bridge_account {
+        if let Some((account, _)) = bridge_account {
             map.insert("network".to_owned(), account);
         }
+        map.insert(
+            "denials".to_owned(),
+            serde_json::to_value(&denials).unwrap_or_default(),
+        );
         map.insert(
             "environment".to_owned(),
             serde_json::to_value(&environment).unwrap_or_default(),
@@ -437,18 +461,29 @@ pub fn run(args: &RunArgs) -> CommandResult {
             );
         }
     }
-    let record_outcome = |record: &Value| {
-        if let Some(path) = &args.audit {
-            let line = audit::OutcomeRecord {
-                schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
-                run_id: run_id.clone(),
-                decision_digest: outcome.digest.clone(),
-                time: audit::utc_now_rfc3339(),
-                outcome: record.clone(),
-            };
-            // The command already ran: a failure to record is reported, not its status.
-            if let Err(error) = audit::append_outcome(path, &line) {
-                eprintln!("warning: {error}");
+    let mut record_outcome = |record: &Value| {
+        let line = audit::OutcomeRecord {
+            schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
+            run_id: run_id.clone(),
+            decision_digest: outcome.digest.clone(),
+            time: audit::utc_now_rfc3339(),
+            outcome: record.clone(),
+        };
+        // The command already ran: a failure to record is reported, not its status.
+        if let Some(path) = &args.audit
+            && let Err(error) = audit::append_outcome(path, &line)
+        {
+            eprintln!("warning: {error}");
+        }
+        if let Some(out) = json_out.take()
+            && let Err(error) = write_json_outcome(out, &line)
+        {
+            eprintln!("warning: cannot write the outcome to `--json`: {error}");
+        }
+        // After the command, never interleaved with its output.
+        if !args.quiet {
+            for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
+                eprintln!("{line}");
             }
         }
     };
@@ -469,4 +504,49 @@ pub fn run(args: &RunArgs) -> CommandResult {
         Err(error) => Err(Failure::new(ErrorCode::Internal, error.to_string())
             .hint("nothing was left running; `palisade doctor` shows what this host can enforce")),
     }
+}
+
+/// Opens `--json`'s destination: `fd:N`, a descriptor the caller left open (reopened through
+/// `/proc/self/fd`, so the launcher never takes ownership of a raw number), or a file, created
+/// or truncated, never through a symbolic link.
+fn open_json_destination(dest: &str) -> Result<std::fs::File, Failure> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let refuse =
+        |why: String| Failure::new(ErrorCode::InputInvalid, format!("`--json {dest}`: {why}"));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true);
+    let path = match dest.strip_prefix("fd:") {
+        Some(number) => {
+            let fd: u32 = number
+                .parse()
+                .map_err(|_| refuse("expected `fd:N` with a descriptor number".to_owned()))?;
+            if fd <= 2 {
+                return Err(refuse(
+                    "stdin, stdout and stderr belong to the command; name another descriptor"
+                        .to_owned(),
+                ));
+            }
+            options.append(true);
+            std::path::PathBuf::from(format!("/dev/fd/{fd}"))
+        }
+        None => {
+            options
+                .create(true)
+                .truncate(true)
+                .custom_flags(libc::O_NOFOLLOW);
+            std::path::PathBuf::from(dest)
+        }
+    };
+    options
+        .open(&path)
+        .map_err(|e| refuse(format!("cannot open it: {e}")))
+}
+
+/// Writes the outcome record as one JSON document and a newline.
+fn write_json_outcome(mut out: std::fs::File, line: &audit::OutcomeRecord) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut text = serde_json::to_string(line).map_err(std::io::Error::other)?;
+    text.push('\n');
+    out.write_all(text.as_bytes())?;
+    out.flush()
 }

@@ -276,9 +276,41 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         .iter()
         .zip(results)
         .map(|(backend, result)| {
-            result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)))
+            let mut probe = result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)));
+            if probe.available {
+                probe.limitations.extend(unobserved_denials(*backend));
+            }
+            probe
         })
         .collect()
+}
+
+/// The kinds of denial a backend enforces but `palisade run` cannot yet observe, so that an
+/// empty `denials` list is never read as "nothing was blocked". Observed everywhere: the
+/// budget that ended a run (the supervisor's accounting) and what the filtering proxy and the
+/// network bridge refused (their connection records).
+pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
+    let kernel = [
+        "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them",
+        "syscalls the seccomp filter refuses are not observed: they fail with EPERM or EAFNOSUPPORT, unlisted",
+        "connections the network mode refuses outside the filtering proxy are not observed: the kernel refuses them, unlisted",
+    ];
+    let mut list: Vec<String> = match backend {
+        Backend::LinuxBwrap | Backend::LinuxLandlock | Backend::Docker => {
+            kernel.iter().map(|s| (*s).to_owned()).collect()
+        }
+        Backend::MacosSeatbelt => vec![
+            "file, network and process denials of the Seatbelt profile are not observed: the command sees EPERM, unlisted".to_owned(),
+        ],
+        Backend::DirectDedicated => Vec::new(),
+    };
+    if backend == Backend::Docker {
+        list.push(
+            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted"
+                .to_owned(),
+        );
+    }
+    list
 }
 
 /// An unavailable probe: no capabilities, no network modes.

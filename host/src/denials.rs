@@ -1,0 +1,436 @@
+//! Denials: what the sandbox refused the command during a run, each observed where it
+//! happened and tied to the rule of the decision that caused it.
+//!
+//! Key design decision: an event is only ever made from something that saw the refusal — the
+//! filtering proxy's or the bridge's connection record, the supervisor's own budget accounting
+//! (its timer, the cgroup's `memory.events` / `pids.events` counters) — never guessed from an
+//! exit status. A kind of denial a backend cannot observe is listed in its probe's
+//! limitations instead, so silence is never mistaken for "nothing was blocked".
+//!
+//! The account is bounded: at most [`MAX_EVENTS`] distinct events (the same operation on the
+//! same target under the same rule is one event with a count), and everything past that is
+//! counted in `dropped`, so a command that triggers millions of denials costs a counter.
+
+#[cfg(target_os = "linux")]
+use palisade_proxy::{ConnectionRecord, RefusalCode, RouteKind, Verdict};
+use palisade_shims::plan::Budgets;
+use palisade_shims::supervise::{EndReason, Outcome};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Distinct events kept in the account; the rest are counted in [`Denials::dropped`].
+pub const MAX_EVENTS: usize = 64;
+
+/// Events `run` prints on stderr after the command ends (the summary line counts them all).
+pub const SHOWN_ON_STDERR: usize = 5;
+
+/// What was denied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DenialKind {
+    /// A connection or name the network mode or the allowlist refused.
+    Network,
+    /// A budget that ended the run.
+    Budget,
+}
+
+/// What saw the denial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Observer {
+    /// The host's filtering proxy, which refused the request.
+    Proxy,
+    /// The host end of a forwarded loopback port, which refused the client.
+    Bridge,
+    /// The supervisor's budget accounting (its timer, polling, or the run cgroup's counters).
+    Supervisor,
+}
+
+/// One denial (or several of the same: `count`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denial {
+    pub kind: DenialKind,
+    /// The operation refused: `connect`, `get`, … for the network; the budget's name
+    /// (`wall-clock`, `memory`, `processes`, `cpu`) for a budget.
+    pub operation: String,
+    /// What it was refused on: `host:port`, or the budget's field of the plan.
+    pub target: String,
+    /// The field of the decision that caused it (`plan.network.allowlist`,
+    /// `plan.budgets.timeoutMillis`, …), so `palisade explain` can name the change that would
+    /// allow it.
+    pub rule: String,
+    /// One line: why, in the observer's words.
+    pub reason: String,
+    pub observed_by: Observer,
+    /// A budget's limit and the value measured when it ended the run, in `unit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// How many times it happened.
+    pub count: u64,
+}
+
+impl Denial {
+    fn same_as(&self, other: &Denial) -> bool {
+        self.kind == other.kind
+            && self.operation == other.operation
+            && self.target == other.target
+            && self.rule == other.rule
+    }
+
+    /// One line for a person: `network: CONNECT example.org:443 refused by plan.network.allowlist (…)`.
+    pub fn line(&self) -> String {
+        let times = if self.count > 1 {
+            format!(" ({} times)", self.count)
+        } else {
+            String::new()
+        };
+        match self.kind {
+            DenialKind::Network => format!(
+                "network: {} {} refused by `{}`{times}: {}",
+                self.operation, self.target, self.rule, self.reason
+            ),
+            DenialKind::Budget => {
+                let unit = self.unit.as_deref().unwrap_or("");
+                let amount = |value: Option<u64>| {
+                    value.map_or_else(|| "unknown".to_owned(), |v| format!("{v} {unit}"))
+                };
+                format!(
+                    "budget: the {} limit of {} ended the run (measured {}; `{}`)",
+                    self.operation,
+                    amount(self.limit),
+                    amount(self.measured),
+                    self.rule
+                )
+            }
+        }
+    }
+}
+
+/// Every denial of a run: the outcome's `denials`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Denials {
+    /// Every denial observed, kept or not.
+    pub total: u64,
+    /// Denials not kept once [`MAX_EVENTS`] distinct events were.
+    pub dropped: u64,
+    pub events: Vec<Denial>,
+}
+
+impl Denials {
+    /// Adds one event, merging it into an equal one (same operation, target and rule).
+    pub fn add(&mut self, denial: Denial) {
+        self.total = self.total.saturating_add(denial.count);
+        if let Some(same) = self.events.iter_mut().find(|e| e.same_as(&denial)) {
+            same.count = same.count.saturating_add(denial.count);
+        } else if self.events.len() < MAX_EVENTS {
+            self.events.push(denial);
+        } else {
+            self.dropped = self.dropped.saturating_add(denial.count);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// What `run` prints on stderr after the command ends: one summary line and the first
+    /// [`SHOWN_ON_STDERR`] events, or nothing when nothing was denied.
+    pub fn stderr_lines(&self, run_id: &str, audit: Option<&std::path::Path>) -> Vec<String> {
+        if self.is_empty() {
+            return Vec::new();
+        }
+        let mut lines = vec![format!(
+            "palisade: the sandbox refused {} operation{} in run {run_id}:",
+            self.total,
+            if self.total == 1 { "" } else { "s" },
+        )];
+        for denial in self.events.iter().take(SHOWN_ON_STDERR) {
+            lines.push(format!("palisade:   {}", denial.line()));
+        }
+        let hidden = self.events.len().saturating_sub(SHOWN_ON_STDERR);
+        if hidden > 0 || self.dropped > 0 {
+            lines.push(format!(
+                "palisade:   … and {} more",
+                (hidden as u64).saturating_add(self.dropped)
+            ));
+        }
+        if let Some(audit) = audit {
+            lines.push(format!(
+                "palisade: `palisade explain {} --run {run_id}` says what would allow each",
+                audit.display()
+            ));
+        }
+        lines
+    }
+}
+
+/// The budget that ended the run, if one did: from the supervisor's own account of why it
+/// ended the run (`Outcome::ended_by`), with the limit and what it measured.
+pub fn budget_denial(outcome: &Outcome, budgets: &Budgets) -> Option<Denial> {
+    let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let (operation, field, limit, measured, unit, reason) = match outcome.ended_by {
+        EndReason::WallClock => {
+            let limit = budgets.wall_clock.map(millis);
+            (
+                "wall-clock",
+                "timeoutMillis",
+                limit,
+                Some(millis(outcome.duration)),
+                "ms",
+                "the run outlived its wall-clock budget; the supervisor sent SIGTERM, then SIGKILL after the grace period".to_owned(),
+            )
+        }
+        EndReason::Memory => (
+            "memory",
+            "memoryBytes",
+            budgets.memory_bytes,
+            outcome.usage.peak_memory_bytes,
+            "bytes",
+            "the tree reached its memory budget (the kernel's out-of-memory killer acted in the run's cgroup, or the polled total passed it)".to_owned(),
+        ),
+        EndReason::Processes => (
+            "processes",
+            "maxProcesses",
+            budgets.max_processes,
+            outcome.usage.peak_processes,
+            "processes",
+            "the tree tried to exceed its process budget (a fork or clone was refused: \"Cannot fork\", EAGAIN)".to_owned(),
+        ),
+        EndReason::Cpu => (
+            "cpu",
+            "cpuSeconds",
+            budgets.cpu_seconds.map(|s| s.saturating_mul(1000)),
+            outcome.usage.cpu_ms,
+            "ms",
+            "the tree used up its CPU-time budget".to_owned(),
+        ),
+        EndReason::CommandExited | EndReason::Signal(_) => return None,
+    };
+    Some(Denial {
+        kind: DenialKind::Budget,
+        operation: operation.to_owned(),
+        target: field.to_owned(),
+        rule: format!("plan.budgets.{field}"),
+        reason,
+        observed_by: Observer::Supervisor,
+        limit,
+        measured,
+        unit: Some(unit.to_owned()),
+        count: 1,
+    })
+}
+
+#[cfg(target_os = "linux")]
+/// The connections the filtering proxy or a forwarded loopback port refused because of the
+/// decision. Failures of the outside world (a name that does not resolve, an upstream that does
+/// not answer) are the connection's account, not a denial.
+pub fn network_denials(connections: &[ConnectionRecord]) -> Vec<Denial> {
+    connections
+        .iter()
+        .filter(|c| c.verdict == Verdict::Refused)
+        .filter_map(|c| {
+            let code = c.code?;
+            let rule = match (c.route, code) {
+                (
+                    RouteKind::Proxy,
+                    RefusalCode::DomainNotAllowed | RefusalCode::AddressNotAllowed,
+                ) => "plan.network.allowlist",
+                (
+                    RouteKind::Proxy,
+                    RefusalCode::MalformedRequest | RefusalCode::UnsupportedRequest,
+                ) => "plan.network.mode",
+                (_, RefusalCode::ClientNotAllowed | RefusalCode::TooManyConnections) => {
+                    "plan.network.mode"
+                }
+                (RouteKind::LoopbackPort, _) => "plan.network.hostPorts",
+                (
+                    RouteKind::Proxy,
+                    RefusalCode::ResolutionFailed
+                    | RefusalCode::UpstreamUnreachable
+                    | RefusalCode::ProxyUnreachable,
+                ) => return None,
+            };
+            let target = match (&c.host, c.port) {
+                (Some(host), Some(port)) => format!("{host}:{port}"),
+                (Some(host), None) => host.clone(),
+                _ => c.peer.clone().unwrap_or_else(|| "(no target)".to_owned()),
+            };
+            Some(Denial {
+                kind: DenialKind::Network,
+                operation: c.method.clone().unwrap_or_else(|| "connect".to_owned()),
+                target,
+                rule: rule.to_owned(),
+                reason: format!(
+                    "{code}: {}",
+                    c.reason.clone().unwrap_or_else(|| code.as_str().to_owned())
+                ),
+                observed_by: match c.route {
+                    RouteKind::Proxy => Observer::Proxy,
+                    RouteKind::LoopbackPort => Observer::Bridge,
+                },
+                limit: None,
+                measured: None,
+                unit: None,
+                count: 1,
+            })
+        })
+        .collect()
+}
+
+/// The smallest change to the policy (or the flags, or the host configuration) that would
+/// have allowed `denial`, given the decision it was made under (its canonical JSON).
+pub fn suggestion(denial: &Denial, decision: &Value) -> String {
+    match denial.kind {
+        DenialKind::Network => network_suggestion(denial, decision),
+        DenialKind::Budget => budget_suggestion(denial, decision),
+    }
+}
+
+fn network_suggestion(denial: &Denial, decision: &Value) -> String {
+    let host = denial
+        .target
+        .rsplit_once(':')
+        .map_or(denial.target.as_str(), |(host, _)| host);
+    match denial.rule.as_str() {
+        "plan.network.allowlist" if denial.reason.starts_with("address-not-allowed") => format!(
+            "`{host}` resolves to a private or special-purpose address, which a name never reaches; add that address itself to `spec.sandbox.allowedDomains` if the destination is meant"
+        ),
+        "plan.network.allowlist" => {
+            let narrowed = at(decision, "/policy/allowedDomainsOrigin") == "launcher";
+            // A host the list already names with another port needs this port named too.
+            let listed_with_port = at(decision, "/plan/network/allowlist")
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .any(|entry| entry.rsplit_once(':').is_some_and(|(h, _)| h == host));
+            let entry = if listed_with_port {
+                denial.target.as_str()
+            } else {
+                host
+            };
+            let mut text = format!("add `{entry}` to `spec.sandbox.allowedDomains`");
+            if narrowed {
+                text.push_str(" and to the `--allow-domain` flags, which narrowed the list");
+            }
+            text
+        }
+        "plan.network.hostPorts" => format!(
+            "only the run's own processes may use a forwarded host port; `{}` came from elsewhere",
+            denial.target
+        ),
+        _ => "the network bridge admits only HTTP CONNECT or plain HTTP from the run's own processes; use the proxy the environment names (`HTTPS_PROXY`)".to_owned(),
+    }
+}
+
+fn budget_suggestion(denial: &Denial, decision: &Value) -> String {
+    let field = denial.target.as_str();
+    let (policy_field, flag, kind) = match field {
+        "timeoutMillis" => ("timeoutSeconds", "--timeout", "timeout"),
+        "memoryBytes" => ("memoryMiB", "--memory", "memory"),
+        "maxProcesses" => ("maxProcesses", "--max-procs", "max-processes"),
+        _ => ("cpuSeconds", "--cpu-seconds", "cpu"),
+    };
+    let budget = at(decision, &format!("/plan/budgets/{field}"));
+    let clamped = at(decision, "/plan/budgets/clamped")
+        .as_array()
+        .is_some_and(|list| list.iter().any(|c| at(c, "/budget") == kind));
+    let origin = at(budget, "/origin").as_str().unwrap_or("unknown");
+    let raise = match origin {
+        "flag" => format!("raise `{flag}`"),
+        "policy" => format!("raise `spec.budgets.{policy_field}` in the Taskpack"),
+        "task-contract" => format!(
+            "the TaskContract's `spec.budgets.{policy_field}` caps it; only a new TaskContract raises it"
+        ),
+        "runtime-profile" => {
+            "the runtime profile's budgets cap it; only the runtime profile raises it".to_owned()
+        }
+        "host-ceiling" => format!(
+            "the host configuration's ceiling for `{policy_field}` caps it; only the host's configuration raises it"
+        ),
+        _ => format!("set `spec.budgets.{policy_field}` or `{flag}`"),
+    };
+    if clamped {
+        format!("{raise} (the asked-for budget was clamped to this limit)")
+    } else {
+        raise
+    }
+}
+
+/// The value at a JSON pointer, or `null`.
+pub(crate) fn at<'a>(value: &'a Value, pointer: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    value.pointer(pointer).unwrap_or(&NULL)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+
+    fn event(target: &str) -> Denial {
+        Denial {
+            kind: DenialKind::Network,
+            operation: "CONNECT".into(),
+            target: target.into(),
+            rule: "plan.network.allowlist".into(),
+            reason: "domain-not-allowed: no entry".into(),
+            observed_by: Observer::Proxy,
+            limit: None,
+            measured: None,
+            unit: None,
+            count: 1,
+        }
+    }
+
+    #[test]
+    fn equal_events_merge_and_the_account_is_bounded() {
+        let mut denials = Denials::default();
+        for _ in 0..3 {
+            denials.add(event("a.example:443"));
+        }
+        for i in 0..(MAX_EVENTS + 10) {
+            denials.add(event(&format!("h{i}.example:443")));
+        }
+        assert_eq!(denials.total, 3 + MAX_EVENTS as u64 + 10);
+        assert_eq!(denials.events.len(), MAX_EVENTS);
+        assert_eq!(denials.events[0].count, 3);
+        // The first kept 63 others; 11 came after the account was full.
+        assert_eq!(denials.dropped, 11);
+        let lines = denials.stderr_lines("run-1", None);
+        assert_eq!(lines.len(), 1 + SHOWN_ON_STDERR + 1);
+        assert!(lines[1].contains("a.example:443 refused by `plan.network.allowlist` (3 times)"));
+        assert!(lines.last().unwrap().contains("… and 70 more"));
+    }
+
+    #[test]
+    fn nothing_denied_prints_nothing() {
+        assert!(Denials::default().stderr_lines("r", None).is_empty());
+    }
+
+    #[test]
+    fn budget_suggestions_follow_the_origin() {
+        let denial = Denial {
+            kind: DenialKind::Budget,
+            operation: "wall-clock".into(),
+            target: "timeoutMillis".into(),
+            rule: "plan.budgets.timeoutMillis".into(),
+            reason: String::new(),
+            observed_by: Observer::Supervisor,
+            limit: Some(1000),
+            measured: Some(1004),
+            unit: Some("ms".into()),
+            count: 1,
+        };
+        let decision = |origin: &str| serde_json::json!({"plan": {"budgets": {"clamped": [], "timeoutMillis": {"origin": origin, "value": 1000}}}});
+        assert_eq!(suggestion(&denial, &decision("flag")), "raise `--timeout`");
+        assert!(suggestion(&denial, &decision("policy")).contains("spec.budgets.timeoutSeconds"));
+        assert!(suggestion(&denial, &decision("host-ceiling")).contains("host's configuration"));
+    }
+}
