@@ -1013,6 +1013,7 @@ fn run_case(env: &Env, docker: &DockerColumn, case: &Case, place: Place) -> Cell
         detail,
         asserted: failure.is_some(),
         failure,
+        explained: None,
     };
     let how = match place {
         Place::Outside => match (case.outside)(env.user) {
@@ -1242,12 +1243,31 @@ fn judge(
         .then(|| "palisade waited for the leftover processes to exit by themselves".to_string())
     });
     let asserted = !matches!(expect, Some(Expect::Record));
+    let explained = (matches!(place, Place::Inside(_))
+        && matches!(verdict, Verdict::Blocked | Verdict::Contained))
+    .then(|| denials_recorded(&fixture.path("audit/decisions.jsonl")));
     Cell {
         verdict,
         detail,
         asserted,
         failure,
+        explained,
     }
+}
+
+/// Whether the last run outcome in `audit` lists at least one denial.
+fn denials_recorded(audit: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    text.lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|v| v["schemaVersion"] == "palisade.run-outcome/v1")
+        .and_then(|outcome| {
+            outcome
+                .pointer("/outcome/denials/total")
+                .and_then(|t| t.as_u64())
+        })
+        .is_some_and(|total| total > 0)
 }
 
 /// Run every case outside and inside each backend as `user`; print the table; fail on any
@@ -1308,7 +1328,25 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
             .collect();
         table.rows.push((case.name.clone(), cells));
     }
-    let rendered = format!("{}\n{docker_note}", table.render());
+    // The share of attacks refused inside whose run explained the refusal (issue: every
+    // denial explained); measured and printed, not asserted, while some kinds are unobserved.
+    let mut shares = Vec::new();
+    for (index, place) in places.iter().enumerate().skip(1) {
+        let cells: Vec<bool> = table
+            .rows
+            .iter()
+            .filter_map(|(_, cells)| cells.get(index).and_then(|c: &Cell| c.explained))
+            .collect();
+        if !cells.is_empty() {
+            let explained = cells.iter().filter(|e| **e).count();
+            shares.push(format!("{} {explained}/{}", place.label(), cells.len()));
+        }
+    }
+    let explained_note = format!(
+        "refusals explained by a recorded denial: {}",
+        shares.join(", ")
+    );
+    let rendered = format!("{}\n{docker_note}\n{explained_note}", table.render());
     println!("{rendered}");
     println!("details:\n{}", table.details());
     if let Some(dir) = std::env::var_os("PALISADE_ESCAPE_REPORT") {

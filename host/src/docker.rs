@@ -590,6 +590,7 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         // The client's supervisor enforces only the wall clock; the container's own budgets
         // are its cgroup's (a limitation the probe lists).
         denials: crate::launch::budget_denials(&done.outcome, plan),
+        dropped: 0,
     })
 }
 

@@ -56,11 +56,9 @@ pub struct Launched {
     pub exit_code: u8,
     pub record: serde_json::Value,
     pub denials: Vec<crate::denials::Denial>,
+    /// Denials an observer counted but did not keep.
+    pub dropped: u64,
 }
-
-/// The fd number bwrap reads its seccomp program from.
-#[cfg(target_os = "linux")]
-const SECCOMP_FD: i32 = 3;
 
 /// The fd on which the sandbox says it is about to exec the command (see [`exec_signal`]).
 #[cfg(target_os = "linux")]
@@ -172,6 +170,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         exit_code: exit_byte(outcome.exit_code()),
         record,
         denials: budget_denials(&outcome, plan),
+        dropped: 0,
     })
 }
 
@@ -203,21 +202,31 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 fd: signal.into(),
                 target: EXEC_SIGNAL_FD,
             }];
-            let seccomp_rules = if plan.syscall_filter {
+            // The filter is installed by Palisade's stub in the sandbox, observed: the calls
+            // it refuses are answered (with the filter's errno) and recorded by this process.
+            let (seccomp_rules, stub, observer) = if plan.syscall_filter {
                 let profile = seccomp::Profile::for_plan(plan);
                 let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
-                let fd = supervise::data_fd("palisade-seccomp", &program.as_bytes())
-                    .map_err(|e| prepare(&e))?;
-                fds.push(supervise::PassFd {
-                    fd,
-                    target: SECCOMP_FD,
-                });
-                Some(program.len())
-            } else {
-                None
-            };
-            let args = bwrap::argv(plan, &facts, seccomp_rules.map(|_| SECCOMP_FD))
+                let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
+                let observer = seccomp::observe::Observer::start(
+                    ours,
+                    seccomp::Arch::native().map_err(|e| prepare(&e))?,
+                    profile,
+                )
                 .map_err(|e| prepare(&e))?;
+                fds.push(supervise::PassFd {
+                    fd: theirs,
+                    target: bwrap::OBSERVE_FD,
+                });
+                let stub = bwrap::SandboxExec {
+                    exe: std::env::current_exe().map_err(|e| prepare(&e))?,
+                    reach: profile.reach,
+                };
+                (Some(program.len()), Some(stub), Some(observer))
+            } else {
+                (None, None, None)
+            };
+            let args = bwrap::argv(plan, &facts, stub.as_ref()).map_err(|e| prepare(&e))?;
             let launch = supervise::Launch {
                 program,
                 args: args.args,
@@ -229,6 +238,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
             // Mountpoints bwrap had to create in writable roots go, whatever happened.
             let left = fsfacts::cleanup_created(&args.created_mountpoints);
+            let observed = observer.map(seccomp::observe::Observer::finish);
             let outcome = supervised(outcome, plan)?;
             // Every writer is gone with the tree: one byte, or end of file when nothing ran.
             let mut byte = [0u8; 1];
@@ -247,10 +257,16 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             if !left.is_empty() {
                 set(&mut record, "mountpointsLeft", serde_json::json!(left));
             }
+            let mut denials = budget_denials(&outcome, plan);
+            if let Some(observed) = &observed {
+                denials.extend(crate::denials::syscall_denials(observed));
+                set(&mut record, "seccompObserver", observer_account(observed));
+            }
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
-                denials: budget_denials(&outcome, plan),
+                denials,
+                dropped: observed.map_or(0, |o| o.dropped),
             })
         }
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
@@ -281,10 +297,16 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     serde_json::to_value(status).unwrap_or_default(),
                 );
             }
+            let mut denials = budget_denials(&outcome, plan);
+            if let Some(observed) = &setup.observed {
+                denials.extend(crate::denials::syscall_denials(observed));
+                set(&mut record, "seccompObserver", observer_account(observed));
+            }
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
-                denials: budget_denials(&outcome, plan),
+                denials,
+                dropped: setup.observed.map_or(0, |o| o.dropped),
             })
         }
     }
@@ -335,7 +357,19 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
             "treeEmpty": true,
         }),
         denials: Vec::new(),
+        dropped: 0,
     }
+}
+
+/// What the seccomp observer did, beside the denials it explained: whether it received the
+/// filter's listener, and why it stopped early if it did.
+#[cfg(target_os = "linux")]
+fn observer_account(observed: &palisade_shims::seccomp::observe::Observed) -> serde_json::Value {
+    serde_json::json!({
+        "listening": observed.listening,
+        "refused": observed.total,
+        "error": observed.error,
+    })
 }
 
 /// The budget that ended the run, as the supervisor accounted for it.

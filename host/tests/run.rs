@@ -804,3 +804,72 @@ fn listed_host_loopback_ports_are_reachable_and_nothing_else() {
         assert_eq!(connection["port"], listed);
     }
 }
+
+/// A syscall the filter refuses and a socket the network mode `none` forbids are denials of the
+/// run, observed through the filter's listener, with the same errors the command saw without
+/// an observer; explain names the rule.
+#[test]
+fn refused_syscalls_and_sockets_are_observed_under_bwrap_and_landlock() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            "unshare -U true; unshare -U true; echo > /dev/tcp/127.0.0.1/9; echo done",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {stderr}");
+        assert_eq!(text(&out.stdout), "done\n", "{backend}: {stderr}");
+        // The command saw the filter's own errors.
+        assert!(
+            stderr.contains("Operation not permitted"),
+            "{backend}: {stderr}"
+        );
+        let lines = env.audit_lines();
+        let denials = &lines[1]["outcome"]["denials"];
+        let events = denials["events"].as_array().unwrap();
+        let unshare = events
+            .iter()
+            .find(|e| e["operation"] == "unshare")
+            .unwrap_or_else(|| panic!("{backend}: {denials}"));
+        assert_eq!(unshare["kind"], "syscall");
+        assert_eq!(unshare["rule"], "plan.syscallFilter");
+        assert_eq!(unshare["observedBy"], "seccomp");
+        assert_eq!(unshare["count"], 2, "{backend}: {unshare}");
+        assert!(
+            unshare["reason"]
+                .as_str()
+                .unwrap()
+                .contains("EPERM for `unshare`"),
+            "{unshare}"
+        );
+        let socket = events
+            .iter()
+            .find(|e| e["operation"] == "socket")
+            .unwrap_or_else(|| panic!("{backend}: {denials}"));
+        assert_eq!(socket["kind"], "network");
+        assert_eq!(socket["target"], "AF_INET");
+        assert_eq!(socket["rule"], "plan.network.mode");
+        assert_eq!(lines[1]["outcome"]["seccompObserver"]["listening"], true);
+        assert!(
+            stderr.contains(
+                "palisade:   syscall: unshare (always) refused by `plan.syscallFilter` (2 times)"
+            ),
+            "{backend}: {stderr}"
+        );
+        let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
+        let explained = text(&explained.stdout);
+        assert!(
+            explained.contains("the network mode `none` allows no `AF_INET` socket")
+                && explained.contains("`unshare` is refused on every backend"),
+            "{backend}: {explained}"
+        );
+    }
+}

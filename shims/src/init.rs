@@ -62,6 +62,9 @@ pub const SUBCOMMAND: &str = "__sandbox-init";
 pub const SPEC_FD: RawFd = 3;
 /// The descriptor [`launch`] passes the report pipe on.
 pub const REPORT_FD: RawFd = 4;
+/// The descriptor [`launch`] passes the seccomp observer's socket on: the command child sends
+/// its filter's listener over it ([`seccomp::install_observed`]).
+pub const OBSERVE_FD: RawFd = 5;
 
 /// Exit status for a failure of init itself (nothing was executed), as `env` and `docker run`.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -90,6 +93,10 @@ pub struct InitSpec {
     pub confinement: Confinement,
     /// Where to report setup failures and the Landlock status (set by [`launch`]).
     pub report_fd: Option<RawFd>,
+    /// Where to send the seccomp filter's listener, for an observed filter (set by [`launch`]
+    /// when the confinement has a filter).
+    #[serde(default)]
+    pub observe_fd: Option<RawFd>,
 }
 
 /// What the command child applies just before `execve`.
@@ -219,43 +226,83 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         }],
         confinement,
         report_fd: None,
+        observe_fd: None,
     })
 }
 
 /// A [`Launch`] of `exe` (the palisade binary, or any binary whose [`SUBCOMMAND`] calls
-/// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. Keep the
+/// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. When the
+/// confinement has a seccomp filter, it is installed observed: the command child sends its
+/// listener over [`OBSERVE_FD`] to a [`seccomp::observe::Observer`] started here. Keep the
 /// [`InitReport`] and [`InitReport::collect`] it after the run.
 pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitError> {
     let mut spec = spec.clone();
     spec.report_fd = Some(REPORT_FD);
+    let mut fds = Vec::new();
+    let observer = match &spec.confinement {
+        Confinement::Landlock {
+            seccomp: Some(reach),
+            ..
+        } => {
+            let (ours, theirs) = seccomp::observe::channel().map_err(io_err("observer socket"))?;
+            let profile = seccomp::Profile {
+                mechanism: Mechanism::Landlock,
+                reach: *reach,
+            };
+            let observer =
+                seccomp::observe::Observer::start(ours, seccomp::Arch::native()?, profile)
+                    .map_err(io_err("observer thread"))?;
+            spec.observe_fd = Some(OBSERVE_FD);
+            fds.push(PassFd {
+                fd: theirs,
+                target: OBSERVE_FD,
+            });
+            Some(observer)
+        }
+        Confinement::Landlock { seccomp: None, .. } | Confinement::None => None,
+    };
     let json = serde_json::to_vec(&spec).map_err(|e| InitError::Spec(e.to_string()))?;
     let memfd =
         supervise::data_fd("palisade-init-spec", &json).map_err(io_err("init spec memfd"))?;
     let (report_read, report_write) = sys::pipe_cloexec().map_err(io_err("report pipe"))?;
+    fds.push(PassFd {
+        fd: memfd,
+        target: SPEC_FD,
+    });
+    fds.push(PassFd {
+        fd: report_write,
+        target: REPORT_FD,
+    });
     let launch = Launch {
         program: exe.to_path_buf(),
         args: vec![OsString::from(SUBCOMMAND)],
         env: Vec::new(),
         cwd: None,
-        fds: vec![
-            PassFd {
-                fd: memfd,
-                target: SPEC_FD,
-            },
-            PassFd {
-                fd: report_write,
-                target: REPORT_FD,
-            },
-        ],
+        fds,
         kind: LaunchKind::SandboxInit,
     };
-    Ok((launch, InitReport { read: report_read }))
+    Ok((
+        launch,
+        InitReport {
+            read: report_read,
+            observer,
+        },
+    ))
 }
 
-/// The read end of init's report pipe.
-#[derive(Debug)]
+/// The read end of init's report pipe, and the observer of the command's seccomp filter.
 pub struct InitReport {
     read: OwnedFd,
+    observer: Option<seccomp::observe::Observer>,
+}
+
+impl std::fmt::Debug for InitReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitReport")
+            .field("read", &self.read)
+            .field("observing", &self.observer.is_some())
+            .finish()
+    }
 }
 
 /// What init reported: a setup failure (nothing was executed; the status is 125), and what
@@ -264,6 +311,8 @@ pub struct InitReport {
 pub struct SetupReport {
     pub error: Option<String>,
     pub landlock: Option<landlock::Status>,
+    /// The calls the seccomp filter refused, as its observer answered them.
+    pub observed: Option<seccomp::observe::Observed>,
 }
 
 impl InitReport {
@@ -272,7 +321,10 @@ impl InitReport {
     pub fn collect(self) -> SetupReport {
         let mut text = Vec::new();
         let _ = File::from(self.read).read_to_end(&mut text);
-        let mut report = SetupReport::default();
+        let mut report = SetupReport {
+            observed: self.observer.map(seccomp::observe::Observer::finish),
+            ..SetupReport::default()
+        };
         for line in String::from_utf8_lossy(&text).lines() {
             if let Some(message) = line.strip_prefix("error: ") {
                 report.error.get_or_insert_with(|| message.to_string());
@@ -429,10 +481,14 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
             Err(e) => report.fail(&e.to_string()),
         }
     }
-    if let Some(program) = &prepared.seccomp
-        && let Err(e) = seccomp::install(program)
-    {
-        report.fail(&format!("seccomp: {e}"));
+    if let Some(program) = &prepared.seccomp {
+        let installed = match prepared.observe_fd {
+            Some(fd) => seccomp::install_observed(program, fd),
+            None => seccomp::install(program),
+        };
+        if let Err(e) = installed {
+            report.fail(&format!("seccomp: {e}"));
+        }
     }
     let code = prepared.exec();
     drop(report.0.take());
@@ -450,6 +506,7 @@ struct Prepared {
     rlimits: Vec<(RlimitResource, u64, u64)>,
     landlock: Option<RulesetPlan>,
     seccomp: Option<seccomp::Program>,
+    observe_fd: Option<RawFd>,
 }
 
 impl Prepared {
@@ -499,7 +556,14 @@ impl Prepared {
                             reach,
                         })
                     })
-                    .transpose()?;
+                    .transpose()?
+                    .map(|program| {
+                        if spec.observe_fd.is_some() {
+                            program.observed()
+                        } else {
+                            program
+                        }
+                    });
                 (Some(ruleset.clone()), program)
             }
         };
@@ -516,6 +580,7 @@ impl Prepared {
                 .collect(),
             landlock,
             seccomp,
+            observe_fd: spec.observe_fd,
         })
     }
 
@@ -714,7 +779,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);

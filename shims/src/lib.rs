@@ -55,6 +55,9 @@ pub mod path;
 pub mod pgroup;
 #[forbid(unsafe_code)]
 pub mod plan;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
+pub mod sandbox_exec;
 #[forbid(unsafe_code)]
 pub mod seatbelt;
 #[forbid(unsafe_code)]

@@ -58,6 +58,10 @@ pub enum Command {
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
+    /// Internal: the first program in a bubblewrap sandbox: installs the observed seccomp filter,
+    /// hands its listener to the supervisor, execs the rest.
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec(BridgeArgs),
     /// Internal: inside a sandbox with a network bridge, listen on its loopback, exec CMD.
     #[command(name = "__bridge", hide = true)]
     Bridge(BridgeArgs),

@@ -69,6 +69,13 @@ pub fn dispatch(command: args::Command) -> ExitCode {
             let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
             return Exit::NotLaunched.into();
         }
+        #[cfg(target_os = "linux")]
+        Command::SandboxExec(args) => palisade_shims::sandbox_exec::main(&args.args),
+        #[cfg(not(target_os = "linux"))]
+        Command::SandboxExec(_) => {
+            let _ = std::io::stderr().write_all(b"palisade: __sandbox-exec needs linux\n");
+            return Exit::NotLaunched.into();
+        }
         Command::Bridge(args) => {
             let message = crate::network::bridge_main(&args.args);
             let _ = writeln!(std::io::stderr(), "palisade: network bridge: {message}");

@@ -432,6 +432,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
             .iter()
             .cloned()
             .for_each(|d| denials.add(d));
+        denials.add_dropped(launched.dropped);
     }
     if let Some((_, refused)) = &bridge_account {
         refused.iter().cloned().for_each(|d| denials.add(d));

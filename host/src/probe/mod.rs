@@ -288,29 +288,31 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
 /// The kinds of denial a backend enforces but `palisade run` cannot yet observe, so that an
 /// empty `denials` list is never read as "nothing was blocked". Observed everywhere: the
 /// budget that ended a run (the supervisor's accounting) and what the filtering proxy and the
-/// network bridge refused (their connection records).
+/// network bridge refused (their connection records); under bwrap and Landlock also every call
+/// the seccomp filter refuses (sockets the network mode forbids included), through the filter's
+/// listener.
 pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
-    let kernel = [
-        "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them",
-        "syscalls the seccomp filter refuses are not observed: they fail with EPERM or EAFNOSUPPORT, unlisted",
-        "connections the network mode refuses outside the filtering proxy are not observed: the kernel refuses them, unlisted",
-    ];
-    let mut list: Vec<String> = match backend {
-        Backend::LinuxBwrap | Backend::LinuxLandlock | Backend::Docker => {
-            kernel.iter().map(|s| (*s).to_owned()).collect()
-        }
+    let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
+    match backend {
+        Backend::LinuxBwrap => vec![
+            files.to_owned(),
+            "connections refused inside the sandbox's own network namespace (a port nothing listens on, an address with no route) are not observed".to_owned(),
+        ],
+        Backend::LinuxLandlock => vec![
+            files.to_owned(),
+            "connections Landlock's TCP rules refuse are not observed: they fail with EACCES, unlisted".to_owned(),
+        ],
+        Backend::Docker => vec![
+            files.to_owned(),
+            "syscalls the seccomp profile refuses are not observed: the container runtime installs it without a listener".to_owned(),
+            "connections refused inside the container's network namespace are not observed".to_owned(),
+            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
+        ],
         Backend::MacosSeatbelt => vec![
             "file, network and process denials of the Seatbelt profile are not observed: the command sees EPERM, unlisted".to_owned(),
         ],
         Backend::DirectDedicated => Vec::new(),
-    };
-    if backend == Backend::Docker {
-        list.push(
-            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted"
-                .to_owned(),
-        );
     }
-    list
 }
 
 /// An unavailable probe: no capabilities, no network modes.

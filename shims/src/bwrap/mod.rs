@@ -15,9 +15,11 @@
 //! hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
 //! way back to a full capability set), `--die-with-parent`, `--new-session` (no controlling
 //! terminal: no `TIOCSTI` into the caller's tty), `--cap-drop ALL`, `--uid`/`--gid` (the
-//! invoking user's own ids), `--seccomp FD` when the plan asks for syscall filtering (bwrap
-//! always sets `no_new_privs`). The environment is cleared and set to exactly `plan.env`
-//! (bwrap itself adds `PWD`); the working directory is the workspace.
+//! invoking user's own ids). When the plan asks for syscall filtering, the first program in the
+//! sandbox is Palisade's stub ([`SandboxExec`], [`crate::sandbox_exec`]), bound read-only on the
+//! private `/run`: it installs the filter in its observed form (under `no_new_privs`) and execs
+//! the rest, instead of `--seccomp FD`, which has no listener. The environment is cleared and
+//! set to exactly `plan.env` (bwrap itself adds `PWD`); the working directory is the workspace.
 //!
 //! Filesystem, in mount order (a later mount covers an earlier one):
 //! 1. `/` read-only (`--ro-bind / /`; `--bind` only for a plan without a read-only root).
@@ -93,7 +95,7 @@ use crate::fsfacts::{FsFacts, PathFact, PathKind};
 
 mod masks;
 
-use crate::plan::{Bridge, LaunchPlan, Network};
+use crate::plan::{Bridge, LaunchPlan, Network, Reach};
 use masks::{Base, BaseOp, Layer, Layers, plan_masks};
 
 /// The program a trial sandbox runs: present on every Linux distribution palisade targets and
@@ -108,8 +110,8 @@ pub const TRIAL_PROGRAM: &str = "/bin/true";
 /// read-only, a `/dev/null` file mask — plus a cleared environment, a new session, death with
 /// the parent and no capabilities, and runs [`TRIAL_PROGRAM`]. If it exits 0, this host can
 /// build the sandbox; if the kernel, a security module or an old bwrap (`--disable-userns`
-/// needs 0.8) refuses something, bwrap says so on stderr. Only `--seccomp` is not tried (it
-/// needs a file descriptor).
+/// needs 0.8) refuses something, bwrap says so on stderr. The seccomp stub is not tried (it is
+/// the palisade binary; its filter is tried by the kernel tests and fails closed at launch).
 ///
 /// Keep it in step with [`argv`]: a trial that asks for less than the shim would report
 /// `linux-bwrap` available on a host where launching fails.
@@ -157,6 +159,63 @@ pub fn trial_argv() -> Vec<String> {
     .collect()
 }
 
+/// The hidden subcommand of the `palisade` binary that runs [`crate::sandbox_exec::main`].
+pub const SUBCOMMAND_SANDBOX_EXEC: &str = "__sandbox-exec";
+
+/// Where the sandbox-exec stub receives the seccomp observer's socket.
+pub const OBSERVE_FD: i32 = 5;
+
+/// Where the palisade binary appears inside the sandbox to run as the stub: on the private
+/// `/run` tmpfs, read-only.
+pub const SANDBOX_EXEC_PATH: &str = "/run/palisade-exec/palisade";
+
+/// The seccomp filter applied by Palisade's own stub ([`crate::sandbox_exec`]) instead of
+/// `bwrap --seccomp`, so that the calls it refuses are observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxExec {
+    /// The palisade binary on the host, bound read-only at [`SANDBOX_EXEC_PATH`].
+    pub exe: PathBuf,
+    /// The network reach the filter's socket rules enforce.
+    pub reach: Reach,
+}
+
+impl SandboxExec {
+    /// The stub's argv, to which the rest of the command line is appended.
+    pub fn prefix(&self) -> Vec<OsString> {
+        [
+            SANDBOX_EXEC_PATH,
+            SUBCOMMAND_SANDBOX_EXEC,
+            "--reach",
+            reach_name(self.reach),
+            "--",
+        ]
+        .map(OsString::from)
+        .to_vec()
+    }
+}
+
+/// The stub's spelling of a reach.
+pub fn reach_name(reach: Reach) -> &'static str {
+    match reach {
+        Reach::Nothing => "nothing",
+        Reach::OwnLoopback => "own-loopback",
+        Reach::HostLoopback => "host-loopback",
+        Reach::Everything => "everything",
+    }
+}
+
+/// The reach the stub's spelling names.
+pub fn reach_from_name(name: &str) -> Option<Reach> {
+    [
+        Reach::Nothing,
+        Reach::OwnLoopback,
+        Reach::HostLoopback,
+        Reach::Everything,
+    ]
+    .into_iter()
+    .find(|reach| reach_name(*reach) == name)
+}
+
 /// The arguments for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BwrapArgs {
@@ -174,6 +233,10 @@ pub struct BwrapArgs {
 pub enum BwrapError {
     #[error("the command is empty")]
     EmptyCommand,
+    #[error(
+        "`/run` is not a private directory of this sandbox, so the seccomp stub has nowhere to be bound"
+    )]
+    SandboxExecNotPrivate,
     #[error("path `{}` is not absolute", .0.display())]
     RelativePath(PathBuf),
     #[error("path `{}` contains a `..` component", .0.display())]
@@ -356,12 +419,12 @@ pub fn filesystem(
     })
 }
 
-/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
-/// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
+/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and, when the plan
+/// filters syscalls, the stub that installs the filter ([`SandboxExec`]).
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
-    seccomp_fd: Option<i32>,
+    sandbox_exec: Option<&SandboxExec>,
 ) -> Result<BwrapArgs, BwrapError> {
     let filesystem = filesystem(plan, facts, &[])?;
 
@@ -402,15 +465,35 @@ pub fn argv(
         }
     }
 
+    // The stub: the palisade binary, read-only on the private `/run`.
+    if let Some(stub) = sandbox_exec {
+        let target = Path::new(SANDBOX_EXEC_PATH);
+        let private = facts
+            .private_dirs
+            .iter()
+            .any(|dir| target.starts_with(dir) && target != dir);
+        if !private {
+            return Err(BwrapError::SandboxExecNotPrivate);
+        }
+        no_nul("path", stub.exe.as_os_str())?;
+        if !stub.exe.is_absolute() {
+            return Err(BwrapError::RelativePath(stub.exe.clone()));
+        }
+        if let Some(parent) = target.parent() {
+            args.op("--dir", [parent]);
+        }
+        args.op("--ro-bind", [stub.exe.as_path(), target]);
+    }
+
     args.op("--chdir", [&filesystem.workspace]);
     args.flag("--clearenv");
     for (name, value) in &plan.env {
         args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
     }
-    if let Some(fd) = seccomp_fd {
-        args.op("--seccomp", [fd.to_string()]);
-    }
     args.flag("--");
+    if let Some(stub) = sandbox_exec {
+        args.0.extend(stub.prefix());
+    }
     if let Some(bridge) = bridge {
         // The bridge listens on the sandbox's loopback before the command starts, detaches,
         // and execs the command in its place (same pid, status and signals as without it).

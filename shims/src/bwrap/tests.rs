@@ -91,7 +91,7 @@ fn strings(args: &[OsString]) -> Vec<String> {
 }
 
 fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
-    let built = argv(plan, facts, Some(3)).unwrap();
+    let built = argv(plan, facts, None).unwrap();
     (strings(&built.args), built.created_mountpoints)
 }
 
@@ -157,8 +157,6 @@ const TAIL: &[&str] = &[
     "--setenv",
     "TMPDIR",
     RUN,
-    "--seccomp",
-    "3",
     "--",
     "make",
     "test",
@@ -242,6 +240,61 @@ fn filtered_network_binds_only_into_private_directories() {
         ),
         Err(BwrapError::BridgeNoProgram)
     ));
+}
+
+#[test]
+fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_bridge() {
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
+    let plan = base_plan(network.clone());
+    let stub = SandboxExec {
+        exe: "/opt/palisade/bin/palisade".into(),
+        reach: network.reach(),
+    };
+    let args = strings(&argv(&plan, &base_facts(), Some(&stub)).unwrap().args);
+    #[rustfmt::skip]
+    let binds: &[&str] = &[
+        "--dir", "/run/palisade-bridge",
+        "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", BRIDGE_SOCKET,
+        "--ro-bind", "/usr/local/bin/palisade", BRIDGE_PROGRAM,
+        "--dir", "/run/palisade-exec",
+        "--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH,
+    ];
+    let mut tail: Vec<&str> = TAIL.to_vec();
+    let command_at = tail.len() - 2;
+    tail.splice(
+        command_at..command_at,
+        [
+            SANDBOX_EXEC_PATH,
+            "__sandbox-exec",
+            "--reach",
+            "own-loopback",
+            "--",
+            BRIDGE_PROGRAM,
+            "bridge",
+            "--socket",
+            BRIDGE_SOCKET,
+            "--",
+        ],
+    );
+    assert_eq!(args, expected(network, &[BASE, ROOTS, binds, &tail]));
+    assert!(!args.iter().any(|a| a == "--seccomp"));
+
+    // Without a private `/run` there is nowhere to put it: refused, not run unfiltered.
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    assert!(matches!(
+        argv(&base_plan(Network::None), &facts, Some(&stub)),
+        Err(BwrapError::SandboxExecNotPrivate)
+    ));
+    // The stub's reach names round-trip.
+    for reach in [
+        Reach::Nothing,
+        Reach::OwnLoopback,
+        Reach::HostLoopback,
+        Reach::Everything,
+    ] {
+        assert_eq!(reach_from_name(reach_name(reach)), Some(reach));
+    }
 }
 
 #[test]
@@ -658,14 +711,12 @@ fn a_real_var_run_directory_gets_its_own_tmpfs() {
 }
 
 #[test]
-fn no_seccomp_flag_without_a_descriptor() {
+fn no_stub_without_a_filter() {
     let built = argv(&base_plan(Network::None), &base_facts(), None).unwrap();
     let args = strings(&built.args);
     assert!(!args.contains(&"--seccomp".to_owned()));
-    assert_eq!(
-        args.len(),
-        expected(Network::None, &[BASE, ROOTS, TAIL]).len() - 2
-    );
+    assert!(!args.contains(&SANDBOX_EXEC_PATH.to_owned()));
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, TAIL]));
 }
 
 fn refusal(plan: &LaunchPlan, facts: &FsFacts) -> BwrapError {

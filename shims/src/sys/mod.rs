@@ -260,6 +260,36 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> bool {
     r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
 }
 
+#[cfg(target_os = "linux")]
+/// Waits without a timeout until `first` or `second` has an event; their `revents` (`POLLIN`,
+/// `POLLHUP`, `POLLERR`). A signal interrupting the wait is retried.
+pub(crate) fn poll_two(first: RawFd, second: RawFd) -> (libc::c_short, libc::c_short) {
+    let mut pfds = [
+        libc::pollfd {
+            fd: first,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: second,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
+        if r > 0 {
+            let [a, b] = pfds;
+            return (a.revents, b.revents);
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // POLLNVAL-like failure: report both as ended rather than spin.
+            return (libc::POLLERR, libc::POLLERR);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Limits and descriptors.
 
