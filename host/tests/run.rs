@@ -471,11 +471,14 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).unwrap();
     let taskpack = env.taskpack("linux-bwrap", "");
+    let audit = env.path("audit.jsonl");
     let out = env.run(&[
         "--taskpack",
         taskpack.to_str().unwrap(),
         "--workspace",
         ws.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
         "--",
         "/bin/echo",
         "the-command-ran",
@@ -486,6 +489,18 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     assert!(
         !text(&out.stdout).contains("the-command-ran"),
         "the command must not have run"
+    );
+    // The decision is followed by an outcome that says nothing was launched, and why.
+    let lines = env.audit_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["decisionDigest"], lines[0]["outputDigest"]);
+    assert_eq!(lines[1]["outcome"]["endedBy"], "not-launched");
+    assert_eq!(lines[1]["outcome"]["exitCode"], 125);
+    assert!(
+        lines[1]["outcome"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not set up the sandbox")
     );
 }
 

@@ -437,11 +437,21 @@ pub fn run(args: &RunArgs) -> CommandResult {
     if let Some((_, refused)) = &bridge_account {
         refused.iter().cloned().for_each(|d| denials.add(d));
     }
+    // A launch that failed before the command ran still gets an outcome, so no decision in the
+    // audit file is left without one.
+    let mut failed_record = match &result {
+        Ok(_) | Err(launch::LaunchError::TreeNotEmpty { .. }) => None,
+        Err(error) => Some(serde_json::json!({
+            "endedBy": "not-launched",
+            "exitCode": 125,
+            "error": error.to_string(),
+        })),
+    };
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
         Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
-        Err(_) => None,
+        Err(_) => failed_record.as_mut(),
     };
     if let Some(Value::Object(map)) = record {
         if let Some((account, _)) = bridge_account {
@@ -502,8 +512,14 @@ pub fn run(args: &RunArgs) -> CommandResult {
             )
             .hint("the outcome is in the audit record; report this as a bug"))
         }
-        Err(error) => Err(Failure::new(ErrorCode::Internal, error.to_string())
-            .hint("nothing was left running; `palisade doctor` shows what this host can enforce")),
+        Err(error) => {
+            if let Some(record) = &failed_record {
+                record_outcome(record);
+            }
+            Err(Failure::new(ErrorCode::Internal, error.to_string()).hint(
+                "nothing was left running; `palisade doctor` shows what this host can enforce",
+            ))
+        }
     }
 }
 
