@@ -888,3 +888,71 @@ fn refused_syscalls_and_sockets_are_observed_under_bwrap_and_landlock() {
         );
     }
 }
+
+/// A run told to stop before its command starts (here: while it waits for another run's probe)
+/// stops cleanly: the shell's status for the signal, a line saying nothing ran, no temp dir
+/// left, nothing half-recorded.
+#[test]
+fn a_run_stopped_before_its_command_starts_leaves_nothing() {
+    let env = Env::new();
+    let cache = env.path("cache");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(cache.join("probe.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let temp = env.path("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let audit = env.path("audit.jsonl");
+    let child = Command::new(PALISADE)
+        .args(["run", "--audit", audit.to_str().unwrap(), "--", "true"])
+        .env("PALISADE_CACHE_DIR", &cache)
+        .env("HOME", env.path(""))
+        .env("TMPDIR", &temp)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(env.path("ws"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it holds the lock file open: it is past its own setup and waiting to probe.
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let waiting = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|target| target.ends_with("probe.lock"))
+            })
+    });
+    assert!(waiting, "palisade never waited for the probe lock");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    drop(lock);
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    assert!(
+        stderr.contains("stopped by signal 15 before anything was decided"),
+        "{stderr}"
+    );
+    let left: Vec<_> = walk(&temp);
+    assert!(left.iter().all(|p| !p.contains("run-")), "{left:?}");
+    assert!(!audit.exists() || env.audit_lines().is_empty());
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(entry.path().display().to_string());
+        if entry.path().is_dir() {
+            out.extend(walk(&entry.path()));
+        }
+    }
+    out
+}

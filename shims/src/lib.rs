@@ -63,7 +63,7 @@ pub mod seatbelt;
 #[forbid(unsafe_code)]
 pub mod seccomp;
 #[forbid(unsafe_code)]
-mod signals;
+pub mod signals;
 #[forbid(unsafe_code)]
 pub mod supervise;
 #[allow(

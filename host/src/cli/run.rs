@@ -279,6 +279,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // First, while single-threaded: what the command is denied, Palisade itself still holds;
     // keep it out of `/proc/<pid>/environ` (see envpolicy).
     let scrubbed = envpolicy::scrub_own_environ();
+    // From here on, SIGINT, SIGTERM and SIGHUP stop the run at the next safe point instead of
+    // killing Palisade mid-setup (which would leave its temp dir, and a decision without an
+    // outcome); once the command runs, the supervisor forwards them to it.
+    let mut interrupts = palisade_shims::signals::Interrupts::install()
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("signal handlers: {e}")))?;
     let mut setup = host_setup(&args.host)?;
     let (mode, requester) = execution(&args.exec);
     let budget_flags = budget_flags(&args.budgets)?;
@@ -295,6 +300,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
 
     let probe_opts = probe_options(&args.host, &setup, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
+    if let Some(signal) = interrupts.received() {
+        eprintln!("palisade: stopped by signal {signal} before anything was decided; nothing ran");
+        return Ok(Exit::Command(exit_for_signal(signal)));
+    }
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
@@ -353,6 +362,21 @@ pub fn run(args: &RunArgs) -> CommandResult {
     context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();
     let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
+    let stopped = |signal: i32, json_out: &mut Option<std::fs::File>| {
+        eprintln!("palisade: stopped by signal {signal} before the command started; nothing ran");
+        let record = serde_json::json!({
+            "endedBy": "not-launched",
+            "exitCode": exit_for_signal(signal),
+            "error": format!("stopped by signal {signal} before the command started"),
+            "signal": signal,
+            "denials": Denials::default(),
+        });
+        write_outcome(args, &run_id, &outcome.digest, json_out, &record);
+        Ok(Exit::Command(exit_for_signal(signal)))
+    };
+    if let Some(signal) = interrupts.received() {
+        return stopped(signal, &mut json_out);
+    }
     let plan = match &outcome.verdict {
         Verdict::Decision(plan) => plan,
         Verdict::Refusal { .. } => {
@@ -416,6 +440,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
     for line in &plan.warnings {
         eprintln!("palisade: {line}");
     }
+    if let Some(signal) = interrupts.received() {
+        if let Some(session) = bridge {
+            drop(network::BridgeSession::finish(session));
+        }
+        return stopped(signal, &mut json_out);
+    }
     let mut result = launch::execute(
         &launch_plan,
         &launch::ExecuteOptions {
@@ -473,24 +503,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
     }
     let mut record_outcome = |record: &Value| {
-        let line = audit::OutcomeRecord {
-            schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
-            run_id: run_id.clone(),
-            decision_digest: outcome.digest.clone(),
-            time: audit::utc_now_rfc3339(),
-            outcome: record.clone(),
-        };
-        // The command already ran: a failure to record is reported, not its status.
-        if let Some(path) = &args.audit
-            && let Err(error) = audit::append_outcome(path, &line)
-        {
-            eprintln!("warning: {error}");
-        }
-        if let Some(out) = json_out.take()
-            && let Err(error) = write_json_outcome(out, &line)
-        {
-            eprintln!("warning: cannot write the outcome to `--json`: {error}");
-        }
+        write_outcome(args, &run_id, &outcome.digest, &mut json_out, record);
         // After the command, never interleaved with its output.
         if !args.quiet {
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
@@ -520,6 +533,39 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 "nothing was left running; `palisade doctor` shows what this host can enforce",
             ))
         }
+    }
+}
+
+/// The status for a run stopped by `signal`: what a shell reports for a process it killed.
+fn exit_for_signal(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(125)
+}
+
+/// Appends the run's outcome line to the audit file and writes it to `--json`'s destination.
+/// The command already ran (or never will): a failure to record is reported, not its status.
+fn write_outcome(
+    args: &RunArgs,
+    run_id: &str,
+    decision_digest: &str,
+    json_out: &mut Option<std::fs::File>,
+    record: &Value,
+) {
+    let line = audit::OutcomeRecord {
+        schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
+        run_id: run_id.to_owned(),
+        decision_digest: decision_digest.to_owned(),
+        time: audit::utc_now_rfc3339(),
+        outcome: record.clone(),
+    };
+    if let Some(path) = &args.audit
+        && let Err(error) = audit::append_outcome(path, &line)
+    {
+        eprintln!("warning: {error}");
+    }
+    if let Some(out) = json_out.take()
+        && let Err(error) = write_json_outcome(out, &line)
+    {
+        eprintln!("warning: cannot write the outcome to `--json`: {error}");
     }
 }
 

@@ -36,8 +36,11 @@ use serde::Serialize;
 
 pub use cache::{CACHE_FILE_NAME, CacheError};
 
-/// How long one probe may take unless the caller says otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one probe may take unless the caller says otherwise: generous, because a probe that
+/// runs out of time reports its backend unavailable (fail closed), and a loaded host (many runs
+/// starting at once, a build) can take seconds to start a trial sandbox that normally takes
+/// milliseconds.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The Docker socket probed when neither the options nor `DOCKER_HOST` name one.
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
@@ -143,6 +146,25 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
             Ok(None) => {}
             Err(err) => cache_error = Some(err.to_string()),
         }
+    }
+
+    // Many runs start at once with a cold cache (an agent runner's parallel tool calls): one of
+    // them probes, the others wait for its result instead of all probing the loaded host at
+    // once (and timing out together). The lock is released when its holder exits, however it
+    // exits, and is held at most as long as one probe round.
+    let _probing = match (&options.cache_dir, options.use_cache) {
+        (Some(dir), true) => cache::lock_probing(dir, inputs.euid),
+        _ => None,
+    };
+    if let (Some(_), Some(dir)) = (&_probing, &options.cache_dir)
+        && let Ok(Some(probes)) = cache::load(dir, &inputs)
+    {
+        return ProbeSet {
+            probes,
+            from_cache: true,
+            elapsed: start.elapsed(),
+            cache_error,
+        };
     }
 
     let probes = probe_fresh(&inputs);

@@ -138,7 +138,6 @@ pub(crate) fn set_signal_pipe(fd: RawFd) {
 }
 
 /// Where the handler writes now (-1: nowhere).
-#[cfg(test)]
 pub(crate) fn signal_pipe() -> RawFd {
     SIGNAL_PIPE.load(Ordering::SeqCst)
 }
