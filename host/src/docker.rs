@@ -571,6 +571,12 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
                 serde_json::json!(done.mountpoints_left),
             );
         }
+        if !done.placeholders_left.is_empty() {
+            object.insert(
+                "placeholdersLeft".into(),
+                serde_json::json!(done.placeholders_left),
+            );
+        }
     }
     if let Removal::Failed(detail) = &done.removal {
         return Err(LaunchError::TreeNotEmpty {

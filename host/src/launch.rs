@@ -177,7 +177,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
 /// The Linux mechanisms: bwrap, `palisade __sandbox-init` (Landlock, direct), or a container.
 #[cfg(target_os = "linux")]
 fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
-    use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
+    use palisade_shims::{bwrap, fsfacts, init, placeholder, seccomp, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
     match plan.mechanism {
@@ -227,6 +227,8 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 (None, None, None)
             };
             let args = bwrap::argv(plan, &facts, stub.as_ref()).map_err(|e| prepare(&e))?;
+            // bwrap binds them, so they exist before it starts; a failure below releases them.
+            let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
             let launch = supervise::Launch {
                 program,
                 args: args.args,
@@ -239,7 +241,29 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             // Mountpoints bwrap had to create in writable roots go, whatever happened.
             let left = fsfacts::cleanup_created(&args.created_mountpoints);
             let observed = observer.map(seccomp::observe::Observer::finish);
-            let outcome = supervised(outcome, plan)?;
+            // Placeholders only once no process of the sandbox can have them mounted: removing
+            // one would take its mount away from a survivor.
+            let placeholders_left = match &outcome {
+                Err(supervise::SuperviseError::TreeNotEmpty { .. }) => placeholders.keep(),
+                _ => placeholders.release().left,
+            };
+            let outcome = match supervised(outcome, plan) {
+                Err(LaunchError::TreeNotEmpty {
+                    remaining,
+                    mut record,
+                }) => {
+                    // The survivors keep them mounted; the record says they are still there.
+                    if !placeholders_left.is_empty() {
+                        set(
+                            &mut record,
+                            "placeholdersLeft",
+                            serde_json::json!(placeholders_left),
+                        );
+                    }
+                    return Err(LaunchError::TreeNotEmpty { remaining, record });
+                }
+                other => other?,
+            };
             // Every writer is gone with the tree: one byte, or end of file when nothing ran.
             let mut byte = [0u8; 1];
             if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
@@ -256,6 +280,13 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             );
             if !left.is_empty() {
                 set(&mut record, "mountpointsLeft", serde_json::json!(left));
+            }
+            if !placeholders_left.is_empty() {
+                set(
+                    &mut record,
+                    "placeholdersLeft",
+                    serde_json::json!(placeholders_left),
+                );
             }
             let mut denials = budget_denials(&outcome, plan);
             if let Some(observed) = &observed {

@@ -455,9 +455,10 @@ fn secrets_in_the_environment_do_not_reach_the_command() {
 }
 
 /// bwrap reports its own setup failures with status 1, like a command's. As root on a workspace
-/// owned by another user, bwrap (uid 0 mapped to 0 only) cannot create the mountpoint of the
-/// missing protected `.github`: nothing runs, and `palisade run` must say so with 125 — not
-/// pass 1 through as if the command had failed.
+/// owned by another user, bwrap (uid 0 mapped to 0 only) cannot create the mountpoint of a
+/// missing denied path in it: nothing runs, and `palisade run` must say so with 125 — not
+/// pass 1 through as if the command had failed. (A missing protected path no longer does:
+/// palisade makes its placeholder itself, as root.)
 #[test]
 fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -470,7 +471,15 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).unwrap();
-    let taskpack = env.taskpack("linux-bwrap", "");
+    let taskpack = env.path("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {{name: t}}\nspec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    deniedReadPaths: [{}]\n",
+            ws.join("secret").display()
+        ),
+    )
+    .unwrap();
     let audit = env.path("audit.jsonl");
     let out = env.run(&[
         "--taskpack",
@@ -486,6 +495,7 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("could not set up the sandbox"), "{stderr}");
+    assert!(stderr.contains("Can't mkdir"), "{stderr}");
     assert!(
         !text(&out.stdout).contains("the-command-ran"),
         "the command must not have run"
@@ -502,6 +512,8 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
             .unwrap()
             .contains("could not set up the sandbox")
     );
+    // The placeholders palisade made for the missing protected paths went with the failure.
+    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
 }
 
 /// No silent downgrade: a backend that cannot keep the protected paths read-only (Landlock, for a

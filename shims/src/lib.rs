@@ -53,6 +53,9 @@ pub mod landlock_abi;
 pub mod path;
 #[forbid(unsafe_code)]
 pub mod pgroup;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
+pub mod placeholder;
 #[forbid(unsafe_code)]
 pub mod plan;
 #[cfg(target_os = "linux")]

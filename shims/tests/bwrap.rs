@@ -30,6 +30,7 @@ use std::process::{Command, Output};
 
 use palisade_shims::bwrap::{BwrapError, argv, trial_argv};
 use palisade_shims::fsfacts::{cleanup_created, measure};
+use palisade_shims::placeholder;
 use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
 
 const BWRAP: &str = "/usr/bin/bwrap";
@@ -123,11 +124,12 @@ struct Ran {
     status: std::process::ExitStatus,
     stdout: String,
     stderr: String,
-    /// What `cleanup_created` left behind.
+    /// What `cleanup_created` and releasing the placeholders left behind.
     kept: Vec<PathBuf>,
 }
 
-/// Measures, builds the argv, runs bwrap, cleans up the created mountpoints.
+/// Measures, builds the argv, holds the placeholders, runs bwrap, cleans up the created
+/// mountpoints and releases the placeholders (what the launcher does).
 ///
 /// Other tests create and drop host sockets concurrently; when one measured here vanishes
 /// before bwrap starts, bwrap refuses to start (see
@@ -139,8 +141,10 @@ fn run(plan: &LaunchPlan) -> Ran {
         attempts += 1;
         let facts = measure(plan).unwrap();
         let built = argv(plan, &facts, None).unwrap();
+        let held = placeholder::hold(&built.placeholders).unwrap();
         let output = Command::new(BWRAP).args(&built.args).output().unwrap();
-        let kept = cleanup_created(&built.created_mountpoints);
+        let mut kept = cleanup_created(&built.created_mountpoints);
+        kept.extend(held.release().left);
         let ran = Ran {
             status: output.status,
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),

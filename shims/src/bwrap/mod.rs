@@ -39,12 +39,18 @@
 //!    cannot move `.loopwright` aside and recreate `.loopwright/policies` (measured: without
 //!    the pin, `mv .loopwright x && mkdir -p .loopwright/policies` succeeded and persisted).
 //!    Steps 2–4 are interleaved by depth so a shallower bind never covers a deeper mount.
-//! 5. protected paths: existing ones `--ro-bind P P`; missing ones inside a writable root get a
-//!    read-only stand-in so they cannot be created: a name with an extension (`AGENTS.md`) gets
-//!    `--ro-bind /dev/null` (the mount is `nodev`, so opening it for reading or writing fails
-//!    with `EACCES`), any other name (`.github`) an empty read-only tmpfs (`--perms 0555`).
-//!    When an ancestor is missing too, the stand-in is an empty read-only directory at the
-//!    first missing component.
+//! 5. protected paths: existing ones `--ro-bind P P`; a missing one inside a writable root gets
+//!    a *placeholder* at its first missing component (`AGENTS.md`, or `.loopwright` for a
+//!    missing `.loopwright/policies`): an inert Unix-socket node with no permission bits that
+//!    the launcher makes on the host before bwrap starts ([`crate::placeholder`]), bound the
+//!    same way, `--ro-bind P P`. Not `/dev/null` on a file, nor an empty directory, as before:
+//!    git lists the first as an untracked file it cannot add, and `git stash -u` stops half-way
+//!    on the second (its `git clean -d` cannot remove a mountpoint); git skips a socket node
+//!    altogether, so `status`, `add -A`, `commit`, `stash -u` and `clean -fdx` behave exactly
+//!    as outside. Inside, the name cannot be created, opened, linked, renamed onto or removed,
+//!    and, as no directory, nothing can be created beneath it. A placeholder another run made
+//!    (or a killed run left) is found by [`crate::fsfacts::measure`] and held the same way, so
+//!    the last run out removes it.
 //! 6. denied paths: directories `--perms 0000 --tmpfs P --remount-ro P` (listing and reading
 //!    fail with `EACCES`, nothing can be written); files and other nodes `--ro-bind /dev/null P`;
 //!    missing ones inside a writable root the same mode-0000 read-only directory at the first
@@ -57,9 +63,11 @@
 //!    fail closed; the host should measure again and retry), and makes bwrap create an empty
 //!    file when it was inside a writable root (listed for cleanup).
 //!
-//! bwrap creates the mountpoint of a missing path on the host (inside a writable root, as an
-//! empty directory or an empty mode-0444 file); [`BwrapArgs::created_mountpoints`] lists them
-//! for [`crate::fsfacts::cleanup_created`].
+//! bwrap creates the mountpoint of a missing denied path on the host (inside a writable root,
+//! as an empty directory, or an empty mode-0444 file for a socket that vanished);
+//! [`BwrapArgs::created_mountpoints`] lists them for [`crate::fsfacts::cleanup_created`].
+//! [`BwrapArgs::placeholders`] lists the placeholders the launcher must hold
+//! ([`crate::placeholder::hold`]) before bwrap starts and release once the sandbox is gone.
 //!
 //! # Refusals (an error, never a weaker argv)
 //!
@@ -79,8 +87,8 @@
 //!   with a relative path) or that appear after measuring stay reachable unless they live under
 //!   a private tmpfs; with outbound traffic allowed the host's *abstract* sockets are reachable
 //!   (only a network namespace hides them).
-//! - A missing protected file is visible as a character device while the sandbox runs, and the
-//!   host briefly sees the empty mountpoints bwrap created.
+//! - While the sandbox runs the host sees the placeholders (`ls` lists them as sockets; git
+//!   does not) and the empty directories bwrap created for missing denied paths.
 //!
 //! Layout: this module validates the plan, plans the base mounts ([`filesystem`]) and spells
 //! them as bwrap options ([`argv`]); `masks` decides what the sandbox sees at a path and which
@@ -222,10 +230,13 @@ pub struct BwrapArgs {
     /// Everything after the `bwrap` program itself, ending with `--` and the command.
     pub args: Vec<OsString>,
     /// Paths bwrap will create on the host (inside writable roots) as mountpoints for missing
-    /// masked paths, shallowest first, then the host sockets inside writable roots (created
+    /// denied paths, shallowest first, then the host sockets inside writable roots (created
     /// only if one vanishes before bwrap starts); hand them to
     /// [`crate::fsfacts::cleanup_created`] after the run.
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the argv binds, shallowest first: [`crate::placeholder::hold`] them before
+    /// bwrap starts (bwrap fails if one is missing), release them once the sandbox is gone.
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// Why [`argv`] refused to build an argv.
@@ -323,11 +334,12 @@ pub enum Mount {
     Writable(PathBuf),
     /// A denied directory: an empty, mode-0000, read-only tmpfs.
     DenyDir(PathBuf),
-    /// A denied file, a host socket or a missing protected file: an unreadable, unwritable file
-    /// (`/dev/null` on a `nodev` mount under bwrap).
+    /// A denied file or a host socket: an unreadable, unwritable file (`/dev/null` on a `nodev`
+    /// mount under bwrap).
     Null(PathBuf),
-    /// A missing protected directory: an empty, mode-0555, read-only tmpfs.
-    EmptyDir(PathBuf),
+    /// A missing protected path: the placeholder the launcher makes there
+    /// ([`crate::placeholder`]), bound read-only onto itself.
+    Placeholder(PathBuf),
 }
 
 /// The sandbox's filesystem for one plan.
@@ -339,6 +351,8 @@ pub struct Filesystem {
     pub workspace: PathBuf,
     /// Host paths where the mechanism creates a mountpoint (see [`BwrapArgs`]).
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the mounts need (see [`BwrapArgs`]).
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
@@ -416,6 +430,7 @@ pub fn filesystem(
         mounts,
         workspace,
         created_mountpoints: created,
+        placeholders: planned.placeholders,
     })
 }
 
@@ -504,6 +519,7 @@ pub fn argv(
     Ok(BwrapArgs {
         args: args.0,
         created_mountpoints: filesystem.created_mountpoints,
+        placeholders: filesystem.placeholders,
     })
 }
 
@@ -524,7 +540,7 @@ fn emit(mount: &Mount, args: &mut Args) {
             required: false,
         } => args.op("--ro-bind-try", [path, path]),
         Mount::Tmpfs(path) => args.op("--tmpfs", [path]),
-        Mount::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+        Mount::ReadOnly(path) | Mount::Placeholder(path) => args.op("--ro-bind", [path, path]),
         Mount::Writable(path) => args.op("--bind", [path, path]),
         Mount::DenyDir(path) => {
             args.op("--perms", ["0000"]);
@@ -532,11 +548,6 @@ fn emit(mount: &Mount, args: &mut Args) {
             args.op("--remount-ro", [path]);
         }
         Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
-        Mount::EmptyDir(path) => {
-            args.op("--perms", ["0555"]);
-            args.op("--tmpfs", [path]);
-            args.op("--remount-ro", [path]);
-        }
     }
 }
 

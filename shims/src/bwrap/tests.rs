@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStringExt;
 
-use super::masks::looks_like_file;
 use super::*;
 use crate::plan::{Budgets, Mechanism};
 
@@ -70,6 +69,7 @@ fn base_facts() -> FsFacts {
         host_sockets: Vec::new(),
         abstract_sockets: Vec::new(),
         unlocated_sockets: Vec::new(),
+        placeholders: Vec::new(),
     }
 }
 
@@ -93,6 +93,14 @@ fn strings(args: &[OsString]) -> Vec<String> {
 fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
     let built = argv(plan, facts, None).unwrap();
     (strings(&built.args), built.created_mountpoints)
+}
+
+fn placeholders(plan: &LaunchPlan, facts: &FsFacts) -> Vec<PathBuf> {
+    argv(plan, facts, Some(3)).unwrap().placeholders
+}
+
+fn paths(paths: &[&str]) -> Vec<PathBuf> {
+    paths.iter().map(PathBuf::from).collect()
 }
 
 fn head(network: Network) -> Vec<&'static str> {
@@ -347,12 +355,12 @@ fn typical_plan_exact_argv() {
     let (args, created) = build(&plan, &facts);
     #[rustfmt::skip]
     let masks: &[&str] = &[
-        // protected, shallowest first
+        // protected, shallowest first; placeholders for the missing ones (the launcher makes
+        // them), `.loopwright` for the missing `.loopwright/policies`
         "--ro-bind", "/home/u/ws/.github", "/home/u/ws/.github",
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright",
-        "--remount-ro", "/home/u/ws/.loopwright",
+        "--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright",
         "--ro-bind", "/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md",
-        "--ro-bind", "/dev/null", "/home/u/ws/CLAUDE.md",
+        "--ro-bind", "/home/u/ws/CLAUDE.md", "/home/u/ws/CLAUDE.md",
         // denied: ~/.aws is missing outside the writable roots, so not mounted
         "--perms", "0000", "--tmpfs", "/home/u/.ssh", "--remount-ro", "/home/u/.ssh",
         "--ro-bind", "/dev/null", "/home/u/ws/.env",
@@ -361,14 +369,11 @@ fn typical_plan_exact_argv() {
         "--ro-bind", "/dev/null", "/var/lib/app/app.sock",
     ];
     assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    // Only created if the socket vanishes before bwrap starts.
+    assert_eq!(created, paths(&["/home/u/ws/.dev.sock"]));
     assert_eq!(
-        created,
-        vec![
-            PathBuf::from("/home/u/ws/.loopwright"),
-            PathBuf::from("/home/u/ws/CLAUDE.md"),
-            // only created if the socket vanishes before bwrap starts
-            PathBuf::from("/home/u/ws/.dev.sock"),
-        ]
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright", "/home/u/ws/CLAUDE.md"])
     );
 }
 
@@ -573,18 +578,96 @@ fn protected_paths_existing_missing_and_pinned() {
     ];
     #[rustfmt::skip]
     let masks: &[&str] = &[
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.github", "--remount-ro", "/home/u/ws/.github",
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright/policies",
-        "--remount-ro", "/home/u/ws/.loopwright/policies",
+        "--ro-bind", "/home/u/ws/.github", "/home/u/ws/.github",
+        "--ro-bind", "/home/u/ws/.loopwright/policies", "/home/u/ws/.loopwright/policies",
         "--ro-bind", "/home/u/ws/docs/AGENTS.md", "/home/u/ws/docs/AGENTS.md",
     ];
     assert_eq!(args, expected(Network::None, &[BASE, roots, masks, TAIL]));
+    // The launcher makes the placeholders; bwrap creates nothing.
+    assert!(created.is_empty());
     assert_eq!(
-        created,
-        vec![
-            PathBuf::from("/home/u/ws/.github"),
-            PathBuf::from("/home/u/ws/.loopwright/policies"),
-        ]
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.github", "/home/u/ws/.loopwright/policies"])
+    );
+}
+
+#[test]
+fn placeholders_found_are_held_like_new_ones() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    // Another run's placeholders: at a protected path, and at `.loopwright`, which stops
+    // `.loopwright/policies` from resolving (a missing path under a non-directory).
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/AGENTS.md",
+        fact(PathKind::Other, "/home/u/ws/AGENTS.md"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.loopwright/policies",
+        fact(
+            PathKind::Missing {
+                first_missing: "/home/u/ws/.loopwright/policies".into(),
+                parent_is_dir: false,
+            },
+            "/home/u/ws/.loopwright/policies",
+        ),
+    );
+    // A socket that is no placeholder stays an existing protected path.
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/CLAUDE.md",
+        fact(PathKind::Other, "/home/u/ws/CLAUDE.md"),
+    );
+    // A placeholder outside the writable roots is read-only already.
+    protect(
+        &mut plan,
+        &mut facts,
+        "/srv/AGENTS.md",
+        fact(PathKind::Other, "/srv/AGENTS.md"),
+    );
+    facts.placeholders = paths(&[
+        "/home/u/ws/.loopwright",
+        "/home/u/ws/AGENTS.md",
+        "/srv/AGENTS.md",
+    ]);
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        "--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright",
+        "--ro-bind", "/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md",
+        "--ro-bind", "/home/u/ws/CLAUDE.md", "/home/u/ws/CLAUDE.md",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    assert!(created.is_empty());
+    assert_eq!(
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright", "/home/u/ws/AGENTS.md"])
+    );
+}
+
+#[test]
+fn one_placeholder_serves_protected_paths_under_one_missing_directory() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    for path in ["/home/u/ws/.loopwright/a", "/home/u/ws/.loopwright/b"] {
+        protect(
+            &mut plan,
+            &mut facts,
+            path,
+            missing(path, "/home/u/ws/.loopwright"),
+        );
+    }
+    let (args, _) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &["--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright"];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    assert_eq!(
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright"])
     );
 }
 
@@ -836,15 +919,6 @@ fn refuses_masks_over_writable_roots() {
         refusal(&plan, &facts),
         BwrapError::MaskContainsMount { .. }
     ));
-}
-
-#[test]
-fn looks_like_file_by_extension() {
-    assert!(looks_like_file(Path::new("/w/AGENTS.md")));
-    assert!(looks_like_file(Path::new("/w/.env.local")));
-    assert!(!looks_like_file(Path::new("/w/.github")));
-    assert!(!looks_like_file(Path::new("/w/policies")));
-    assert!(!looks_like_file(Path::new("/")));
 }
 
 #[test]

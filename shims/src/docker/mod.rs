@@ -47,12 +47,14 @@
 //!   `/proc` (with `/proc/sys` read-only) and `/dev/shm`;
 //! - writable roots (workspace first) and bwrap's pins bound read-write at the same path;
 //! - existing protected paths bound read-only onto themselves; missing ones inside a writable
-//!   root get bwrap's stand-ins: an empty read-only mode-0555 tmpfs (a directory) or an empty
-//!   mode-0000 file bound read-only (a file), at the first missing component, so the command
-//!   cannot create them;
-//! - denied directories: an empty read-only mode-0000 tmpfs; denied files, missing protected
-//!   files and host sockets inside a bind: an empty mode-0000 file ([`mask_file`]) bound
-//!   read-only (unreadable, unwritable, not a socket).
+//!   root get bwrap's placeholders ([`crate::placeholder`]: an inert socket node the launcher
+//!   makes on the host before `docker run`, at the first missing component), bound read-only
+//!   onto themselves the same way, so the command cannot create them and git inside sees what
+//!   it sees outside (runc would otherwise create the mountpoint itself, an empty file or
+//!   directory, which git does not ignore: see [`crate::bwrap`], step 5);
+//! - denied directories: an empty read-only mode-0000 tmpfs; denied files and host sockets
+//!   inside a bind: an empty mode-0000 file ([`mask_file`]) bound read-only (unreadable,
+//!   unwritable, not a socket).
 //!
 //! Docker sorts mounts by depth itself, so a deeper mask always lands on top of the bind it
 //! hides; two mounts at one path keep the later one.
@@ -141,6 +143,9 @@ pub struct DockerArgs {
     /// Host paths where the runtime creates a mountpoint (inside writable roots); remove them
     /// with [`fsfacts::cleanup_created`] after the run.
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the mounts bind: held before `docker run`, released once the container is
+    /// gone (see [`crate::bwrap::BwrapArgs::placeholders`]).
+    pub placeholders: Vec<PathBuf>,
     /// The limits passed to Docker, for the record.
     pub limits: Limits,
 }
@@ -173,6 +178,9 @@ pub enum DockerError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error("cannot measure the filesystem: {0}")]
     Facts(#[from] fsfacts::FsFactsError),
+    #[cfg(target_os = "linux")]
+    #[error("cannot hold the protected paths' placeholders: {0}")]
+    Placeholder(#[from] crate::placeholder::PlaceholderError),
     #[error("cannot prepare the run: {what}: {source}")]
     Setup {
         what: &'static str,
@@ -296,8 +304,8 @@ pub fn argv(
             // existing protected path: only where the host is visible at all.
             Mount::ReadOnly(path) if shows_host(&path) => (path, DockerMount::Bind { rw: false }),
             Mount::ReadOnly(_) => continue,
+            Mount::Placeholder(path) => (path, DockerMount::Bind { rw: false }),
             Mount::DenyDir(path) => (path, DockerMount::Tmpfs0000),
-            Mount::EmptyDir(path) => (path, DockerMount::Tmpfs0555),
             Mount::Null(path) if shows_host(&path) || named.contains(&path) => {
                 (path, DockerMount::MaskFile)
             }
@@ -336,10 +344,6 @@ pub fn argv(
             DockerMount::Tmpfs0000 => args.op(
                 "--tmpfs",
                 format!("{target}:ro,nosuid,nodev,noexec,mode=000"),
-            ),
-            DockerMount::Tmpfs0555 => args.op(
-                "--tmpfs",
-                format!("{target}:ro,nosuid,nodev,noexec,mode=555"),
             ),
         }
     }
@@ -403,6 +407,7 @@ pub fn argv(
         args: args.0,
         env,
         created_mountpoints: filesystem.created_mountpoints,
+        placeholders: filesystem.placeholders,
         limits,
     })
 }
@@ -440,7 +445,6 @@ enum DockerMount {
     MaskFile,
     Tmpfs,
     Tmpfs0000,
-    Tmpfs0555,
 }
 
 /// A path as it may appear in `--mount` and `--tmpfs` values: those split on `,` and `:`.

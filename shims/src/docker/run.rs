@@ -18,7 +18,7 @@ use crate::supervise::Outcome;
 #[cfg(target_os = "linux")]
 use crate::supervise::{self, Launch, LaunchKind, PassFd, SuperviseError};
 #[cfg(target_os = "linux")]
-use crate::{fsfacts, seccomp};
+use crate::{fsfacts, placeholder, seccomp};
 
 /// How the container was removed.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -42,6 +42,9 @@ pub struct DockerOutcome {
     pub limits: Limits,
     /// Mountpoints the runtime created on the host that could not be removed.
     pub mountpoints_left: Vec<PathBuf>,
+    /// Placeholders left in place for a later run to remove: the container's removal was not
+    /// confirmed (its mounts must stay), or they could not be removed.
+    pub placeholders_left: Vec<PathBuf>,
     /// Rules in Palisade's seccomp profile, when one was passed.
     pub seccomp_rules: Option<usize>,
 }
@@ -85,8 +88,13 @@ pub fn run(
         mask.path(),
         plan.syscall_filter.then_some(profile_path.as_str()),
     )?;
+    // Before the container exists: dropped on any failure below, they are released.
+    let placeholders = placeholder::hold(&built.placeholders)?;
     let name = spec.container_name();
-    let reaper = Reaper::start(&spec.cli, &spec.socket, &name).map_err(setup("reaper"))?;
+    // The reaper shares the placeholders' locks: should palisade be killed, they stay held
+    // until it has removed the container, which has them mounted.
+    let inherit = placeholders.inheritable().map_err(setup("reaper"))?;
+    let reaper = Reaper::start(&spec.cli, &spec.socket, &name, inherit).map_err(setup("reaper"))?;
 
     let launch = Launch {
         program: spec.cli.clone(),
@@ -105,9 +113,12 @@ pub fn run(
     let supervised = supervise::run(launch, &budgets, options);
 
     let removal = remove(&spec.socket, &name);
-    if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
+    let placeholders_left = if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
         reaper.dismiss();
-    }
+        placeholders.release().left
+    } else {
+        placeholders.keep()
+    };
     let mountpoints_left = fsfacts::cleanup_created(&built.created_mountpoints);
     drop(mask);
     let outcome = match supervised {
@@ -123,6 +134,7 @@ pub fn run(
         removal,
         limits: built.limits,
         mountpoints_left,
+        placeholders_left,
         seccomp_rules,
     })
 }
@@ -216,7 +228,14 @@ exit 1"#;
 
 #[cfg(target_os = "linux")]
 impl Reaper {
-    fn start(cli: &Path, socket: &Path, name: &str) -> io::Result<Reaper> {
+    /// Starts the reaper, which inherits `inherit` (and so whatever `flock` they hold) for as
+    /// long as it lives.
+    fn start(
+        cli: &Path,
+        socket: &Path,
+        name: &str,
+        inherit: Vec<std::os::fd::OwnedFd>,
+    ) -> io::Result<Reaper> {
         use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
         let (reader, writer) = io::pipe()?;
@@ -238,6 +257,7 @@ impl Reaper {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
+        drop(inherit);
         let status = child.wait()?;
         if !status.success() {
             return Err(io::Error::other(format!("setsid -f exited with {status}")));

@@ -119,6 +119,7 @@ fn facts() -> FsFacts {
         ],
         abstract_sockets: Vec::new(),
         unlocated_sockets: Vec::new(),
+        placeholders: Vec::new(),
     }
 }
 
@@ -146,10 +147,15 @@ fn typical_plan() {
     assert_eq!(
         built.created_mountpoints,
         [
-            PathBuf::from("/home/u/ws/.loopwright"),
-            PathBuf::from("/home/u/ws/AGENTS.md"),
             PathBuf::from("/home/u/ws/.env"),
             PathBuf::from("/home/u/ws/agent.sock"),
+        ]
+    );
+    assert_eq!(
+        built.placeholders,
+        [
+            PathBuf::from("/home/u/ws/.loopwright"),
+            PathBuf::from("/home/u/ws/AGENTS.md"),
         ]
     );
 }

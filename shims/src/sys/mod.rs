@@ -4,8 +4,9 @@
 //! This file holds what every Unix has (process ids, signals, pipes, `poll`, rlimits, the
 //! terminal's foreground, `access`) and the signal handler of the supervisors' self-pipe;
 //! [`linux`] holds the Linux-only calls (prctl, pidfds, `wait4` with `__WALL`, memfds,
-//! namespaces, capabilities, Landlock, seccomp), [`child`] the code that runs in a forked child
-//! before `execve`, and `macos` libproc and `sandbox_check`.
+//! namespaces, capabilities, Landlock, seccomp), `dirat` the calls relative to a held directory
+//! (the workspace placeholders'), [`child`] the code that runs in a forked child before
+//! `execve`, and `macos` libproc and `sandbox_check`.
 //!
 //! A wrapper takes and returns owned or borrowed Rust values where it can; where it takes a raw
 //! descriptor number, passing a wrong one is a logic error (`EBADF`, or acting on another
@@ -24,11 +25,15 @@ use std::time::Duration;
 
 mod child;
 #[cfg(target_os = "linux")]
+mod dirat;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos;
 
 pub(crate) use child::*;
+#[cfg(target_os = "linux")]
+pub(crate) use dirat::*;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::*;
 
