@@ -96,7 +96,7 @@ fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
 }
 
 fn placeholders(plan: &LaunchPlan, facts: &FsFacts) -> Vec<PathBuf> {
-    argv(plan, facts, Some(3)).unwrap().placeholders
+    argv(plan, facts, None).unwrap().placeholders
 }
 
 fn paths(paths: &[&str]) -> Vec<PathBuf> {
