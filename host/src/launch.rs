@@ -195,7 +195,12 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 Err(status) => return Ok(not_executed(status, &plan)),
             }
             let (mut started, signal) = std::io::pipe().map_err(|e| prepare(&e))?;
-            plan.command = exec_signal(&plan.command);
+            // The seccomp stub reports the start itself when it execs the command directly;
+            // with a network bridge in between (or no filter), a shell step does.
+            let stub_signals = plan.syscall_filter && plan.network.bridge().is_none();
+            if !stub_signals {
+                plan.command = exec_signal(&plan.command);
+            }
             let plan = &plan;
             let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
             let mut fds = vec![supervise::PassFd {
@@ -221,6 +226,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 let stub = bwrap::SandboxExec {
                     exe: std::env::current_exe().map_err(|e| prepare(&e))?,
                     reach: profile.reach,
+                    started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
                 };
                 (Some(program.len()), Some(stub), Some(observer))
             } else {

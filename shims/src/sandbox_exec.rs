@@ -10,7 +10,10 @@
 //! launcher reports a setup failure and nothing ran.
 //!
 //! Usage (built by [`bwrap::SandboxExec::prefix`]):
-//! `palisade __sandbox-exec --reach REACH -- PROGRAM ARGS…`.
+//! `palisade __sandbox-exec --reach REACH [--started-fd N] -- PROGRAM ARGS…`. With
+//! `--started-fd`, the stub writes one byte there just before it execs the command, the
+//! launcher's sign that the sandbox was set up and the command started (when a network bridge
+//! runs between the stub and the command, the bridge's own wrapper does that instead).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -30,7 +33,7 @@ pub fn main(args: &[OsString]) -> ! {
         eprintln!("palisade: {SUBCOMMAND_SANDBOX_EXEC}: {message}");
         std::process::exit(status)
     };
-    let (reach, command) = match parse(args) {
+    let (reach, started_fd, command) = match parse(args) {
         Ok(parsed) => parsed,
         Err(message) => fail(EXIT_SETUP_FAILED, message),
     };
@@ -50,6 +53,18 @@ pub fn main(args: &[OsString]) -> ! {
         fail(EXIT_SETUP_FAILED, format!("seccomp: {e}"));
     }
     drop(socket);
+    if let Some(fd) = started_fd {
+        // The launcher's sign that the sandbox is set up and the command starts now.
+        match sys::take_inherited_fd(fd) {
+            Ok(fd) => {
+                let mut started = std::fs::File::from(fd);
+                if let Err(e) = std::io::Write::write_all(&mut started, b"x") {
+                    fail(EXIT_SETUP_FAILED, format!("cannot report the start: {e}"));
+                }
+            }
+            Err(e) => fail(EXIT_SETUP_FAILED, format!("no start descriptor: {e}")),
+        }
+    }
     let Some((program, rest)) = command.split_first() else {
         fail(EXIT_SETUP_FAILED, "no command".to_owned())
     };
@@ -65,16 +80,30 @@ pub fn main(args: &[OsString]) -> ! {
     )
 }
 
-fn parse(args: &[OsString]) -> Result<(crate::plan::Reach, Vec<OsString>), String> {
-    match args {
+type Parsed = (crate::plan::Reach, Option<i32>, Vec<OsString>);
+
+fn parse(args: &[OsString]) -> Result<Parsed, String> {
+    const USAGE: &str = "usage: --reach REACH [--started-fd N] -- PROGRAM ARGS…";
+    let (reach, started, command) = match args {
         [flag, reach, dashes, command @ ..] if flag == "--reach" && dashes == "--" => {
-            let reach = bwrap::reach_from_name(&reach.to_string_lossy())
-                .ok_or_else(|| format!("unknown reach `{}`", reach.display()))?;
-            if command.is_empty() {
-                return Err("no command".to_owned());
-            }
-            Ok((reach, command.to_vec()))
+            (reach, None, command)
         }
-        _ => Err("usage: --reach REACH -- PROGRAM ARGS…".to_owned()),
+        [flag, reach, started_flag, fd, dashes, command @ ..]
+            if flag == "--reach" && started_flag == "--started-fd" && dashes == "--" =>
+        {
+            let fd: i32 = fd
+                .to_str()
+                .and_then(|fd| fd.parse().ok())
+                .filter(|fd| *fd > 2)
+                .ok_or_else(|| format!("bad --started-fd `{}`", fd.display()))?;
+            (reach, Some(fd), command)
+        }
+        _ => return Err(USAGE.to_owned()),
+    };
+    let reach = bwrap::reach_from_name(&reach.to_string_lossy())
+        .ok_or_else(|| format!("unknown reach `{}`", reach.display()))?;
+    if command.is_empty() {
+        return Err("no command".to_owned());
     }
+    Ok((reach, started, command.to_vec()))
 }

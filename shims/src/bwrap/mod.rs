@@ -185,20 +185,28 @@ pub struct SandboxExec {
     pub exe: PathBuf,
     /// The network reach the filter's socket rules enforce.
     pub reach: Reach,
+    /// Where the stub writes one byte just before it execs (the launcher's sign that the
+    /// sandbox was set up and the command started), when nothing else runs between them.
+    pub started_fd: Option<i32>,
 }
 
 impl SandboxExec {
     /// The stub's argv, to which the rest of the command line is appended.
     pub fn prefix(&self) -> Vec<OsString> {
-        [
+        let mut argv: Vec<OsString> = [
             SANDBOX_EXEC_PATH,
             SUBCOMMAND_SANDBOX_EXEC,
             "--reach",
             reach_name(self.reach),
-            "--",
         ]
         .map(OsString::from)
-        .to_vec()
+        .to_vec();
+        if let Some(fd) = self.started_fd {
+            argv.push("--started-fd".into());
+            argv.push(fd.to_string().into());
+        }
+        argv.push("--".into());
+        argv
     }
 }
 

@@ -257,6 +257,7 @@ fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_br
     let stub = SandboxExec {
         exe: "/opt/palisade/bin/palisade".into(),
         reach: network.reach(),
+        started_fd: None,
     };
     let args = strings(&argv(&plan, &base_facts(), Some(&stub)).unwrap().args);
     #[rustfmt::skip]
