@@ -202,6 +202,9 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 fd: signal.into(),
                 target: EXEC_SIGNAL_FD,
             }];
+            // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
+            // bwrap's reaper) and the stub that installs the filter.
+            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
             // The filter is installed by Palisade's stub in the sandbox, observed: the calls
             // it refuses are answered (with the filter's errno) and recorded by this process.
             let (seccomp_rules, stub, observer) = if plan.syscall_filter {
@@ -219,14 +222,15 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     target: bwrap::OBSERVE_FD,
                 });
                 let stub = bwrap::SandboxExec {
-                    exe: std::env::current_exe().map_err(|e| prepare(&e))?,
+                    exe: exe.clone(),
                     reach: profile.reach,
                 };
                 (Some(program.len()), Some(stub), Some(observer))
             } else {
                 (None, None, None)
             };
-            let args = bwrap::argv(plan, &facts, stub.as_ref()).map_err(|e| prepare(&e))?;
+            let args =
+                bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
             // bwrap binds them, so they exist before it starts; a failure below releases them.
             let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
             let launch = supervise::Launch {
@@ -278,6 +282,11 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 "seccompInstructions",
                 serde_json::json!(seccomp_rules),
             );
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
             if !left.is_empty() {
                 set(&mut record, "mountpointsLeft", serde_json::json!(left));
             }
@@ -321,6 +330,11 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 return Err(LaunchError::Setup(error));
             }
             let mut record = outcome_record(&outcome, plan)?;
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
             if let Some(status) = setup.landlock {
                 set(
                     &mut record,

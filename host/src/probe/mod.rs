@@ -46,7 +46,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 3;
+const PROBE_SCHEMA: u32 = 4;
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
@@ -77,7 +77,7 @@ pub struct ProbeOptions {
     pub bwrap_path: Option<PathBuf>,
     /// Use exactly this `docker` CLI instead of searching for it.
     pub docker_cli: Option<PathBuf>,
-    /// The search path for `bwrap` and `docker`; `None` means `$PATH`.
+    /// The search path for `bwrap`, `docker` and `docker-init`; `None` means `$PATH`.
     pub search_path: Option<OsString>,
 }
 
@@ -222,6 +222,24 @@ pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
     )
     .usable()
     .map(Path::to_path_buf)
+}
+
+/// Where Docker keeps `docker-init` when it is not on `PATH` (the daemon's own search list).
+const DOCKER_INIT_FALLBACKS: [&str; 5] = [
+    "/usr/local/libexec/docker/docker-init",
+    "/usr/libexec/docker/docker-init",
+    "/usr/local/lib/docker/docker-init",
+    "/usr/lib/docker/docker-init",
+    "/usr/bin/docker-init",
+];
+
+/// The `docker-init` the docker probe checked (and `palisade run` copies as the container's
+/// PID 1).
+pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = launch_search_path(options);
+    Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS)
+        .usable()
+        .map(Path::to_path_buf)
 }
 
 /// The Docker daemon's unix socket the probe talks to, or why there is none.
@@ -407,6 +425,7 @@ pub(crate) struct Inputs {
     pub docker_image: Option<String>,
     pub docker_image_pin: Option<String>,
     pub docker_egress_bridge: Option<Located>,
+    pub docker_init: Located,
     pub sandbox_exec: Located,
     pub kernel_release: Option<String>,
     pub boot_id: Option<String>,
@@ -448,6 +467,7 @@ impl Inputs {
             docker_image: options.docker_image.clone(),
             docker_image_pin: options.docker_image_pin.clone(),
             docker_egress_bridge: options.docker_egress_bridge.as_deref().map(Located::exact),
+            docker_init: Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS),
             sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),

@@ -38,6 +38,14 @@ pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::unshare(flags) }).map(drop)
 }
 
+/// `prctl(PR_SET_DUMPABLE, on)`. Not dumpable, a process's `/proc/<pid>` entries that need
+/// ptrace access (`mem`, `environ`, `fd`, `maps`, …) and ptrace itself are closed to every
+/// process without `CAP_SYS_PTRACE`, same uid included; `execve` of a readable file resets it.
+pub(crate) fn set_dumpable(on: bool) -> io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
+}
+
 pub(crate) fn child_subreaper() -> io::Result<bool> {
     let mut value: libc::c_int = 0;
     // SAFETY: PR_GET_CHILD_SUBREAPER writes one int to the pointer.
@@ -234,6 +242,16 @@ pub(crate) fn block_all_signals() -> io::Result<libc::sigset_t> {
     }
 }
 
+/// Whether `signal` is pending for the calling thread (sent while blocked, not yet delivered).
+pub(crate) fn signal_pending(signal: i32) -> bool {
+    // SAFETY: the set is initialised by sigemptyset, filled by sigpending, read by sigismember.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signal) == 1
+    }
+}
+
 pub(crate) fn restore_signal_mask(mask: &libc::sigset_t) {
     // SAFETY: `mask` is an initialised signal set (from pthread_sigmask).
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
@@ -349,6 +367,19 @@ pub(crate) fn peer_closed(read: &OwnedFd) -> bool {
     // SAFETY: one valid pollfd, zero timeout.
     let r = unsafe { libc::poll(&mut pfd, 1, 0) };
     r > 0 && pfd.revents & libc::POLLHUP != 0
+}
+
+/// `close_range(first, ~0, 0)`: closes every descriptor from `first` up. The caller holds
+/// none of them as an owned value.
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range only closes descriptors and takes no memory; the caller owns no
+    // `OwnedFd` or `File` for these numbers, so none is closed twice.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Marks every descriptor from `first` up close-on-exec.

@@ -1,5 +1,5 @@
 //! `palisade __sandbox-init`: the sandbox's init for the `linux-landlock` and
-//! `direct-dedicated` mechanisms (bubblewrap is its own init).
+//! `direct-dedicated` mechanisms; [`pid1`] is the PID 1 palisade gives `linux-bwrap` sandboxes.
 //!
 //! The host builds an [`InitSpec`] ([`spec_for`]) and a [`Launch`] ([`launch`]) that runs the
 //! palisade binary with [`SUBCOMMAND`], the spec as JSON on fd [`SPEC_FD`] and a report pipe on
@@ -9,7 +9,10 @@
 //! 2. enters a private PID namespace: `unshare(CLONE_NEWPID)` as root, otherwise
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)` with `/proc/self/uid_map` `<uid> <uid> 1`,
 //!    `setgroups` `deny` and `gid_map` `<gid> <gid> 1` (the process is single-threaded: a fresh
-//!    exec), then re-arms its parent-death signal and checks the supervisor is still there;
+//!    exec), then re-arms its parent-death signal and checks the supervisor is still there.
+//!    Then it marks itself not dumpable (PID 1, forked from it, inherits that): the command,
+//!    same uid or not, can then neither open `/proc/<pid>/mem` or `environ` of either process
+//!    nor trace them;
 //! 3. ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT (the supervisor forwards those to the launched
 //!    process group, which the command is in; init must survive them to pass the status on) and
 //!    forks PID 1 of the new namespace, then waits for it and passes the command's status
@@ -55,6 +58,8 @@ use crate::plan::{LaunchPlan, Mechanism, Network, Reach};
 use crate::seccomp;
 use crate::supervise::{self, Launch, LaunchKind, PassFd};
 use crate::sys::{self, RlimitResource};
+
+pub mod pid1;
 
 /// The hidden subcommand of the `palisade` binary that calls [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-init";
@@ -384,6 +389,9 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     if sys::getppid() != supervisor {
         return Err(InitError::Spec("the supervisor exited".into()));
     }
+    // After the uid map is written (a non-dumpable process's `/proc/self` belongs to root).
+    // PID 1 inherits it; the command child loses it at `execve`.
+    sys::set_dumpable(false).map_err(io_err("PR_SET_DUMPABLE"))?;
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         sys::set_disposition(signal, true);
     }
@@ -430,6 +438,8 @@ fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut
     }
 }
 
+/// The status PID 1 exits with for the command's `status` (it cannot re-raise a signal on
+/// itself): the exit code, or 128 + the signal.
 fn supervise_exit_code(status: i32) -> i32 {
     if libc::WIFSIGNALED(status) {
         128_i32.saturating_add(libc::WTERMSIG(status))
