@@ -763,8 +763,8 @@ fn outbound_cases() -> Vec<Case> {
 }
 
 /// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings; signals, ptrace,
-/// process_vm_readv and `/proc` reads (environment) of host processes (a victim, the
-/// supervisor); ptrace, memory, environment and signals of the sandbox's own PID 1.
+/// process_vm_readv and `/proc` reads (environment, command line) of host processes (a victim,
+/// the supervisor); ptrace, memory, environment and signals of the sandbox's own PID 1.
 #[rustfmt::skip]
 fn ipc_cases() -> Vec<Case> {
     vec![
@@ -835,6 +835,11 @@ fn ipc_cases() -> Vec<Case> {
         case("ipc.read-host-process-environ", plain, CONFINED, |f, e| {
             let (pid, _) = f.victim(&e.attack);
             Ok(plan("proc.environ", opts([("pid", pid.to_string()), ("marker", marker(f))])))
+        }),
+        // World-readable in any /proc that shows the victim: secrets passed as arguments.
+        case("ipc.read-host-process-cmdline", plain, CONFINED, |f, e| {
+            let (pid, _) = f.victim(&e.attack);
+            Ok(plan("proc.cmdline", opts([("pid", pid.to_string()), ("marker", marker(f))])))
         }),
         // The sandbox's own PID 1 (palisade's init, or the container's).
         case("ipc.ptrace-sandbox-init", pid_ns_shell, CONFINED, |f, _| Ok(guarded("proc.ptrace-init", f, Vec::new()))),

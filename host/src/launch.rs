@@ -90,7 +90,7 @@ fn exec_signal(command: &[OsString]) -> Vec<OsString> {
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     match plan.mechanism {
         #[cfg(target_os = "linux")]
-        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct | Mechanism::Docker => {
+        Mechanism::Bwrap | Mechanism::Landlock(_) | Mechanism::Direct | Mechanism::Docker => {
             execute_linux(plan, options)
         }
         #[cfg(target_os = "macos")]
@@ -110,7 +110,7 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
 fn backend_name(mechanism: Mechanism) -> &'static str {
     match mechanism {
         Mechanism::Bwrap => "linux-bwrap",
-        Mechanism::Landlock => "linux-landlock",
+        Mechanism::Landlock(_) => "linux-landlock",
         Mechanism::Direct => "direct-dedicated",
         Mechanism::Seatbelt => "macos-seatbelt",
         Mechanism::Docker => "docker",
@@ -316,7 +316,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             Some(spec) => crate::docker::execute(plan, spec),
             None => Err(LaunchError::Unsupported("docker".into())),
         },
-        Mechanism::Landlock | Mechanism::Direct => {
+        Mechanism::Landlock(_) | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
             let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
@@ -335,6 +335,14 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 "pid1",
                 serde_json::json!({"init": "palisade", "dumpable": false}),
             );
+            // What the sandbox's `/proc` was: init applied the plan's or refused (above).
+            if let Mechanism::Landlock(proc) = plan.mechanism {
+                set(
+                    &mut record,
+                    "proc",
+                    serde_json::to_value(proc).unwrap_or_default(),
+                );
+            }
             if let Some(status) = setup.landlock {
                 set(
                     &mut record,
@@ -466,7 +474,7 @@ fn outcome_record(
     set(
         &mut record,
         "mechanism",
-        serde_json::json!(format!("{:?}", plan.mechanism).to_lowercase()),
+        serde_json::json!(plan.mechanism.name()),
     );
     Ok(record)
 }

@@ -1,6 +1,6 @@
-//! Process attacks: signal, ptrace, read the memory or environment of a process the test
-//! spawned on the host (the victim, or the `palisade` supervisor itself), and signal, ptrace,
-//! open the memory of or read the environment of the sandbox's own PID 1.
+//! Process attacks: signal, ptrace, read the memory, environment or command line of a process
+//! the test spawned on the host (the victim, or the `palisade` supervisor itself), and signal,
+//! ptrace, open the memory of or read the environment of the sandbox's own PID 1.
 //!
 //! Before acting on a pid, an attack checks the namespace guard (it must be outside one of the
 //! host's namespaces) and that the pid's command line carries the test's marker, so a wrong
@@ -138,6 +138,25 @@ pub fn environ(args: &Args) -> Attack {
     Ok(match std::fs::read(&path) {
         Ok(bytes) if String::from_utf8_lossy(&bytes).contains(marker) => {
             Outcome::succeeded(format!("read the victim's secret from `{path}`"))
+        }
+        Ok(bytes) => Outcome::blocked(format!(
+            "`{path}`: {} bytes without the marker",
+            bytes.len()
+        )),
+        Err(error) => Outcome::blocked(io_detail(&format!("read `{path}`"), &error)),
+    })
+}
+
+/// `--pid N --marker M`: read the victim's command line from `/proc/N/cmdline` (read-only). It
+/// is world-readable in any procfs that shows the process (secrets passed as arguments), so only
+/// a `/proc` of the sandbox's own, or a rule denying it, keeps it out.
+pub fn cmdline(args: &Args) -> Attack {
+    let pid: i32 = args.num("pid")?;
+    let marker = args.get("marker")?;
+    let path = format!("/proc/{pid}/cmdline");
+    Ok(match std::fs::read(&path) {
+        Ok(bytes) if String::from_utf8_lossy(&bytes).contains(marker) => {
+            Outcome::succeeded(format!("read the victim's command line from `{path}`"))
         }
         Ok(bytes) => Outcome::blocked(format!(
             "`{path}`: {} bytes without the marker",

@@ -65,6 +65,9 @@ pub enum Command {
     /// Internal: PID 1 of a bubblewrap sandbox, then CMD.
     #[command(name = "__sandbox-pid1", hide = true)]
     SandboxPid1(SandboxPid1Args),
+    /// Internal: the probe's trial of a Landlock sandbox's namespaces and `/proc`.
+    #[command(name = "__sandbox-proc-trial", hide = true)]
+    SandboxProcTrial,
     /// Internal: inside a sandbox with a network bridge, listen on its loopback, exec CMD.
     #[command(name = "__bridge", hide = true)]
     Bridge(BridgeArgs),

@@ -65,9 +65,11 @@ pub fn dispatch(command: args::Command) -> ExitCode {
         Command::SandboxInit => palisade_shims::init::main(),
         #[cfg(target_os = "linux")]
         Command::SandboxPid1(args) => palisade_shims::init::pid1::main(&args.command),
+        #[cfg(target_os = "linux")]
+        Command::SandboxProcTrial => palisade_shims::init::procfs::trial_main(),
         // The PID-namespace inits exist on Linux only; nothing launches them elsewhere.
         #[cfg(not(target_os = "linux"))]
-        Command::SandboxInit | Command::SandboxPid1(_) => {
+        Command::SandboxInit | Command::SandboxPid1(_) | Command::SandboxProcTrial => {
             let _ = std::io::stderr().write_all(b"palisade: sandbox inits need linux\n");
             return Exit::NotLaunched.into();
         }

@@ -79,6 +79,9 @@ pub struct ProbeOptions {
     pub docker_cli: Option<PathBuf>,
     /// The search path for `bwrap`, `docker` and `docker-init`; `None` means `$PATH`.
     pub search_path: Option<OsString>,
+    /// The palisade executable whose `__sandbox-proc-trial` the Landlock probe runs (the one
+    /// that will launch the sandbox); `None` means the running executable.
+    pub palisade_exe: Option<PathBuf>,
 }
 
 impl Default for ProbeOptions {
@@ -94,6 +97,7 @@ impl Default for ProbeOptions {
             bwrap_path: None,
             docker_cli: None,
             search_path: None,
+            palisade_exe: None,
         }
     }
 }
@@ -242,6 +246,14 @@ pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// The palisade executable the Landlock probe trials: the options' one, else the running one.
+fn palisade_exe(options: &ProbeOptions) -> Option<PathBuf> {
+    options
+        .palisade_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+}
+
 /// The Docker daemon's unix socket the probe talks to, or why there is none.
 pub fn docker_socket(options: &ProbeOptions) -> Result<PathBuf, String> {
     match DockerTarget::resolve(options.docker_socket.as_deref()) {
@@ -271,8 +283,9 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         }
     };
 
-    let threaded: [(Backend, ProbeFn); 3] = [
+    let threaded: [(Backend, ProbeFn); 4] = [
         (Backend::LinuxBwrap, bwrap::probe),
+        (Backend::LinuxLandlock, landlock::probe),
         (Backend::Docker, docker::probe),
         (Backend::MacosSeatbelt, seatbelt::probe),
     ];
@@ -296,8 +309,7 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
     }
     drop(sender);
 
-    // Cheap probes run here while the others work.
-    place(landlock::probe(inputs));
+    // The cheap probe runs here while the others work.
     place(direct::probe());
 
     let collect_until = deadline + COLLECT_GRACE;
@@ -414,8 +426,9 @@ pub(crate) fn first_line(bytes: &[u8]) -> String {
 pub(crate) struct Inputs {
     pub schema: u32,
     pub palisade_version: String,
-    /// The running executable: a rebuilt palisade may probe differently.
-    pub palisade_exe: Option<FileIdentity>,
+    /// The palisade executable the Landlock probe trials: a rebuilt palisade may probe
+    /// differently.
+    pub palisade_exe: Option<Located>,
     pub os: String,
     pub arch: String,
     pub timeout_ms: u64,
@@ -445,9 +458,7 @@ impl Inputs {
         Inputs {
             schema: PROBE_SCHEMA,
             palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
-            palisade_exe: std::env::current_exe()
-                .ok()
-                .and_then(|exe| FileIdentity::of(&exe)),
+            palisade_exe: palisade_exe(options).as_deref().map(Located::exact),
             os: std::env::consts::OS.to_owned(),
             arch: std::env::consts::ARCH.to_owned(),
             timeout_ms: u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX),

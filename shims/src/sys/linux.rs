@@ -1,5 +1,6 @@
 //! The Linux-only system calls: prctl, pidfds, `wait4`/`waitid` with `__WALL`, memfds,
-//! `close_range`, namespaces, capabilities, Landlock's ABI query, `O_PATH` opens and seccomp.
+//! `close_range`, namespaces, the sandbox's `/proc` mount, capabilities, Landlock's ABI query,
+//! `O_PATH` opens and seccomp.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -443,6 +444,42 @@ pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
             return Err(err);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mounts (in a mount namespace of the sandbox's own).
+
+/// `mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)`: from now on no mount made in this
+/// namespace propagates back to the one it was copied from (the host's, whose mounts are often
+/// shared), while the host's later mounts still show here.
+pub(crate) fn make_mounts_slave() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated target, null source, type and data.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// `mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)`: a fresh procfs for
+/// the caller's PID namespace over the one inherited.
+pub(crate) fn mount_proc() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated strings, no data.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
 }
 
 // ---------------------------------------------------------------------------------------------
