@@ -370,6 +370,17 @@ fn tiocsti_ns(user: User) -> How {
         How::NotPossible("dev.tty.legacy_tiocsti = 0".into())
     }
 }
+/// Signals from inside a PID namespace reach its init only through handlers it installed (the
+/// kernel drops the rest, SIGKILL and SIGSTOP included), and an init that dies takes the
+/// signalling process with it: outside there is no PID 1 this attack could stop or end and then
+/// report on. Inside, it must find PID 1 running, not stopped.
+fn init_signals(_: User) -> How {
+    How::NotPossible(
+        "the kernel drops signals to a PID namespace's init from inside unless it handles them, \
+         and an init that dies takes the sender with it: there is no outside init to stop"
+            .into(),
+    )
+}
 fn proc1_root(user: User) -> How {
     if user.is_root() {
         How::Unshare(&["-m", "-p", "-f", "--mount-proc"])
@@ -751,8 +762,9 @@ fn outbound_cases() -> Vec<Case> {
     }]
 }
 
-/// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings, signals, ptrace and
-/// process_vm_readv of host processes (a victim, the supervisor) and of the sandbox's PID 1.
+/// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings; signals, ptrace,
+/// process_vm_readv and `/proc` reads (environment, command line) of host processes (a victim,
+/// the supervisor); ptrace, memory, environment and signals of the sandbox's own PID 1.
 #[rustfmt::skip]
 fn ipc_cases() -> Vec<Case> {
     vec![
@@ -824,11 +836,21 @@ fn ipc_cases() -> Vec<Case> {
             let (pid, _) = f.victim(&e.attack);
             Ok(plan("proc.environ", opts([("pid", pid.to_string()), ("marker", marker(f))])))
         }),
-        // The sandbox's own PID 1 (bwrap's init, or palisade's).
+        // World-readable in any /proc that shows the victim: secrets passed as arguments.
+        case("ipc.read-host-process-cmdline", plain, CONFINED, |f, e| {
+            let (pid, _) = f.victim(&e.attack);
+            Ok(plan("proc.cmdline", opts([("pid", pid.to_string()), ("marker", marker(f))])))
+        }),
+        // The sandbox's own PID 1 (palisade's init, or the container's).
         case("ipc.ptrace-sandbox-init", pid_ns_shell, CONFINED, |f, _| Ok(guarded("proc.ptrace-init", f, Vec::new()))),
         case("ipc.process-vm-readv-sandbox-init", pid_ns_shell, CONFINED, |f, _| {
             Ok(guarded("proc.vm-read-init", f, Vec::new()))
         }),
+        case("ipc.open-sandbox-init-mem-rw", pid_ns_shell, CONFINED, |f, _| Ok(guarded("proc.open-init-mem", f, Vec::new()))),
+        case("ipc.read-sandbox-init-environ", pid_ns_shell, CONFINED, |f, _| {
+            Ok(guarded("proc.read-init-environ", f, Vec::new()))
+        }),
+        case("ipc.signal-sandbox-init", init_signals, CONFINED, |f, _| Ok(guarded("proc.signal-init", f, Vec::new()))),
     ]
 }
 

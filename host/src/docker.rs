@@ -561,6 +561,10 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
                 "seccompRules": done.seccomp_rules,
             }),
         );
+        object.insert(
+            "pid1".into(),
+            serde_json::json!({"init": "docker-init", "dumpable": false, "copyOf": spec.init}),
+        );
         // The client's tree is the supervisor's; the container's processes are gone only if
         // the container is.
         let tree_empty = done.outcome.tree_empty && gone;

@@ -90,7 +90,7 @@ fn exec_signal(command: &[OsString]) -> Vec<OsString> {
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     match plan.mechanism {
         #[cfg(target_os = "linux")]
-        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct | Mechanism::Docker => {
+        Mechanism::Bwrap | Mechanism::Landlock(_) | Mechanism::Direct | Mechanism::Docker => {
             execute_linux(plan, options)
         }
         #[cfg(target_os = "macos")]
@@ -110,7 +110,7 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
 fn backend_name(mechanism: Mechanism) -> &'static str {
     match mechanism {
         Mechanism::Bwrap => "linux-bwrap",
-        Mechanism::Landlock => "linux-landlock",
+        Mechanism::Landlock(_) => "linux-landlock",
         Mechanism::Direct => "direct-dedicated",
         Mechanism::Seatbelt => "macos-seatbelt",
         Mechanism::Docker => "docker",
@@ -207,6 +207,9 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 fd: signal.into(),
                 target: EXEC_SIGNAL_FD,
             }];
+            // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
+            // bwrap's reaper) and the stub that installs the filter.
+            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
             // The filter is installed by Palisade's stub in the sandbox, observed: the calls
             // it refuses are answered (with the filter's errno) and recorded by this process.
             let (seccomp_rules, stub, observer) = if plan.syscall_filter {
@@ -224,7 +227,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     target: bwrap::OBSERVE_FD,
                 });
                 let stub = bwrap::SandboxExec {
-                    exe: std::env::current_exe().map_err(|e| prepare(&e))?,
+                    exe: exe.clone(),
                     reach: profile.reach,
                     started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
                 };
@@ -232,7 +235,8 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             } else {
                 (None, None, None)
             };
-            let args = bwrap::argv(plan, &facts, stub.as_ref()).map_err(|e| prepare(&e))?;
+            let args =
+                bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
             // bwrap binds them, so they exist before it starts; a failure below releases them.
             let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
             let launch = supervise::Launch {
@@ -284,6 +288,11 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 "seccompInstructions",
                 serde_json::json!(seccomp_rules),
             );
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
             if !left.is_empty() {
                 set(&mut record, "mountpointsLeft", serde_json::json!(left));
             }
@@ -313,7 +322,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             Some(spec) => crate::docker::execute(plan, spec),
             None => Err(LaunchError::Unsupported("docker".into())),
         },
-        Mechanism::Landlock | Mechanism::Direct => {
+        Mechanism::Landlock(_) | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
             let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
@@ -327,6 +336,19 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 return Err(LaunchError::Setup(error));
             }
             let mut record = outcome_record(&outcome, plan)?;
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
+            // What the sandbox's `/proc` was: init applied the plan's or refused (above).
+            if let Mechanism::Landlock(proc) = plan.mechanism {
+                set(
+                    &mut record,
+                    "proc",
+                    serde_json::to_value(proc).unwrap_or_default(),
+                );
+            }
             if let Some(status) = setup.landlock {
                 set(
                     &mut record,
@@ -458,7 +480,7 @@ fn outcome_record(
     set(
         &mut record,
         "mechanism",
-        serde_json::json!(format!("{:?}", plan.mechanism).to_lowercase()),
+        serde_json::json!(plan.mechanism.name()),
     );
     Ok(record)
 }

@@ -968,3 +968,151 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// A Landlock sandbox's `/proc` is the one its probe stated and the decision records, and
+/// nothing else: the probe's line in the decision's limitations, `proc` in the run's outcome.
+/// Whichever one, a process this test started with a secret in its argv (readable here, from
+/// outside) is out of the command's reach. A decision input claiming the host's `/proc` (which
+/// needs nothing of the host) runs with every process directory denied, the command's own
+/// included, while `/proc`'s other files stay readable; an input that does not say which `/proc`
+/// launches nothing.
+#[test]
+fn landlock_gets_the_proc_its_decision_records() {
+    use palisade_shims::plan::LandlockProc;
+    let env = Env::new();
+    let secret = format!("palisade-argv-secret-{}", std::process::id());
+    let mut victim = Command::new("sh")
+        .args(["-c", "sleep 120; :", &secret])
+        .spawn()
+        .unwrap();
+    let cmdline = format!("/proc/{}/cmdline", victim.id());
+    // Outside, the secret is one read away.
+    // Outside, the secret is one read away (once the victim's exec has set its arguments up:
+    // `spawn` returns as soon as the new image is mapped).
+    let mut outside = String::new();
+    for _ in 0..2000 {
+        outside = text(&std::fs::read(&cmdline).unwrap());
+        if outside.contains(&secret) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(outside.contains(&secret), "{outside:?}");
+    let read_victim = format!("cat {cmdline}; echo \" status=$?\"");
+
+    let taskpack = env.taskpack("linux-landlock", "");
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &read_victim,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains(&secret),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("status=1"),
+        "{}",
+        text(&out.stdout)
+    );
+    let lines = env.audit_lines();
+    let decided: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+    let limitations: Vec<String> = serde_json::from_value(decided["limitations"].clone()).unwrap();
+    let stated = LandlockProc::from_limitations(&limitations).expect("no /proc line");
+    assert_eq!(
+        lines[1]["outcome"]["proc"],
+        serde_json::to_value(stated).unwrap()
+    );
+    assert_eq!(lines[1]["outcome"]["pid1"]["dumpable"], false);
+
+    // A decision input as a controller would record it, claiming the host's `/proc`.
+    let recorded = env.path("decided.jsonl");
+    let out = env.palisade(
+        "decide",
+        &[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--record",
+            recorded.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&recorded).unwrap().trim()).unwrap();
+    let input = line["input"].clone();
+    let with_proc_line = |line: Option<String>| {
+        let mut input = input.clone();
+        for probe in input["probes"].as_array_mut().unwrap() {
+            if probe["backend"] == "linux-landlock" {
+                let kept: Vec<Value> = probe["limitations"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| !l.as_str().unwrap().starts_with("/proc is the "))
+                    .cloned()
+                    .chain(line.clone().map(Value::from))
+                    .collect();
+                probe["limitations"] = Value::from(kept);
+            }
+        }
+        let file = env.path("input.json");
+        std::fs::write(&file, input.to_string()).unwrap();
+        file
+    };
+    let host = with_proc_line(Some(
+        LandlockProc::HostProcessesDenied.limitation("claimed by this test"),
+    ));
+    let audit_host = env.path("audit-host.jsonl");
+    let script = format!(
+        "{read_victim}; cat /proc/self/status >/dev/null; echo \" self=$?\"; \
+         grep -c MemTotal /proc/meminfo"
+    );
+    let out = env.run(&[
+        "--input",
+        host.to_str().unwrap(),
+        "--audit",
+        audit_host.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!stdout.contains(&secret), "{stdout}");
+    assert!(stdout.contains("status=1"), "{stdout}");
+    assert!(stdout.contains("self=1"), "{stdout}");
+    assert!(stdout.ends_with("1\n"), "{stdout}");
+    let host_lines: Vec<Value> = std::fs::read_to_string(&audit_host)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(host_lines[1]["outcome"]["proc"], "host-processes-denied");
+
+    // No line about `/proc`: nothing is launched.
+    let silent = with_proc_line(None);
+    let marker = env.path("ws/ran");
+    let out = env.run(&[
+        "--input",
+        silent.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("which /proc the sandbox gets"), "{stderr}");
+    assert!(!marker.exists(), "nothing may run");
+
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}

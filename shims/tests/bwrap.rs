@@ -140,7 +140,7 @@ fn run(plan: &LaunchPlan) -> Ran {
     loop {
         attempts += 1;
         let facts = measure(plan).unwrap();
-        let built = argv(plan, &facts, None).unwrap();
+        let built = argv(plan, &facts, None, None).unwrap();
         let held = placeholder::hold(&built.placeholders).unwrap();
         let output = Command::new(BWRAP).args(&built.args).output().unwrap();
         let mut kept = cleanup_created(&built.created_mountpoints);
@@ -416,7 +416,7 @@ fn a_protected_symlink_inside_the_workspace_is_refused() {
     plan.protected_paths = vec![fx.ws.join("CLAUDE.md")];
     let facts = measure(&plan).unwrap();
     assert!(matches!(
-        argv(&plan, &facts, None),
+        argv(&plan, &facts, None, None),
         Err(BwrapError::ProtectedSymlink { .. })
     ));
 }
@@ -676,7 +676,7 @@ fn a_socket_that_vanishes_before_launch_fails_closed() {
     let listener = UnixListener::bind(&sock).unwrap();
     let plan = fx.plan(Network::None, sh("echo started"));
     let facts = measure(&plan).unwrap();
-    let built = argv(&plan, &facts, None).unwrap();
+    let built = argv(&plan, &facts, None, None).unwrap();
     drop(listener);
     fs::remove_file(&sock).unwrap();
     // In the read-only root bwrap cannot create the mountpoint: nothing starts.
@@ -695,7 +695,7 @@ fn a_workspace_socket_that_vanishes_leaves_nothing_behind() {
     let listener = UnixListener::bind(&sock).unwrap();
     let plan = fx.plan(Network::None, sh("echo started"));
     let facts = measure(&plan).unwrap();
-    let built = argv(&plan, &facts, None).unwrap();
+    let built = argv(&plan, &facts, None, None).unwrap();
     assert!(built.created_mountpoints.contains(&sock));
     drop(listener);
     fs::remove_file(&sock).unwrap();

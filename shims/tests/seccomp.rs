@@ -28,7 +28,7 @@ use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use palisade_shims::plan::{Mechanism, Reach};
+use palisade_shims::plan::{LandlockProc, Mechanism, Reach};
 use std::os::fd::AsRawFd as _;
 
 use palisade_shims::seccomp::{self, Action, Arch, Instruction, Profile, Program, observe};
@@ -65,11 +65,11 @@ const BWRAP_LOOPBACK: Profile = Profile {
     reach: Reach::OwnLoopback,
 };
 const LANDLOCK_NONE: Profile = Profile {
-    mechanism: Mechanism::Landlock,
+    mechanism: Mechanism::Landlock(LandlockProc::Own),
     reach: Reach::Nothing,
 };
 const LANDLOCK_OUTBOUND: Profile = Profile {
-    mechanism: Mechanism::Landlock,
+    mechanism: Mechanism::Landlock(LandlockProc::Own),
     reach: Reach::Everything,
 };
 const PROFILES: [Profile; 4] = [BWRAP_NONE, BWRAP_LOOPBACK, LANDLOCK_NONE, LANDLOCK_OUTBOUND];

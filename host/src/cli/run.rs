@@ -4,6 +4,7 @@
 
 use palisade_engine::output::PlanNetwork;
 use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
+use palisade_shims::plan::LandlockProc;
 use serde_json::Value;
 
 use crate::audit::{self, RecordContext};
@@ -103,6 +104,16 @@ fn confirm_claims(
         if claim.network_bridge && !here.network_bridge {
             problems.push(format!(
                 "probes[{index}]: `{name}` is claimed to have the network bridge (filtered egress, host loopback ports), which this host's probe does not"
+            ));
+        }
+        // Sharing the host's `/proc` (every process directory denied) needs nothing of the
+        // host; a `/proc` of the sandbox's own does.
+        if claim.backend == Backend::LinuxLandlock
+            && LandlockProc::from_limitations(&claim.limitations) == Some(LandlockProc::Own)
+            && LandlockProc::from_limitations(&here.limitations) != Some(LandlockProc::Own)
+        {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed to give the sandbox a /proc of its own, which this host's probe does not"
             ));
         }
     }
@@ -419,8 +430,15 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
         None => None,
     };
+    // The chosen probe's limitations, which the decision carries (the engine copies them).
+    let limitations = input
+        .probes
+        .iter()
+        .find(|probe| probe.backend == plan.backend)
+        .map_or(&[][..], |probe| probe.limitations.as_slice());
     let (launch_plan, mut environment) = translate::launch_plan(
         plan,
+        limitations,
         translate::HostSide {
             command: args.command.clone(),
             vars: std::env::vars_os(),

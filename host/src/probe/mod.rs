@@ -46,7 +46,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 3;
+const PROBE_SCHEMA: u32 = 4;
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
@@ -77,8 +77,11 @@ pub struct ProbeOptions {
     pub bwrap_path: Option<PathBuf>,
     /// Use exactly this `docker` CLI instead of searching for it.
     pub docker_cli: Option<PathBuf>,
-    /// The search path for `bwrap` and `docker`; `None` means `$PATH`.
+    /// The search path for `bwrap`, `docker` and `docker-init`; `None` means `$PATH`.
     pub search_path: Option<OsString>,
+    /// The palisade executable whose `__sandbox-proc-trial` the Landlock probe runs (the one
+    /// that will launch the sandbox); `None` means the running executable.
+    pub palisade_exe: Option<PathBuf>,
 }
 
 impl Default for ProbeOptions {
@@ -94,6 +97,7 @@ impl Default for ProbeOptions {
             bwrap_path: None,
             docker_cli: None,
             search_path: None,
+            palisade_exe: None,
         }
     }
 }
@@ -224,6 +228,32 @@ pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
     .map(Path::to_path_buf)
 }
 
+/// Where Docker keeps `docker-init` when it is not on `PATH` (the daemon's own search list).
+const DOCKER_INIT_FALLBACKS: [&str; 5] = [
+    "/usr/local/libexec/docker/docker-init",
+    "/usr/libexec/docker/docker-init",
+    "/usr/local/lib/docker/docker-init",
+    "/usr/lib/docker/docker-init",
+    "/usr/bin/docker-init",
+];
+
+/// The `docker-init` the docker probe checked (and `palisade run` copies as the container's
+/// PID 1).
+pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = launch_search_path(options);
+    Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS)
+        .usable()
+        .map(Path::to_path_buf)
+}
+
+/// The palisade executable the Landlock probe trials: the options' one, else the running one.
+fn palisade_exe(options: &ProbeOptions) -> Option<PathBuf> {
+    options
+        .palisade_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+}
+
 /// The Docker daemon's unix socket the probe talks to, or why there is none.
 pub fn docker_socket(options: &ProbeOptions) -> Result<PathBuf, String> {
     match DockerTarget::resolve(options.docker_socket.as_deref()) {
@@ -253,8 +283,9 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         }
     };
 
-    let threaded: [(Backend, ProbeFn); 3] = [
+    let threaded: [(Backend, ProbeFn); 4] = [
         (Backend::LinuxBwrap, bwrap::probe),
+        (Backend::LinuxLandlock, landlock::probe),
         (Backend::Docker, docker::probe),
         (Backend::MacosSeatbelt, seatbelt::probe),
     ];
@@ -278,8 +309,7 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
     }
     drop(sender);
 
-    // Cheap probes run here while the others work.
-    place(landlock::probe(inputs));
+    // The cheap probe runs here while the others work.
     place(direct::probe());
 
     let collect_until = deadline + COLLECT_GRACE;
@@ -396,8 +426,9 @@ pub(crate) fn first_line(bytes: &[u8]) -> String {
 pub(crate) struct Inputs {
     pub schema: u32,
     pub palisade_version: String,
-    /// The running executable: a rebuilt palisade may probe differently.
-    pub palisade_exe: Option<FileIdentity>,
+    /// The palisade executable the Landlock probe trials: a rebuilt palisade may probe
+    /// differently.
+    pub palisade_exe: Option<Located>,
     pub os: String,
     pub arch: String,
     pub timeout_ms: u64,
@@ -407,6 +438,7 @@ pub(crate) struct Inputs {
     pub docker_image: Option<String>,
     pub docker_image_pin: Option<String>,
     pub docker_egress_bridge: Option<Located>,
+    pub docker_init: Located,
     pub sandbox_exec: Located,
     pub kernel_release: Option<String>,
     pub boot_id: Option<String>,
@@ -426,9 +458,7 @@ impl Inputs {
         Inputs {
             schema: PROBE_SCHEMA,
             palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
-            palisade_exe: std::env::current_exe()
-                .ok()
-                .and_then(|exe| FileIdentity::of(&exe)),
+            palisade_exe: palisade_exe(options).as_deref().map(Located::exact),
             os: std::env::consts::OS.to_owned(),
             arch: std::env::consts::ARCH.to_owned(),
             timeout_ms: u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX),
@@ -448,6 +478,7 @@ impl Inputs {
             docker_image: options.docker_image.clone(),
             docker_image_pin: options.docker_image_pin.clone(),
             docker_egress_bridge: options.docker_egress_bridge.as_deref().map(Located::exact),
+            docker_init: Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS),
             sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),

@@ -8,18 +8,22 @@
 //! # The sandbox, flag by flag
 //!
 //! Namespaces and process: `--unshare-user` (an unprivileged user namespace: capabilities only
-//! inside it), `--unshare-pid` (the command sees only its own tree; bwrap is its PID 1 and
-//! reaper), `--unshare-ipc`, `--unshare-uts`, `--unshare-cgroup`, `--unshare-net` unless the
-//! plan allows outbound traffic (`none` and `loopback-only` both get a private network
-//! namespace whose loopback bwrap brings up — it is the sandbox's own, not the host's; it also
-//! hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
+//! inside it), `--unshare-pid` (the command sees only its own tree) with `--as-pid-1` and
+//! palisade's own PID 1 first (`palisade __sandbox-pid1`, `crate::init::pid1`: bwrap's reaper
+//! would run as the command's uid and stay dumpable, its memory writable through `/proc/1/mem`;
+//! palisade's marks itself not dumpable), `--unshare-ipc`, `--unshare-uts`, `--unshare-cgroup`,
+//! `--unshare-net` unless the plan allows outbound traffic (`none` and `loopback-only` both get
+//! a private network namespace whose loopback bwrap brings up — it is the sandbox's own, not the
+//! host's; it also hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
 //! way back to a full capability set), `--die-with-parent`, `--new-session` (no controlling
 //! terminal: no `TIOCSTI` into the caller's tty), `--cap-drop ALL`, `--uid`/`--gid` (the
-//! invoking user's own ids). When the plan asks for syscall filtering, the first program in the
-//! sandbox is Palisade's stub ([`SandboxExec`], [`crate::sandbox_exec`]), bound read-only on the
-//! private `/run`: it installs the filter in its observed form (under `no_new_privs`) and execs
-//! the rest, instead of `--seccomp FD`, which has no listener. The environment is cleared and
-//! set to exactly `plan.env` (bwrap itself adds `PWD`); the working directory is the workspace.
+//! invoking user's own ids). When the plan asks for syscall filtering, the first program PID 1
+//! starts is Palisade's stub ([`SandboxExec`], [`crate::sandbox_exec`]); both run from the
+//! palisade binary bound read-only on the private `/run`: the stub installs the filter in its
+//! observed form (under `no_new_privs`) and execs the rest, instead of `--seccomp FD`, which has
+//! no listener. PID 1 itself runs none of the command's code and is not filtered. The
+//! environment is cleared and set to exactly `plan.env` (bwrap itself adds `PWD`); the working
+//! directory is the workspace.
 //!
 //! Filesystem, in mount order (a later mount covers an earlier one):
 //! 1. `/` read-only (`--ro-bind / /`; `--bind` only for a plan without a read-only root).
@@ -112,8 +116,8 @@ pub const TRIAL_PROGRAM: &str = "/bin/true";
 
 /// Arguments (without the `bwrap` program itself) for a throwaway trial sandbox.
 ///
-/// The trial asks for every namespace and kind of mount the bwrap shim uses — user, PID,
-/// network, IPC, UTS and cgroup namespaces, no nested user namespaces, a read-only root, a
+/// The trial asks for every namespace and kind of mount the bwrap shim uses — user, PID (with
+/// the command as PID 1), network, IPC, UTS and cgroup namespaces, no nested user namespaces, a read-only root, a
 /// fresh `/dev` and `/proc` with `/proc/sys` bound read-only, a mode-0000 tmpfs remounted
 /// read-only, a `/dev/null` file mask — plus a cleared environment, a new session, death with
 /// the parent and no capabilities, and runs [`TRIAL_PROGRAM`]. If it exits 0, this host can
@@ -127,6 +131,7 @@ pub fn trial_argv() -> Vec<String> {
     [
         "--unshare-user",
         "--unshare-pid",
+        "--as-pid-1",
         "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
@@ -170,11 +175,15 @@ pub fn trial_argv() -> Vec<String> {
 /// The hidden subcommand of the `palisade` binary that runs [`crate::sandbox_exec::main`].
 pub const SUBCOMMAND_SANDBOX_EXEC: &str = "__sandbox-exec";
 
+/// The hidden subcommand of the `palisade` binary that runs the sandbox's PID 1
+/// (`crate::init::pid1`).
+pub const SUBCOMMAND_SANDBOX_PID1: &str = "__sandbox-pid1";
+
 /// Where the sandbox-exec stub receives the seccomp observer's socket.
 pub const OBSERVE_FD: i32 = 5;
 
-/// Where the palisade binary appears inside the sandbox to run as the stub: on the private
-/// `/run` tmpfs, read-only.
+/// Where the palisade binary appears inside the sandbox to run as PID 1 and as the stub: on
+/// the private `/run` tmpfs, read-only.
 pub const SANDBOX_EXEC_PATH: &str = "/run/palisade-exec/palisade";
 
 /// The seccomp filter applied by Palisade's own stub ([`crate::sandbox_exec`]) instead of
@@ -253,9 +262,11 @@ pub enum BwrapError {
     #[error("the command is empty")]
     EmptyCommand,
     #[error(
-        "`/run` is not a private directory of this sandbox, so the seccomp stub has nowhere to be bound"
+        "`/run` is not a private directory of this sandbox, so palisade's PID 1 and seccomp stub have nowhere to be bound"
     )]
     SandboxExecNotPrivate,
+    #[error("PID 1 `{}` and the seccomp stub `{}` would be two binaries", .0.display(), .1.display())]
+    TwoExecutables(PathBuf, PathBuf),
     #[error("path `{}` is not absolute", .0.display())]
     RelativePath(PathBuf),
     #[error("path `{}` contains a `..` component", .0.display())]
@@ -442,19 +453,36 @@ pub fn filesystem(
     })
 }
 
-/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and, when the plan
-/// filters syscalls, the stub that installs the filter ([`SandboxExec`]).
+/// Builds the bwrap arguments for `plan`, given the `facts` measured for it; `pid1`, the
+/// palisade binary on the host, to run as the sandbox's PID 1 ([`SUBCOMMAND_SANDBOX_PID1`],
+/// `None`: bwrap's own reaper, dumpable — for tests of the mounts alone); and, when the plan
+/// filters syscalls, the stub that installs the filter ([`SandboxExec`]). Both run from the one
+/// binary bound at [`SANDBOX_EXEC_PATH`].
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
+    pid1: Option<&Path>,
     sandbox_exec: Option<&SandboxExec>,
 ) -> Result<BwrapArgs, BwrapError> {
     let filesystem = filesystem(plan, facts, &[])?;
+    let exe = match (pid1, sandbox_exec) {
+        (Some(pid1), Some(stub)) if pid1 != stub.exe => {
+            return Err(BwrapError::TwoExecutables(
+                pid1.to_path_buf(),
+                stub.exe.clone(),
+            ));
+        }
+        (Some(exe), _) => Some(exe),
+        (None, stub) => stub.map(|stub| stub.exe.as_path()),
+    };
 
     let mut args = Args::default();
     // Namespaces and process state; see the module docs for why each one is there.
     args.flag("--unshare-user");
     args.flag("--unshare-pid");
+    if pid1.is_some() {
+        args.flag("--as-pid-1");
+    }
     args.flag("--unshare-ipc");
     args.flag("--unshare-uts");
     args.flag("--unshare-cgroup");
@@ -488,8 +516,8 @@ pub fn argv(
         }
     }
 
-    // The stub: the palisade binary, read-only on the private `/run`.
-    if let Some(stub) = sandbox_exec {
+    // PID 1 and the stub: the palisade binary, read-only on the private `/run`.
+    if let Some(exe) = exe {
         let target = Path::new(SANDBOX_EXEC_PATH);
         let private = facts
             .private_dirs
@@ -498,14 +526,14 @@ pub fn argv(
         if !private {
             return Err(BwrapError::SandboxExecNotPrivate);
         }
-        no_nul("path", stub.exe.as_os_str())?;
-        if !stub.exe.is_absolute() {
-            return Err(BwrapError::RelativePath(stub.exe.clone()));
+        no_nul("path", exe.as_os_str())?;
+        if !exe.is_absolute() {
+            return Err(BwrapError::RelativePath(exe.to_path_buf()));
         }
         if let Some(parent) = target.parent() {
             args.op("--dir", [parent]);
         }
-        args.op("--ro-bind", [stub.exe.as_path(), target]);
+        args.op("--ro-bind", [exe, target]);
     }
 
     args.op("--chdir", [&filesystem.workspace]);
@@ -514,6 +542,10 @@ pub fn argv(
         args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
     }
     args.flag("--");
+    if pid1.is_some() {
+        args.0
+            .extend([SANDBOX_EXEC_PATH, SUBCOMMAND_SANDBOX_PID1, "--"].map(OsString::from));
+    }
     if let Some(stub) = sandbox_exec {
         args.0.extend(stub.prefix());
     }

@@ -91,12 +91,12 @@ fn strings(args: &[OsString]) -> Vec<String> {
 }
 
 fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
-    let built = argv(plan, facts, None).unwrap();
+    let built = argv(plan, facts, None, None).unwrap();
     (strings(&built.args), built.created_mountpoints)
 }
 
 fn placeholders(plan: &LaunchPlan, facts: &FsFacts) -> Vec<PathBuf> {
-    argv(plan, facts, None).unwrap().placeholders
+    argv(plan, facts, None, None).unwrap().placeholders
 }
 
 fn paths(paths: &[&str]) -> Vec<PathBuf> {
@@ -227,7 +227,7 @@ fn filtered_network_binds_only_into_private_directories() {
     for target in ["/etc/proxy.sock", "/run", "relative.sock"] {
         let plan = base_plan(Network::OwnLoopback(Some(egress(target))));
         assert!(matches!(
-            argv(&plan, &base_facts(), None),
+            argv(&plan, &base_facts(), None, None),
             Err(BwrapError::BridgeBindNotPrivate(_))
         ));
     }
@@ -235,7 +235,7 @@ fn filtered_network_binds_only_into_private_directories() {
     let mut facts = base_facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     assert!(matches!(
-        argv(&plan, &facts, None),
+        argv(&plan, &facts, None, None),
         Err(BwrapError::BridgeBindNotPrivate(_))
     ));
     let mut empty = egress(BRIDGE_SOCKET);
@@ -244,6 +244,7 @@ fn filtered_network_binds_only_into_private_directories() {
         argv(
             &base_plan(Network::OwnLoopback(Some(empty))),
             &base_facts(),
+            None,
             None
         ),
         Err(BwrapError::BridgeNoProgram)
@@ -259,7 +260,7 @@ fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_br
         reach: network.reach(),
         started_fd: None,
     };
-    let args = strings(&argv(&plan, &base_facts(), Some(&stub)).unwrap().args);
+    let args = strings(&argv(&plan, &base_facts(), None, Some(&stub)).unwrap().args);
     #[rustfmt::skip]
     let binds: &[&str] = &[
         "--dir", "/run/palisade-bridge",
@@ -292,7 +293,7 @@ fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_br
     let mut facts = base_facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     assert!(matches!(
-        argv(&base_plan(Network::None), &facts, Some(&stub)),
+        argv(&base_plan(Network::None), &facts, None, Some(&stub)),
         Err(BwrapError::SandboxExecNotPrivate)
     ));
     // The stub's reach names round-trip.
@@ -796,15 +797,77 @@ fn a_real_var_run_directory_gets_its_own_tmpfs() {
 
 #[test]
 fn no_stub_without_a_filter() {
-    let built = argv(&base_plan(Network::None), &base_facts(), None).unwrap();
+    let built = argv(&base_plan(Network::None), &base_facts(), None, None).unwrap();
     let args = strings(&built.args);
     assert!(!args.contains(&"--seccomp".to_owned()));
     assert!(!args.contains(&SANDBOX_EXEC_PATH.to_owned()));
     assert_eq!(args, expected(Network::None, &[BASE, ROOTS, TAIL]));
 }
 
+/// Palisade's PID 1 (`--as-pid-1`) runs first, from the palisade binary bound once on the
+/// private `/run` (the stub's too), and starts the stub, then the bridge, then the command.
+#[test]
+fn palisade_is_pid_1_and_starts_the_stub() {
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
+    let plan = base_plan(network.clone());
+    let exe = Path::new("/opt/palisade/bin/palisade");
+    let stub = SandboxExec {
+        exe: exe.into(),
+        reach: network.reach(),
+    };
+    let args = strings(
+        &argv(&plan, &base_facts(), Some(exe), Some(&stub))
+            .unwrap()
+            .args,
+    );
+    assert_eq!(args[..3], ["--unshare-user", "--unshare-pid", "--as-pid-1"]);
+    let bound = args
+        .windows(3)
+        .filter(|w| w[0] == "--ro-bind" && w[2] == SANDBOX_EXEC_PATH)
+        .count();
+    assert_eq!(bound, 1);
+    let end = args.iter().position(|a| a == "--").unwrap();
+    #[rustfmt::skip]
+    let started: &[&str] = &[
+        SANDBOX_EXEC_PATH, "__sandbox-pid1", "--",
+        SANDBOX_EXEC_PATH, "__sandbox-exec", "--reach", "own-loopback", "--",
+        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
+        "make", "test",
+    ];
+    assert_eq!(args[end + 1..], *started);
+
+    // Alone, PID 1 still gets the binary.
+    let plan = base_plan(Network::None);
+    let args = strings(&argv(&plan, &base_facts(), Some(exe), None).unwrap().args);
+    assert!(
+        args.windows(3)
+            .any(|w| w == ["--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH])
+    );
+    let end = args.iter().position(|a| a == "--").unwrap();
+    assert_eq!(
+        args[end + 1..],
+        [SANDBOX_EXEC_PATH, "__sandbox-pid1", "--", "make", "test"]
+    );
+    // One binary for both, and a private `/run` to put it in.
+    assert!(matches!(
+        argv(
+            &plan,
+            &base_facts(),
+            Some(Path::new("/other/palisade")),
+            Some(&stub)
+        ),
+        Err(BwrapError::TwoExecutables(..))
+    ));
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    assert!(matches!(
+        argv(&plan, &facts, Some(exe), None),
+        Err(BwrapError::SandboxExecNotPrivate)
+    ));
+}
+
 fn refusal(plan: &LaunchPlan, facts: &FsFacts) -> BwrapError {
-    argv(plan, facts, None).unwrap_err()
+    argv(plan, facts, None, None).unwrap_err()
 }
 
 #[test]
@@ -929,6 +992,7 @@ fn trial_argv_is_exact() {
         vec![
             "--unshare-user",
             "--unshare-pid",
+            "--as-pid-1",
             "--unshare-net",
             "--unshare-ipc",
             "--unshare-uts",

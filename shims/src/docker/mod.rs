@@ -8,10 +8,18 @@
 //!
 //! # The container, flag by flag
 //!
-//! - `run --rm --init -i --pull never --entrypoint CMD IMAGE_ID ARGS…`: the pinned image by its
-//!   ID (never a tag, never pulled); the command exactly as given (the image's entrypoint is
-//!   replaced, not wrapped); `docker-init` as PID 1 reaps orphans and forwards signals; stdin is
-//!   passed through as for the other backends.
+//! - `run --rm -i --pull never --entrypoint /run/palisade-init IMAGE_ID -- CMD ARGS…`: the
+//!   pinned image by its ID (never a tag, never pulled); the command exactly as given (the
+//!   image's entrypoint is replaced, not wrapped); stdin is passed through as for the other
+//!   backends. PID 1 is `docker-init` (tini: it reaps orphans and forwards signals), run from
+//!   an *execute-only* copy ([`DockerSpec::init`], mode 0111, bound read-only at
+//!   [`INIT_IN_CONTAINER`]): the kernel makes a process not dumpable when it executes a file it
+//!   cannot read, and the container has no capability to read it anyway. `docker run --init`
+//!   would start the same init from a readable file, dumpable and with the command's uid, so the
+//!   command could open `/proc/1/mem` read-write and rewrite it; not dumpable, its `/proc/1`
+//!   entries that need ptrace access (`mem`, `environ`, `fd`, …) are closed to the command.
+//!   There is no fallback to `--init`: the probe reports the backend unavailable without a
+//!   static `docker-init` it can copy.
 //! - `--name palisade-<run id>` and labels `dev.palisade.run`: the name is how the container
 //!   is removed; a run's container is never looked up by anything the command can influence.
 //! - `--user UID:GID` of the invoking user, `-w WORKSPACE`, `--cap-drop ALL`,
@@ -110,6 +118,9 @@ pub const RUN_LABEL: &str = "dev.palisade.run";
 /// Where the CLI reads the seccomp profile from: the descriptor [`run`] passes it on.
 pub const SECCOMP_FD: i32 = 3;
 
+/// Where the container's execute-only `docker-init` is bound (in the private `/run`).
+pub const INIT_IN_CONTAINER: &str = "/run/palisade-init";
+
 /// What the Docker backend needs besides the plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSpec {
@@ -123,6 +134,9 @@ pub struct DockerSpec {
     pub run_id: String,
     /// Host paths visible read-only in the container, each at its own path.
     pub read_only_binds: Vec<PathBuf>,
+    /// The host's static `docker-init` (checked by the host), run as PID 1 from an
+    /// execute-only copy.
+    pub init: PathBuf,
 }
 
 impl DockerSpec {
@@ -174,6 +188,8 @@ pub enum DockerError {
     PathSyntax(PathBuf),
     #[error("environment variable `{}` would configure the docker client itself", .0.to_string_lossy())]
     ClientEnv(OsString),
+    #[error("`{}` is bound from the host, so the container's init cannot be placed there", .0.display())]
+    InitTarget(PathBuf),
     #[error("cannot build the seccomp profile: {0}")]
     Seccomp(#[from] seccomp::SeccompError),
     #[error("cannot measure the filesystem: {0}")]
@@ -190,13 +206,15 @@ pub enum DockerError {
     Supervise(#[from] SuperviseError),
 }
 
-/// Builds the `docker run` arguments. `seccomp_profile` is the path the CLI reads Palisade's
-/// profile from (`None`: the plan does not filter syscalls; Docker's default profile applies).
+/// Builds the `docker run` arguments. `init` is the host path of the execute-only copy of
+/// `docker-init` to run as PID 1; `seccomp_profile` is the path the CLI reads Palisade's profile
+/// from (`None`: the plan does not filter syscalls; Docker's default profile applies).
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
     spec: &DockerSpec,
     mask_file: &Path,
+    init: &Path,
     seccomp_profile: Option<&str>,
 ) -> Result<DockerArgs, DockerError> {
     // The bridge (forwarded host ports, filtered egress): the container's own network
@@ -227,7 +245,6 @@ pub fn argv(
     let mut args = Args::default();
     args.flag("run");
     args.flag("--rm");
-    args.flag("--init");
     args.flag("-i");
     args.op("--pull", "never");
     args.op("--name", spec.container_name());
@@ -277,6 +294,13 @@ pub fn argv(
         if let Mount::Writable(path) = mount {
             visible.push(path.clone());
         }
+    }
+    // The init's mountpoint is created where it is bound: never in something of the host's.
+    if let Some(host) = visible
+        .iter()
+        .find(|path| Path::new(INIT_IN_CONTAINER).starts_with(path))
+    {
+        return Err(DockerError::InitTarget(host.clone()));
     }
     // Paths the plan itself names get their masks wherever they are (outside every bind they
     // hide the image's path of the same name, which is harmless); host sockets only where the
@@ -361,6 +385,13 @@ pub fn argv(
             );
         }
     }
+    args.op(
+        "--mount",
+        format!(
+            "type=bind,source={},target={INIT_IN_CONTAINER},readonly",
+            mount_path(init)?
+        ),
+    );
     args.op("--workdir", mount_path(&filesystem.workspace)?);
 
     let mut env = Vec::new();
@@ -385,24 +416,17 @@ pub fn argv(
             .into_os_string(),
     ));
 
-    let Some((program, rest)) = plan.command.split_first() else {
+    if plan.command.is_empty() {
         return Err(BwrapError::EmptyCommand.into());
-    };
-    match bridge.and_then(|bridge| bridge.argv.split_first()) {
-        // The bridge listens on the container's loopback, detaches, and execs the command
-        // (looked up in the image's PATH, as Docker's entrypoint would be).
-        Some((bridge, bridge_args)) => {
-            args.op("--entrypoint", bridge.clone());
-            args.flag(&spec.image_id);
-            args.0.extend(bridge_args.iter().cloned());
-            args.0.push(program.clone());
-        }
-        None => {
-            args.op("--entrypoint", program.clone());
-            args.flag(&spec.image_id);
-        }
     }
-    args.0.extend(rest.iter().cloned());
+    // `docker-init -- PROGRAM ARGS…`: the init is the entrypoint, and runs the command behind
+    // the bridge when there is one (it listens on the container's loopback, detaches, and execs
+    // the command, looked up in the image's PATH as Docker's entrypoint would be).
+    args.op("--entrypoint", INIT_IN_CONTAINER);
+    args.flag(&spec.image_id);
+    args.flag("--");
+    let bridge = bridge.map_or(&[][..], |bridge| bridge.argv.as_slice());
+    args.0.extend(bridge.iter().chain(&plan.command).cloned());
     Ok(DockerArgs {
         args: args.0,
         env,

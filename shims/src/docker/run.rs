@@ -63,7 +63,12 @@ pub fn run(
 ) -> Result<DockerOutcome, DockerError> {
     let setup = |what| move |source| DockerError::Setup { what, source };
     let facts = fsfacts::measure(plan)?;
-    let mask = MaskFile::create(&plan.run_temp_dir).map_err(setup("mask file"))?;
+    let mask =
+        BoundFile::create(&plan.run_temp_dir, ".mask", 0o000, &[]).map_err(setup("mask file"))?;
+    // Execute-only: executing a file it cannot read leaves the init not dumpable.
+    let bytes = std::fs::read(&spec.init).map_err(setup("reading docker-init"))?;
+    let init = BoundFile::create(&plan.run_temp_dir, ".init", 0o111, &bytes)
+        .map_err(setup("execute-only docker-init"))?;
     let mut fds = Vec::new();
     let mut seccomp_rules = None;
     let profile_path = format!("/dev/fd/{SECCOMP_FD}");
@@ -86,6 +91,7 @@ pub fn run(
         &facts,
         spec,
         mask.path(),
+        init.path(),
         plan.syscall_filter.then_some(profile_path.as_str()),
     )?;
     // Before the container exists: dropped on any failure below, they are released.
@@ -121,6 +127,7 @@ pub fn run(
     };
     let mountpoints_left = fsfacts::cleanup_created(&built.created_mountpoints);
     drop(mask);
+    drop(init);
     let outcome = match supervised {
         Ok(outcome) => outcome,
         Err(SuperviseError::TreeNotEmpty { remaining, outcome }) => {
@@ -173,26 +180,36 @@ pub fn exists(socket: &Path, name: &str) -> Option<bool> {
 }
 
 #[cfg(target_os = "linux")]
-/// An empty mode-0000 file next to the run's temp dir (in palisade's private per-user
-/// directory, outside every bind): the source of every file mask. Removed on drop.
-struct MaskFile(PathBuf);
+/// A file next to the run's temp dir (in palisade's private per-user directory, outside every
+/// bind) that the container gets bound read-only: the empty mode-0000 source of every file
+/// mask, and the execute-only copy of `docker-init`. Removed on drop.
+struct BoundFile(PathBuf);
 
 #[cfg(target_os = "linux")]
-impl MaskFile {
-    fn create(run_temp_dir: &Path) -> io::Result<MaskFile> {
-        use std::os::unix::fs::OpenOptionsExt;
+impl BoundFile {
+    /// `<run temp dir><suffix>` holding `content`, with `mode` (set after writing).
+    fn create(
+        run_temp_dir: &Path,
+        suffix: &str,
+        mode: u32,
+        content: &[u8],
+    ) -> io::Result<BoundFile> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let mut name = run_temp_dir
             .file_name()
             .map(std::ffi::OsStr::to_os_string)
             .unwrap_or_else(|| OsString::from("run"));
-        name.push(".mask");
+        name.push(suffix);
         let path = run_temp_dir.with_file_name(name);
-        std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o000)
+            .mode(0o200)
             .open(&path)?;
-        Ok(MaskFile(path))
+        let made = BoundFile(path);
+        file.write_all(content)?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        Ok(made)
     }
 
     fn path(&self) -> &Path {
@@ -201,7 +218,7 @@ impl MaskFile {
 }
 
 #[cfg(target_os = "linux")]
-impl Drop for MaskFile {
+impl Drop for BoundFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }

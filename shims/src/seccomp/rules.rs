@@ -432,7 +432,7 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
         reach: profile.reach,
     };
     match profile.mechanism {
-        Mechanism::Landlock => {
+        Mechanism::Landlock(_) => {
             rules.push(SOCKET_NO_UNIX);
             match profile.reach {
                 Reach::Nothing => rules.push(SOCKET_NONE),

@@ -1,5 +1,6 @@
 //! The Linux-only system calls: prctl, pidfds, `wait4`/`waitid` with `__WALL`, memfds,
-//! `close_range`, namespaces, capabilities, Landlock's ABI query, `O_PATH` opens and seccomp.
+//! `close_range`, namespaces, the sandbox's `/proc` mount, capabilities, Landlock's ABI query,
+//! `O_PATH` opens and seccomp.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -36,6 +37,14 @@ pub(crate) fn exit_now(code: i32) -> ! {
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: unshare takes flags only.
     check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `prctl(PR_SET_DUMPABLE, on)`. Not dumpable, a process's `/proc/<pid>` entries that need
+/// ptrace access (`mem`, `environ`, `fd`, `maps`, …) and ptrace itself are closed to every
+/// process without `CAP_SYS_PTRACE`, same uid included; `execve` of a readable file resets it.
+pub(crate) fn set_dumpable(on: bool) -> io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
 }
 
 pub(crate) fn child_subreaper() -> io::Result<bool> {
@@ -234,6 +243,16 @@ pub(crate) fn block_all_signals() -> io::Result<libc::sigset_t> {
     }
 }
 
+/// Whether `signal` is pending for the calling thread (sent while blocked, not yet delivered).
+pub(crate) fn signal_pending(signal: i32) -> bool {
+    // SAFETY: the set is initialised by sigemptyset, filled by sigpending, read by sigismember.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signal) == 1
+    }
+}
+
 pub(crate) fn restore_signal_mask(mask: &libc::sigset_t) {
     // SAFETY: `mask` is an initialised signal set (from pthread_sigmask).
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
@@ -351,6 +370,19 @@ pub(crate) fn peer_closed(read: &OwnedFd) -> bool {
     r > 0 && pfd.revents & libc::POLLHUP != 0
 }
 
+/// `close_range(first, ~0, 0)`: closes every descriptor from `first` up. The caller holds
+/// none of them as an owned value.
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range only closes descriptors and takes no memory; the caller owns no
+    // `OwnedFd` or `File` for these numbers, so none is closed twice.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Marks every descriptor from `first` up close-on-exec.
 pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOEXEC only changes descriptor flags.
@@ -412,6 +444,42 @@ pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
             return Err(err);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mounts (in a mount namespace of the sandbox's own).
+
+/// `mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)`: from now on no mount made in this
+/// namespace propagates back to the one it was copied from (the host's, whose mounts are often
+/// shared), while the host's later mounts still show here.
+pub(crate) fn make_mounts_slave() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated target, null source, type and data.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// `mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)`: a fresh procfs for
+/// the caller's PID namespace over the one inherited.
+pub(crate) fn mount_proc() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated strings, no data.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 //! `palisade __sandbox-init`: the sandbox's init for the `linux-landlock` and
-//! `direct-dedicated` mechanisms (bubblewrap is its own init).
+//! `direct-dedicated` mechanisms; [`pid1`] is the PID 1 palisade gives `linux-bwrap` sandboxes,
+//! and [`procfs`] the `/proc` of a Landlock sandbox.
 //!
 //! The host builds an [`InitSpec`] ([`spec_for`]) and a [`Launch`] ([`launch`]) that runs the
 //! palisade binary with [`SUBCOMMAND`], the spec as JSON on fd [`SPEC_FD`] and a report pipe on
@@ -9,14 +10,20 @@
 //! 2. enters a private PID namespace: `unshare(CLONE_NEWPID)` as root, otherwise
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)` with `/proc/self/uid_map` `<uid> <uid> 1`,
 //!    `setgroups` `deny` and `gid_map` `<gid> <gid> 1` (the process is single-threaded: a fresh
-//!    exec), then re-arms its parent-death signal and checks the supervisor is still there;
+//!    exec), then, for a Landlock sandbox with a `/proc` of its own ([`LandlockProc::Own`]),
+//!    unshares a mount namespace for it ([`procfs`]), re-arms its parent-death signal and
+//!    checks the supervisor is still there. Then it marks itself not dumpable (PID 1, forked
+//!    from it, inherits that): the command, same uid or not, can then neither open
+//!    `/proc/<pid>/mem` or `environ` of either process nor trace them;
 //! 3. ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT (the supervisor forwards those to the launched
 //!    process group, which the command is in; init must survive them to pass the status on) and
 //!    forks PID 1 of the new namespace, then waits for it and passes the command's status
 //!    through: an exit code as the same exit code, a signal by re-raising it on itself (with
 //!    core dumps off), so the supervisor sees exactly what the command did;
 //! 4. PID 1 sets `PR_SET_PDEATHSIG(SIGKILL)` and checks (through a pipe whose write end only the
-//!    outer process holds) that its parent did not die before that, forks the command child,
+//!    outer process holds) that its parent did not die before that, mounts the sandbox's own
+//!    procfs on `/proc` when the spec says so (failing closed if it cannot: the plan, and so
+//!    the decision, said which `/proc` the sandbox gets), forks the command child,
 //!    reaps every process of the namespace, and when the command child exits reports its raw
 //!    status through a pipe and exits — the kernel then SIGKILLs whatever is left in the
 //!    namespace. A SIGKILLed supervisor kills the outer process (parent-death signal set by the
@@ -33,12 +40,14 @@
 //!   CI steps legitimately use `sudo`, and `no_new_privs` would break setuid programs without
 //!   being a boundary the backend claims. (As non-root the user namespace already stops setuid
 //!   binaries from gaining privileges: their owner is not mapped.)
-//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets `no_new_privs`,
-//!   fails closed unless fully enforced), then [`crate::seccomp::install`], then `execve`.
+//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets
+//!   `no_new_privs`, fails closed unless fully enforced; its ruleset was computed for the
+//!   sandbox's `/proc`), then [`crate::seccomp::install`], then `execve`.
 //!
 //! Any setup failure before `execve` writes `error: <message>` to the report pipe and one line
 //! to stderr, and exits 125; the host reads the report after the run ([`InitReport::collect`])
-//! and so can tell "palisade refused" from "the command exited 125".
+//! and so can tell "palisade refused" from "the command exited 125". The report also says what
+//! Landlock enforced.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -51,10 +60,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::landlock::{self, ListingFacts, RulesetPlan};
 use crate::path;
-use crate::plan::{LaunchPlan, Mechanism, Network, Reach};
+use crate::plan::{LandlockProc, LaunchPlan, Mechanism, Network, Reach};
 use crate::seccomp;
 use crate::supervise::{self, Launch, LaunchKind, PassFd};
 use crate::sys::{self, RlimitResource};
+
+pub mod pid1;
+pub mod procfs;
 
 /// The hidden subcommand of the `palisade` binary that calls [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-init";
@@ -109,6 +121,8 @@ pub enum Confinement {
     /// seccomp filter for the Landlock mechanism and this network reach.
     Landlock {
         ruleset: RulesetPlan,
+        /// The `/proc` the sandbox gets, which `ruleset` was computed for ([`procfs`]).
+        proc: LandlockProc,
         seccomp: Option<Reach>,
     },
 }
@@ -167,6 +181,10 @@ pub enum InitError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error("invalid init spec: {0}")]
     Spec(String),
+    #[error(
+        "no /proc of the sandbox's own, though this host's probe found one (`palisade doctor` probes afresh): {0}"
+    )]
+    OwnProc(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
@@ -194,7 +212,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
             return Err(InitError::DirectNetwork);
         }
         Mechanism::Direct => Confinement::None,
-        Mechanism::Landlock => {
+        Mechanism::Landlock(proc) => {
             let measured;
             let facts = match facts {
                 Some(f) => f,
@@ -205,6 +223,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
             };
             Confinement::Landlock {
                 ruleset: landlock::ruleset_plan(plan, facts)?,
+                proc,
                 // Always: the filter is half of this mechanism (non-TCP sockets, io_uring,
                 // keyrings, namespaces, setuid bits, TIOCSTI), whether or not the policy asked
                 // for `syscallFiltering` (which the Landlock probe does not claim).
@@ -242,11 +261,12 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
     let observer = match &spec.confinement {
         Confinement::Landlock {
             seccomp: Some(reach),
+            proc,
             ..
         } => {
             let (ours, theirs) = seccomp::observe::channel().map_err(io_err("observer socket"))?;
             let profile = seccomp::Profile {
-                mechanism: Mechanism::Landlock,
+                mechanism: Mechanism::Landlock(*proc),
                 reach: *reach,
             };
             let observer =
@@ -371,19 +391,21 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
         report.0 = Some(File::from(take_fd(fd)?));
     }
     let prepared = Prepared::new(&spec)?;
-    // A confined command also gets its own System V IPC and host name: with no mount or network
-    // namespace these are the host's otherwise (shared memory segments, message queues).
-    let extra = if prepared.landlock.is_some() {
-        libc::CLONE_NEWIPC | libc::CLONE_NEWUTS
-    } else {
-        0
-    };
-    enter_pid_namespace(extra)?;
+    let landlock = prepared.landlock.is_some();
+    enter_pid_namespace(if landlock { LANDLOCK_NAMESPACES } else { 0 })?;
+    // The `/proc` the probe found and the decision records, or nothing: never the other one.
+    let own_proc = prepared.proc == Some(LandlockProc::Own);
+    if own_proc {
+        procfs::private_mount_namespace().map_err(InitError::OwnProc)?;
+    }
     // Creating a user namespace changes credentials, which may clear the parent-death signal.
     sys::set_parent_death_signal(libc::SIGKILL).map_err(io_err("PR_SET_PDEATHSIG"))?;
     if sys::getppid() != supervisor {
         return Err(InitError::Spec("the supervisor exited".into()));
     }
+    // After the uid map is written (a non-dumpable process's `/proc/self` belongs to root).
+    // PID 1 inherits it; the command child loses it at `execve`.
+    sys::set_dumpable(false).map_err(io_err("PR_SET_DUMPABLE"))?;
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         sys::set_disposition(signal, true);
     }
@@ -413,6 +435,12 @@ fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::peer_closed(alive) {
         sys::exit_now(EXIT_SETUP_FAILED);
     }
+    // The first process of the PID namespace mounts its procfs (see `procfs`).
+    if prepared.proc == Some(LandlockProc::Own)
+        && let Err(e) = procfs::mount_private_proc()
+    {
+        report.fail(&InitError::OwnProc(e).to_string());
+    }
     let command = match sys::fork() {
         Ok(0) => command_child(prepared, report),
         Ok(pid) => pid,
@@ -430,6 +458,8 @@ fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut
     }
 }
 
+/// The status PID 1 exits with for the command's `status` (it cannot re-raise a signal on
+/// itself): the exit code, or 128 + the signal.
 fn supervise_exit_code(status: i32) -> i32 {
     if libc::WIFSIGNALED(status) {
         128_i32.saturating_add(libc::WTERMSIG(status))
@@ -505,6 +535,8 @@ struct Prepared {
     cwd: CString,
     rlimits: Vec<(RlimitResource, u64, u64)>,
     landlock: Option<RulesetPlan>,
+    /// A Landlock sandbox's `/proc`.
+    proc: Option<LandlockProc>,
     seccomp: Option<seccomp::Program>,
     observe_fd: Option<RawFd>,
 }
@@ -546,13 +578,17 @@ impl Prepared {
                 .map(|full| cstring(full.as_os_str().as_bytes(), "command path"))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        let (landlock, seccomp) = match &spec.confinement {
-            Confinement::None => (None, None),
-            Confinement::Landlock { ruleset, seccomp } => {
+        let (landlock, proc, seccomp) = match &spec.confinement {
+            Confinement::None => (None, None, None),
+            Confinement::Landlock {
+                ruleset,
+                proc,
+                seccomp,
+            } => {
                 let program = seccomp
                     .map(|reach| {
                         seccomp::build(&seccomp::Profile {
-                            mechanism: Mechanism::Landlock,
+                            mechanism: Mechanism::Landlock(*proc),
                             reach,
                         })
                     })
@@ -564,7 +600,7 @@ impl Prepared {
                             program
                         }
                     });
-                (Some(ruleset.clone()), program)
+                (Some(ruleset.clone()), Some(*proc), program)
             }
         };
         Ok(Prepared {
@@ -579,6 +615,7 @@ impl Prepared {
                 .map(|r| (r.resource.raw(), r.soft, r.hard))
                 .collect(),
             landlock,
+            proc,
             seccomp,
             observe_fd: spec.observe_fd,
         })
@@ -643,6 +680,11 @@ fn take_fd(fd: RawFd) -> Result<OwnedFd, InitError> {
         source,
     })
 }
+
+/// The namespaces a Landlock sandbox gets besides the PID (and user) namespace: its own System V
+/// IPC and host name, which without a mount or network namespace would be the host's (shared
+/// memory segments, message queues).
+const LANDLOCK_NAMESPACES: libc::c_int = libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 
 /// `unshare(CLONE_NEWPID | extra)` as root; otherwise, or when that is refused, a user
 /// namespace mapping only the caller's uid and gid as well.
