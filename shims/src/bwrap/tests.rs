@@ -814,6 +814,7 @@ fn palisade_is_pid_1_and_starts_the_stub() {
     let stub = SandboxExec {
         exe: exe.into(),
         reach: network.reach(),
+        started_fd: None,
     };
     let args = strings(
         &argv(&plan, &base_facts(), Some(exe), Some(&stub))
