@@ -1116,3 +1116,36 @@ fn landlock_gets_the_proc_its_decision_records() {
     victim.kill().unwrap();
     victim.wait().unwrap();
 }
+
+/// `clone3` and `openat2` get ENOSYS only so that libc falls back to calls the filter can read:
+/// a program that starts threads is not told the sandbox refused anything.
+#[test]
+fn starting_threads_is_not_a_denial() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            "import threading\nts = [threading.Thread(target=print) for _ in range(4)]\n[t.start() for t in ts]\n[t.join() for t in ts]",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("refused"),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(env.audit_lines()[1]["outcome"]["denials"]["total"], 0);
+    }
+}

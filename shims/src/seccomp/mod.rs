@@ -208,8 +208,9 @@ pub struct Program {
 const RET_USER_NOTIF: u32 = 0x7FC0_0000;
 
 impl Program {
-    /// The same program, except that every call it fails with an errno is handed to a listener
-    /// instead ([`observe`]), which answers with exactly that errno and records the call.
+    /// The same program, except that every call it fails with an errno other than `ENOSYS` is
+    /// handed to a listener instead ([`observe`]), which answers with exactly that errno and
+    /// records the call. (`ENOSYS` only steers libc to a syscall the filter can read.)
     /// Which calls are stopped is still the kernel's decision, by this very program; the
     /// listener can only choose the error (it has no way to let a call run), and if it is
     /// gone the kernel fails the call with `ENOSYS`. Calls the program kills or allows are
@@ -220,10 +221,17 @@ impl Program {
             .instructions
             .iter()
             .map(|insn| match Action::from_ret(insn.k) {
-                Some(Action::Errno(_)) if insn.code == bpf::RET_K => Instruction {
-                    k: RET_USER_NOTIF,
-                    ..*insn
-                },
+                // ENOSYS is a steer, not a denial: `clone3` and `openat2` get it so that libc
+                // falls back to `clone` and `openat`, whose arguments the filter can read.
+                // Every thread start would otherwise be reported as a refusal.
+                Some(Action::Errno(errno))
+                    if insn.code == bpf::RET_K && Action::Errno(errno) != Action::ENOSYS =>
+                {
+                    Instruction {
+                        k: RET_USER_NOTIF,
+                        ..*insn
+                    }
+                }
                 _ => *insn,
             })
             .collect();
