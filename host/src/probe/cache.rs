@@ -169,16 +169,7 @@ pub(crate) fn lock_probing(dir: &Path, euid: u32) -> Option<File> {
     if untrusted(&meta, euid, true).is_some() {
         return None;
     }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir.join("probe.lock"))
-        .ok()?;
-    file.lock().ok()?;
-    Some(file)
+    crate::lock::exclusive(&dir.join("probe.lock"))
 }
 
 fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {

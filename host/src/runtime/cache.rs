@@ -117,17 +117,7 @@ pub(super) fn load_component(
 /// An exclusive lock on `dir/compile.lock` (`dir` is private and ours by now), or `None` when it
 /// cannot be had: compiling then goes ahead unlocked (the lock only spares duplicate work).
 fn lock_compiling(dir: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir.join("compile.lock"))
-        .ok()?;
-    file.lock().ok()?;
-    Some(file)
+    crate::lock::exclusive(&dir.join("compile.lock"))
 }
 
 fn compile(engine: &Engine, bytes: &[u8], sha256: &str) -> Result<Component, RuntimeError> {

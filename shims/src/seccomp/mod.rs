@@ -395,25 +395,29 @@ pub fn rules_for(arch: Arch, profile: &Profile) -> Result<Vec<RuleDescription>, 
     }
     for rule in rule_set(profile)? {
         if let Some(number) = rule.syscall.number(arch) {
-            let condition = if rule.tests.is_empty() {
-                "always".to_owned()
-            } else {
-                rule.tests
-                    .iter()
-                    .map(Test::describe)
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            };
             out.push(RuleDescription {
                 syscall: rule.syscall.name,
                 number: Some(number),
-                condition,
+                condition: condition(&rule),
                 action: rule.action,
                 closes: rule.closes,
             });
         }
     }
     Ok(out)
+}
+
+/// A rule's condition in words: `always`, or its tests joined by `and`.
+fn condition(rule: &rules::Rule) -> String {
+    if rule.tests.is_empty() {
+        "always".to_owned()
+    } else {
+        rule.tests
+            .iter()
+            .map(Test::describe)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
 }
 
 /// What the filter for `profile` does with one call, and which rule says so: the first rule of
@@ -450,15 +454,7 @@ pub fn judge(arch: Arch, profile: &Profile, nr: i32, args: &[u64; 6]) -> Option<
     Some(Judgement {
         syscall: rule.syscall.name,
         action: rule.action,
-        condition: if rule.tests.is_empty() {
-            "always".to_owned()
-        } else {
-            rule.tests
-                .iter()
-                .map(Test::describe)
-                .collect::<Vec<_>>()
-                .join(" and ")
-        },
+        condition: condition(rule),
         closes: rule.closes,
         socket_family,
         network_rule: index >= base,
@@ -476,6 +472,15 @@ pub fn judge(arch: Arch, profile: &Profile, nr: i32, args: &[u64; 6]) -> Option<
 /// kernel's error from `prctl` or `seccomp`.
 #[cfg(target_os = "linux")]
 pub fn install(program: &Program) -> Result<(), SeccompError> {
+    check_installable(program)?;
+    crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
+    crate::sys::seccomp_set_mode_filter(&program.instructions)
+        .map_err(|source| SeccompError::Install { source })
+}
+
+/// The program is for this architecture and within the kernel's length. Allocates nothing.
+#[cfg(target_os = "linux")]
+fn check_installable(program: &Program) -> Result<(), SeccompError> {
     let native = Arch::native()?;
     if program.arch != native {
         return Err(SeccompError::ArchMismatch {
@@ -487,9 +492,7 @@ pub fn install(program: &Program) -> Result<(), SeccompError> {
     if len > MAX_INSTRUCTIONS {
         return Err(SeccompError::TooLong { len });
     }
-    crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
-    crate::sys::seccomp_set_mode_filter(&program.instructions)
-        .map_err(|source| SeccompError::Install { source })
+    Ok(())
 }
 
 /// Installs an [`observed`](Program::observed) program like [`install`] and sends its listener
@@ -508,18 +511,7 @@ pub fn install_observed(
     if !program.observed {
         return Err(SeccompError::NotObserved);
     }
-    let native = Arch::native()?;
-    if program.arch != native {
-        return Err(SeccompError::ArchMismatch {
-            program: program.arch.name(),
-            native: native.name(),
-        });
-    }
-    if program.instructions.len() > MAX_INSTRUCTIONS {
-        return Err(SeccompError::TooLong {
-            len: program.instructions.len(),
-        });
-    }
+    check_installable(program)?;
     crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
     let listener = crate::sys::seccomp_set_mode_filter_listener(&program.instructions)
         .map_err(|source| SeccompError::Install { source })?;
