@@ -46,7 +46,18 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         }
     };
 
-    let outcome = command::run(path, &trial_argv(), deadline);
+    // bwrap binds `/` read-only recursively, remounting every submount; a mount that another
+    // program (a container runtime, an automounter) adds or removes meanwhile fails the trial
+    // with a remount error that says nothing about this host's abilities. Try again, a little.
+    let mut outcome = command::run(path, &trial_argv(), deadline);
+    for _ in 0..2 {
+        match &outcome {
+            Ok(done) if !done.status.success() && is_mount_race(&done.stderr) => {
+                outcome = command::run(path, &trial_argv(), deadline);
+            }
+            _ => break,
+        }
+    }
     let mut probe = match outcome {
         Ok(done) if done.status.success() => available(),
         Ok(done) => {
@@ -89,6 +100,15 @@ fn available() -> BackendProbe {
         limitations: Vec::new(),
     }
 }
+
+/// Whether bwrap's message is a remount of a submount that changed under it (transient).
+pub(crate) fn is_mount_race(stderr: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(stderr);
+    text.contains(MOUNT_RACE)
+}
+
+/// The part of bwrap's message for a submount that changed while it remounted `/`.
+pub(crate) const MOUNT_RACE: &str = "Unable to apply mount flags";
 
 /// `bubblewrap 0.8.0` from `bwrap --version`; anything else is not a version we recognise.
 fn parse_version(stdout: &[u8]) -> Option<String> {
@@ -223,5 +243,14 @@ mod tests {
             reason,
             "trial failed: Can't mount proc on /newroot/proc: Device or resource busy"
         );
+    }
+
+    #[test]
+    fn a_submount_that_changed_during_the_trial_is_a_race_not_a_verdict() {
+        let race = b"bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount \"/newroot/var/lib/docker/overlay2/x/merged\": No such file or directory\n";
+        assert!(is_mount_race(race));
+        assert!(!is_mount_race(
+            b"bwrap: setting up uid map: Permission denied\n"
+        ));
     }
 }

@@ -175,7 +175,10 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
 
     // A probe that ran out of time says something about this moment's load, not about the
     // host: caching it would keep a working backend unavailable until the next `doctor`.
-    let transient = probes.iter().any(|probe| probe.reason.contains(TIMED_OUT));
+    // Likewise a bwrap trial that lost a race with another program's mounts.
+    let transient = probes
+        .iter()
+        .any(|probe| probe.reason.contains(TIMED_OUT) || probe.reason.contains(bwrap::MOUNT_RACE));
     if let Some(dir) = &options.cache_dir
         && !transient
         && let Err(err) = cache::store(dir, &inputs, &probes)
