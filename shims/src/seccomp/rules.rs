@@ -374,7 +374,8 @@ pub(super) const SOCKET_NO_UNIX: Rule = deny_if(
         mask: u32::MAX,
         values: &[AF_UNIX],
     }],
-    "host pathname and abstract Unix sockets (no mount or network namespace to hide them)",
+    "host pathname and abstract Unix sockets (no mount or network namespace to hide them); \
+     glibc's user, group and host lookups try nscd this way first, then read /etc themselves",
 );
 
 /// [`Reach::Nothing`] under a network namespace (bwrap, docker): the namespace already has no
