@@ -486,10 +486,20 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use proptest::prelude::*;
+    use proptest::test_runner::FileFailurePersistence;
 
     use super::*;
 
     proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            // Failures are saved next to this file (`http.proptest-regressions`) and committed.
+            failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+                "proptest-regressions",
+            ))),
+            ..ProptestConfig::default()
+        })]
+
         // Client bytes never panic the parser, and a parsed head always names a host and port.
         #[test]
         fn arbitrary_heads_parse_or_refuse(
