@@ -10,6 +10,7 @@
 
 use std::io::BufRead;
 
+use palisade_engine::reader::one_line;
 use serde::{Deserialize, Serialize};
 
 /// The version of the audit record format.
@@ -154,7 +155,9 @@ pub fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Vec<(
     Ok(lines)
 }
 
-/// Parses one audit file line: a run outcome, or a decision record (or why it is not one).
+/// Parses one audit file line: a run outcome, or a decision record (or why it is not one, in
+/// one line: the parser's messages quote the text, and a line break there would let an audit
+/// file forge lines of `palisade replay`'s report).
 pub fn parse_line(line: &str) -> AuditLine {
     let is_outcome = serde_json::from_str::<serde_json::Value>(line)
         .ok()
@@ -167,7 +170,9 @@ pub fn parse_line(line: &str) -> AuditLine {
     if is_outcome {
         match serde_json::from_str::<OutcomeRecord>(line) {
             Ok(outcome) => AuditLine::Outcome(outcome),
-            Err(e) => AuditLine::Decision(Box::new(Err(format!("malformed run outcome: {e}")))),
+            Err(e) => AuditLine::Decision(Box::new(Err(one_line(&format!(
+                "malformed run outcome: {e}"
+            ))))),
         }
     } else {
         AuditLine::Decision(Box::new(parse_record(line)))
@@ -176,5 +181,5 @@ pub fn parse_line(line: &str) -> AuditLine {
 
 /// Parses one decision record.
 pub fn parse_record(text: &str) -> RecordLine {
-    serde_json::from_str::<AuditRecord>(text).map_err(|e| e.to_string())
+    serde_json::from_str::<AuditRecord>(text).map_err(|e| one_line(&e.to_string()))
 }

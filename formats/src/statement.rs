@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use palisade_engine::reader::{one_line, quote};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -92,22 +93,22 @@ pub struct Statement {
     pub predicate: Box<RawValue>,
 }
 
-/// Reads one statement line and checks its shape: a statement of [`PREDICATE_TYPE`] with
+/// Reads one statement line and checks its shape (why not, in one line): a statement of [`PREDICATE_TYPE`] with
 /// exactly one subject, named [`SUBJECT_NAME`], whose only digest is `sha256`. Whether that
 /// digest is the recorded output's, and whether the record replays, the caller checks.
 pub fn parse(text: &str) -> Result<Statement, String> {
-    let statement: StatementIn =
-        serde_json::from_str(text).map_err(|e| format!("not an in-toto statement: {e}"))?;
+    let statement: StatementIn = serde_json::from_str(text)
+        .map_err(|e| one_line(&format!("not an in-toto statement: {e}")))?;
     if statement.statement_type != IN_TOTO_STATEMENT_TYPE {
         return Err(format!(
-            "statement `_type` is `{}`, expected `{IN_TOTO_STATEMENT_TYPE}`",
-            statement.statement_type
+            "statement `_type` is {}, expected `{IN_TOTO_STATEMENT_TYPE}`",
+            quote(&statement.statement_type)
         ));
     }
     if statement.predicate_type != PREDICATE_TYPE {
         return Err(format!(
-            "`predicateType` is `{}`, expected `{PREDICATE_TYPE}`",
-            statement.predicate_type
+            "`predicateType` is {}, expected `{PREDICATE_TYPE}`",
+            quote(&statement.predicate_type)
         ));
     }
     let subject_sha256 = match statement.subject.as_slice() {

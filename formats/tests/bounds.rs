@@ -152,3 +152,36 @@ fn deep_json_lines_and_statements_are_refused_quickly() {
         assert!(reason.contains("recursion limit exceeded"), "{reason}");
     }
 }
+
+/// Found by the `audit_records` fuzz target: the JSON parser's message quotes the text, so an
+/// audit line with an unknown key holding a newline gave a two-line reason, and `palisade
+/// replay` printed it as two lines — an audit file could forge a `REPRODUCED` line in the report.
+#[test]
+fn reasons_for_unreadable_lines_are_one_line() {
+    let forged = "x`\nREPRODUCED line 9 sha256:00\n";
+    for text in [
+        format!("{{{}:1}}", serde_json::to_string(forged).unwrap()),
+        format!(
+            "{{\"schemaVersion\":\"{}\",{}:1}}",
+            audit::OUTCOME_SCHEMA_VERSION,
+            serde_json::to_string(forged).unwrap()
+        ),
+    ] {
+        let AuditLine::Decision(record) = audit::parse_line(&text) else {
+            panic!("read as an outcome");
+        };
+        let reason = record.unwrap_err();
+        assert!(!reason.chars().any(char::is_control), "{reason:?}");
+        assert!(reason.contains("REPRODUCED line 9"), "{reason:?}");
+    }
+    for text in [
+        format!("{{{}:1}}", serde_json::to_string(forged).unwrap()),
+        format!(
+            "{{\"_type\":{},\"subject\":[],\"predicateType\":\"p\",\"predicate\":1}}",
+            serde_json::to_string(forged).unwrap()
+        ),
+    ] {
+        let reason = statement::parse(&text).unwrap_err();
+        assert!(!reason.chars().any(char::is_control), "{reason:?}");
+    }
+}

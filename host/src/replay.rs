@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::Value;
 
+use palisade_engine::reader::quote;
+
 use crate::audit::{AUDIT_SCHEMA_VERSION, RecordLine};
 use crate::runtime::{
     EMBEDDED_COMPONENT_SHA256, EngineInfo, EngineInstance, EngineRuntime, LoadOptions,
@@ -231,23 +233,24 @@ pub fn replay_line(
     report.recorded_digest = Some(record.output_digest.clone());
     if record.schema_version != AUDIT_SCHEMA_VERSION {
         report.details.push(format!(
-            "unknown audit schema `{}`; this palisade reads `{AUDIT_SCHEMA_VERSION}`",
-            record.schema_version
+            "unknown audit schema {}; this palisade reads `{AUDIT_SCHEMA_VERSION}`",
+            quote(&record.schema_version)
         ));
         return report;
     }
     let recomputed = palisade_engine::output::sha256_hex(record.output.as_bytes());
     if recomputed != record.output_digest {
         report.details.push(format!(
-            "recorded digest `{}` does not match the recorded output (its sha-256 is `{recomputed}`)",
-            record.output_digest
+            "recorded digest {} does not match the recorded output (its sha-256 is `{recomputed}`)",
+            quote(&record.output_digest)
         ));
         return report;
     }
     let recorded_engine = &record.engine.component_sha256;
     if !is_sha256_hex(recorded_engine) {
         report.details.push(format!(
-            "recorded engine component `{recorded_engine}` is not a sha-256 digest"
+            "recorded engine component {} is not a sha-256 digest",
+            quote(recorded_engine)
         ));
         return report;
     }
@@ -284,7 +287,9 @@ pub fn replay_line(
         for (field, recorded, actual) in claimed {
             if recorded != actual {
                 report.details.push(format!(
-                    "the record says engine {field} `{recorded}`, but component `{recorded_engine}` reports `{actual}`"
+                    "the record says engine {field} {}, but component `{recorded_engine}` reports {}",
+                    quote(recorded),
+                    quote(actual)
                 ));
             }
         }
@@ -361,7 +366,8 @@ pub fn verify_statement(engines: &mut dyn EngineSource, line: usize, text: &str)
         if subject_digest != output_sha256 {
             return invalid(
                 format!(
-                    "subject digest `{subject_digest}` is not the sha-256 of the recorded output (`{output_sha256}`)"
+                    "subject digest {} is not the sha-256 of the recorded output (`{output_sha256}`)",
+                    quote(&subject_digest)
                 ),
                 Some(subject_digest),
             );

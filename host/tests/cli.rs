@@ -1473,6 +1473,9 @@ fn replay_reports_unreadable_lines_in_place() {
     let mut file = good.clone();
     file.extend_from_slice(b"\xff\xfe not utf-8\n");
     file.extend_from_slice(format!("{{\"input\":{}\n", "[".repeat(100_000)).as_bytes());
+    // Found by the `audit_records` fuzz target: reasons quoted the line raw, so this one
+    // printed a forged `REPRODUCED` line in the text report.
+    file.extend_from_slice(b"{\"x\\nREPRODUCED line 9 sha256:00\":1}\n");
     file.extend_from_slice(&good);
     std::fs::write(&record, file).unwrap();
     let out = env.run(&["replay", "--json", record.to_str().unwrap()]);
@@ -1484,7 +1487,10 @@ fn replay_reports_unreadable_lines_in_place() {
         .iter()
         .map(|r| r["status"].as_str().unwrap())
         .collect();
-    assert_eq!(statuses, ["REPRODUCED", "INVALID", "INVALID", "REPRODUCED"]);
+    assert_eq!(
+        statuses,
+        ["REPRODUCED", "INVALID", "INVALID", "INVALID", "REPRODUCED"]
+    );
     let detail = |i: usize| results[i]["details"][0].as_str().unwrap().to_owned();
     assert!(detail(1).contains("not valid utf-8"));
     assert!(detail(2).contains("recursion limit"));
@@ -1493,4 +1499,10 @@ fn replay_reports_unreadable_lines_in_place() {
         "{}",
         stderr(&out)
     );
+    let out = env.run(&["replay", record.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let statuses = text.lines().filter(|l| !l.starts_with("  ")).count();
+    assert_eq!(statuses, 5, "{text}");
+    let reproduced = text.lines().filter(|l| l.starts_with("REPRODUCED")).count();
+    assert_eq!(reproduced, 2, "{text}");
 }

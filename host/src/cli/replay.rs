@@ -1,6 +1,8 @@
 //! `palisade replay`: re-run recorded decisions through the engine that made them and compare
 //! the bytes; export or verify in-toto statements.
 
+use palisade_engine::reader::one_line;
+
 use crate::audit;
 use crate::exit::Exit;
 use crate::replay::{self, EngineChoice, Engines, ReplayStatus};
@@ -84,7 +86,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
                         out.push_str(&format!(
                             "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
                             ReplayStatus::Invalid.as_str(),
-                            outcome.decision_digest
+                            one_line(&outcome.decision_digest)
                         ));
                     }
                     continue;
@@ -147,7 +149,9 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     }
 }
 
-/// One line's result, as JSON or as text.
+/// One line's result, as JSON or as text. Every text line is one line: details quote recorded
+/// values (diff pointers hold recorded keys), and a line break there would let an audit file
+/// forge lines of this report.
 fn report_line(out: &mut String, result: &replay::ReplayReport, json: bool) {
     if json {
         out.push_str(&serde_json::to_string(result).unwrap_or_default());
@@ -158,12 +162,12 @@ fn report_line(out: &mut String, result: &replay::ReplayReport, json: bool) {
         "{:<10} line {} sha256:{}\n",
         result.status.as_str(),
         result.line,
-        result.recorded_digest.as_deref().unwrap_or("-")
+        one_line(result.recorded_digest.as_deref().unwrap_or("-"))
     ));
     if let Some(note) = &result.engine_note {
-        out.push_str(&format!("  note: {note}\n"));
+        out.push_str(&format!("  note: {}\n", one_line(note)));
     }
     for detail in &result.details {
-        out.push_str(&format!("  {detail}\n"));
+        out.push_str(&format!("  {}\n", one_line(detail)));
     }
 }
