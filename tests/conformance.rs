@@ -80,7 +80,13 @@ fn launch_plan_of_every_corpus_decision() {
             run_temp_dir: PathBuf::from(plan.writable_roots.last().unwrap()),
             bridge,
         };
-        let rendered = match palisade::translate::launch_plan(&plan, host) {
+        let limitations = case
+            .input
+            .probes
+            .iter()
+            .find(|probe| probe.backend == plan.backend)
+            .map_or(&[][..], |probe| probe.limitations.as_slice());
+        let rendered = match palisade::translate::launch_plan(&plan, limitations, host) {
             Ok((l, _)) => format!(
                 "mechanism {:?}, read-only root {}, syscall filter {}\nnetwork {:?}\n\
                  workspace {:?}\nwritable {:?}\ndenied {:?}\nprotected {:?}\nenv {:?}\n\

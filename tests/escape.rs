@@ -370,6 +370,17 @@ fn tiocsti_ns(user: User) -> How {
         How::NotPossible("dev.tty.legacy_tiocsti = 0".into())
     }
 }
+/// Signals from inside a PID namespace reach its init only through handlers it installed (the
+/// kernel drops the rest, SIGKILL and SIGSTOP included), and an init that dies takes the
+/// signalling process with it: outside there is no PID 1 this attack could stop or end and then
+/// report on. Inside, it must find PID 1 running, not stopped.
+fn init_signals(_: User) -> How {
+    How::NotPossible(
+        "the kernel drops signals to a PID namespace's init from inside unless it handles them, \
+         and an init that dies takes the sender with it: there is no outside init to stop"
+            .into(),
+    )
+}
 fn proc1_root(user: User) -> How {
     if user.is_root() {
         How::Unshare(&["-m", "-p", "-f", "--mount-proc"])
@@ -751,8 +762,9 @@ fn outbound_cases() -> Vec<Case> {
     }]
 }
 
-/// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings, signals, ptrace and
-/// process_vm_readv of host processes (a victim, the supervisor) and of the sandbox's PID 1.
+/// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings; signals, ptrace,
+/// process_vm_readv and `/proc` reads (environment, command line) of host processes (a victim,
+/// the supervisor); ptrace, memory, environment and signals of the sandbox's own PID 1.
 #[rustfmt::skip]
 fn ipc_cases() -> Vec<Case> {
     vec![
@@ -824,11 +836,21 @@ fn ipc_cases() -> Vec<Case> {
             let (pid, _) = f.victim(&e.attack);
             Ok(plan("proc.environ", opts([("pid", pid.to_string()), ("marker", marker(f))])))
         }),
-        // The sandbox's own PID 1 (bwrap's init, or palisade's).
+        // World-readable in any /proc that shows the victim: secrets passed as arguments.
+        case("ipc.read-host-process-cmdline", plain, CONFINED, |f, e| {
+            let (pid, _) = f.victim(&e.attack);
+            Ok(plan("proc.cmdline", opts([("pid", pid.to_string()), ("marker", marker(f))])))
+        }),
+        // The sandbox's own PID 1 (palisade's init, or the container's).
         case("ipc.ptrace-sandbox-init", pid_ns_shell, CONFINED, |f, _| Ok(guarded("proc.ptrace-init", f, Vec::new()))),
         case("ipc.process-vm-readv-sandbox-init", pid_ns_shell, CONFINED, |f, _| {
             Ok(guarded("proc.vm-read-init", f, Vec::new()))
         }),
+        case("ipc.open-sandbox-init-mem-rw", pid_ns_shell, CONFINED, |f, _| Ok(guarded("proc.open-init-mem", f, Vec::new()))),
+        case("ipc.read-sandbox-init-environ", pid_ns_shell, CONFINED, |f, _| {
+            Ok(guarded("proc.read-init-environ", f, Vec::new()))
+        }),
+        case("ipc.signal-sandbox-init", init_signals, CONFINED, |f, _| Ok(guarded("proc.signal-init", f, Vec::new()))),
     ]
 }
 
@@ -1013,6 +1035,7 @@ fn run_case(env: &Env, docker: &DockerColumn, case: &Case, place: Place) -> Cell
         detail,
         asserted: failure.is_some(),
         failure,
+        explained: None,
     };
     let how = match place {
         Place::Outside => match (case.outside)(env.user) {
@@ -1242,12 +1265,31 @@ fn judge(
         .then(|| "palisade waited for the leftover processes to exit by themselves".to_string())
     });
     let asserted = !matches!(expect, Some(Expect::Record));
+    let explained = (matches!(place, Place::Inside(_))
+        && matches!(verdict, Verdict::Blocked | Verdict::Contained))
+    .then(|| denials_recorded(&fixture.path("audit/decisions.jsonl")));
     Cell {
         verdict,
         detail,
         asserted,
         failure,
+        explained,
     }
+}
+
+/// Whether the last run outcome in `audit` lists at least one denial.
+fn denials_recorded(audit: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    text.lines()
+        .rev()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|v| v["schemaVersion"] == "palisade.run-outcome/v1")
+        .and_then(|outcome| {
+            outcome
+                .pointer("/outcome/denials/total")
+                .and_then(|t| t.as_u64())
+        })
+        .is_some_and(|total| total > 0)
 }
 
 /// Run every case outside and inside each backend as `user`; print the table; fail on any
@@ -1308,7 +1350,25 @@ fn battery(class: &str, user: Option<User>, cases: Vec<Case>) {
             .collect();
         table.rows.push((case.name.clone(), cells));
     }
-    let rendered = format!("{}\n{docker_note}", table.render());
+    // The share of attacks refused inside whose run explained the refusal (issue: every
+    // denial explained); measured and printed, not asserted, while some kinds are unobserved.
+    let mut shares = Vec::new();
+    for (index, place) in places.iter().enumerate().skip(1) {
+        let cells: Vec<bool> = table
+            .rows
+            .iter()
+            .filter_map(|(_, cells)| cells.get(index).and_then(|c: &Cell| c.explained))
+            .collect();
+        if !cells.is_empty() {
+            let explained = cells.iter().filter(|e| **e).count();
+            shares.push(format!("{} {explained}/{}", place.label(), cells.len()));
+        }
+    }
+    let explained_note = format!(
+        "refusals explained by a recorded denial: {}",
+        shares.join(", ")
+    );
+    let rendered = format!("{}\n{docker_note}\n{explained_note}", table.render());
     println!("{rendered}");
     println!("details:\n{}", table.details());
     if let Some(dir) = std::env::var_os("PALISADE_ESCAPE_REPORT") {

@@ -83,10 +83,20 @@ fn append_line<T: Serialize>(path: &Path, record: &T) -> Result<(), AuditError> 
         .append(true)
         .open(path)
         .map_err(|e| write_error(e.to_string()))?;
-    // One write call per line keeps concurrent appenders from interleaving within a record.
-    file.write_all(line.as_bytes())
-        .and_then(|()| file.sync_data())
-        .map_err(|e| write_error(e.to_string()))
+    // Concurrent runs append to one file: an exclusive lock for the whole line, so no other
+    // appender's bytes land inside it even when the kernel splits the write.
+    file.lock().map_err(|e| write_error(format!("lock: {e}")))?;
+    let start = file
+        .metadata()
+        .map_err(|e| write_error(e.to_string()))?
+        .len();
+    if let Err(e) = file.write_all(line.as_bytes()) {
+        // A full disk or a quota: take the torn tail back off, so the file never holds a line
+        // that is not a whole record.
+        let _ = file.set_len(start);
+        return Err(write_error(e.to_string()));
+    }
+    file.sync_data().map_err(|e| write_error(e.to_string()))
 }
 
 /// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
@@ -156,6 +166,7 @@ pub fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     #[test]
@@ -163,5 +174,38 @@ mod tests {
         assert_eq!(rfc3339_from_unix(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339_from_unix(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(rfc3339_from_unix(1_796_000_000), "2026-11-30T00:53:20Z");
+    }
+
+    #[test]
+    fn concurrent_appenders_write_only_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let big = "x".repeat(200_000);
+        std::thread::scope(|scope| {
+            for writer in 0..8 {
+                let (path, big) = (&path, &big);
+                scope.spawn(move || {
+                    for n in 0..20 {
+                        let record = OutcomeRecord {
+                            schema_version: OUTCOME_SCHEMA_VERSION.to_owned(),
+                            run_id: format!("{writer}-{n}"),
+                            decision_digest: String::new(),
+                            time: String::new(),
+                            outcome: serde_json::json!({ "padding": big }),
+                        };
+                        append_outcome(path, &record).unwrap();
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 160);
+        for line in lines {
+            assert!(
+                matches!(parse_line(line), AuditLine::Outcome(_)),
+                "a torn line"
+            );
+        }
     }
 }

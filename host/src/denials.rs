@@ -32,6 +32,8 @@ pub enum DenialKind {
     Network,
     /// A budget that ended the run.
     Budget,
+    /// A syscall the filter refused.
+    Syscall,
 }
 
 /// What saw the denial.
@@ -44,6 +46,9 @@ pub enum Observer {
     Bridge,
     /// The supervisor's budget accounting (its timer, polling, or the run cgroup's counters).
     Supervisor,
+    /// The seccomp filter's listener: the kernel stopped the call and the observer answered it
+    /// with the filter's own errno.
+    Seccomp,
 }
 
 /// One denial (or several of the same: `count`).
@@ -94,6 +99,10 @@ impl Denial {
                 "network: {} {} refused by `{}`{times}: {}",
                 self.operation, self.target, self.rule, self.reason
             ),
+            DenialKind::Syscall => format!(
+                "syscall: {} ({}) refused by `{}`{times}: {}",
+                self.operation, self.target, self.rule, self.reason
+            ),
             DenialKind::Budget => {
                 let unit = self.unit.as_deref().unwrap_or("");
                 let amount = |value: Option<u64>| {
@@ -133,6 +142,12 @@ impl Denials {
         } else {
             self.dropped = self.dropped.saturating_add(denial.count);
         }
+    }
+
+    /// Counts denials an observer saw but did not keep.
+    pub fn add_dropped(&mut self, count: u64) {
+        self.total = self.total.saturating_add(count);
+        self.dropped = self.dropped.saturating_add(count);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -283,12 +298,76 @@ pub fn network_denials(connections: &[ConnectionRecord]) -> Vec<Denial> {
         .collect()
 }
 
+/// The calls the seccomp filter refused, as its observer answered them: a `socket` is a
+/// network denial (of the network mode's socket rule, or the filter's vsock rule), anything else
+/// a syscall denial of the filter.
+#[cfg(target_os = "linux")]
+pub fn syscall_denials(observed: &palisade_shims::seccomp::observe::Observed) -> Vec<Denial> {
+    observed
+        .calls
+        .iter()
+        .map(|call| {
+            let who = if call.command.is_empty() {
+                format!("pid {}", call.pid)
+            } else {
+                format!("`{}` (pid {})", call.command, call.pid)
+            };
+            let reason = format!(
+                "{} for {who}; the rule closes {}",
+                errno_name(call.errno),
+                call.closes
+            );
+            let (kind, target, rule) = match &call.socket_family {
+                Some(family) => (
+                    DenialKind::Network,
+                    family.clone(),
+                    if call.network_rule {
+                        "plan.network.mode"
+                    } else {
+                        "plan.syscallFilter"
+                    },
+                ),
+                None => (
+                    DenialKind::Syscall,
+                    call.condition.clone(),
+                    "plan.syscallFilter",
+                ),
+            };
+            Denial {
+                kind,
+                operation: call.syscall.clone(),
+                target,
+                rule: rule.to_owned(),
+                reason,
+                observed_by: Observer::Seccomp,
+                limit: None,
+                measured: None,
+                unit: None,
+                count: call.count,
+            }
+        })
+        .collect()
+}
+
+/// `EPERM`, `ENOSYS`, … for the errnos the filter answers with.
+#[cfg(target_os = "linux")]
+fn errno_name(errno: i32) -> String {
+    match errno {
+        libc::EPERM => "EPERM".to_owned(),
+        libc::ENOSYS => "ENOSYS".to_owned(),
+        libc::EACCES => "EACCES".to_owned(),
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT".to_owned(),
+        other => format!("errno {other}"),
+    }
+}
+
 /// The smallest change to the policy (or the flags, or the host configuration) that would
 /// have allowed `denial`, given the decision it was made under (its canonical JSON).
 pub fn suggestion(denial: &Denial, decision: &Value) -> String {
     match denial.kind {
         DenialKind::Network => network_suggestion(denial, decision),
         DenialKind::Budget => budget_suggestion(denial, decision),
+        DenialKind::Syscall => syscall_suggestion(denial),
     }
 }
 
@@ -321,12 +400,30 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
             }
             text
         }
+        "plan.network.mode" if denial.operation == "socket" => {
+            let mode = at(decision, "/plan/network/mode").as_str().unwrap_or("none");
+            format!(
+                "the network mode `{mode}` allows no `{}` socket; ask for `spec.sandbox.networkMode: loopback-only` (the sandbox's own loopback) or `allow-outbound` (with `allowedDomains` to filter it)",
+                denial.target
+            )
+        }
+        "plan.syscallFilter" if denial.operation == "socket" => format!(
+            "not allowed in any mode: `{}` sockets reach past every network namespace",
+            denial.target
+        ),
         "plan.network.hostPorts" => format!(
             "only the run's own processes may use a forwarded host port; `{}` came from elsewhere",
             denial.target
         ),
         _ => "the network bridge admits only HTTP CONNECT or plain HTTP from the run's own processes; use the proxy the environment names (`HTTPS_PROXY`)".to_owned(),
     }
+}
+
+fn syscall_suggestion(denial: &Denial) -> String {
+    format!(
+        "not allowed by the sandbox's syscall filter, whatever the policy: `{}` is refused on every backend that filters syscalls",
+        denial.operation
+    )
 }
 
 fn budget_suggestion(denial: &Denial, decision: &Value) -> String {

@@ -275,6 +275,10 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
                 "seccompRules": done.seccomp_rules,
             }),
         );
+        object.insert(
+            "pid1".into(),
+            serde_json::json!({"init": "docker-init", "dumpable": false, "copyOf": spec.init}),
+        );
         // The client's tree is the supervisor's; the container's processes are gone only if
         // the container is.
         let tree_empty = done.outcome.tree_empty && gone;
@@ -283,6 +287,12 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
             object.insert(
                 "mountpointsLeft".into(),
                 serde_json::json!(done.mountpoints_left),
+            );
+        }
+        if !done.placeholders_left.is_empty() {
+            object.insert(
+                "placeholdersLeft".into(),
+                serde_json::json!(done.placeholders_left),
             );
         }
     }
@@ -304,6 +314,7 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         // The client's supervisor enforces only the wall clock; the container's own budgets
         // are its cgroup's (a limitation the probe lists).
         denials: crate::launch::budget_denials(&done.outcome, plan),
+        dropped: 0,
     })
 }
 

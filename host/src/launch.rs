@@ -56,11 +56,9 @@ pub struct Launched {
     pub exit_code: u8,
     pub record: serde_json::Value,
     pub denials: Vec<crate::denials::Denial>,
+    /// Denials an observer counted but did not keep.
+    pub dropped: u64,
 }
-
-/// The fd number bwrap reads its seccomp program from.
-#[cfg(target_os = "linux")]
-const SECCOMP_FD: i32 = 3;
 
 /// The fd on which the sandbox says it is about to exec the command (see [`exec_signal`]).
 #[cfg(target_os = "linux")]
@@ -92,7 +90,7 @@ fn exec_signal(command: &[OsString]) -> Vec<OsString> {
 pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
     match plan.mechanism {
         #[cfg(target_os = "linux")]
-        Mechanism::Bwrap | Mechanism::Landlock | Mechanism::Direct | Mechanism::Docker => {
+        Mechanism::Bwrap | Mechanism::Landlock(_) | Mechanism::Direct | Mechanism::Docker => {
             execute_linux(plan, options)
         }
         #[cfg(target_os = "macos")]
@@ -112,7 +110,7 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
 fn backend_name(mechanism: Mechanism) -> &'static str {
     match mechanism {
         Mechanism::Bwrap => "linux-bwrap",
-        Mechanism::Landlock => "linux-landlock",
+        Mechanism::Landlock(_) => "linux-landlock",
         Mechanism::Direct => "direct-dedicated",
         Mechanism::Seatbelt => "macos-seatbelt",
         Mechanism::Docker => "docker",
@@ -172,13 +170,14 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         exit_code: exit_byte(outcome.exit_code()),
         record,
         denials: budget_denials(&outcome, plan),
+        dropped: 0,
     })
 }
 
 /// The Linux mechanisms: bwrap, `palisade __sandbox-init` (Landlock, direct), or a container.
 #[cfg(target_os = "linux")]
 fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
-    use palisade_shims::{bwrap, fsfacts, init, seccomp, supervise};
+    use palisade_shims::{bwrap, fsfacts, init, placeholder, seccomp, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
     match plan.mechanism {
@@ -196,28 +195,50 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 Err(status) => return Ok(not_executed(status, &plan)),
             }
             let (mut started, signal) = std::io::pipe().map_err(|e| prepare(&e))?;
-            plan.command = exec_signal(&plan.command);
+            // The seccomp stub reports the start itself when it execs the command directly;
+            // with a network bridge in between (or no filter), a shell step does.
+            let stub_signals = plan.syscall_filter && plan.network.bridge().is_none();
+            if !stub_signals {
+                plan.command = exec_signal(&plan.command);
+            }
             let plan = &plan;
             let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
             let mut fds = vec![supervise::PassFd {
                 fd: signal.into(),
                 target: EXEC_SIGNAL_FD,
             }];
-            let seccomp_rules = if plan.syscall_filter {
+            // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
+            // bwrap's reaper) and the stub that installs the filter.
+            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+            // The filter is installed by Palisade's stub in the sandbox, observed: the calls
+            // it refuses are answered (with the filter's errno) and recorded by this process.
+            let (seccomp_rules, stub, observer) = if plan.syscall_filter {
                 let profile = seccomp::Profile::for_plan(plan);
                 let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
-                let fd = supervise::data_fd("palisade-seccomp", &program.as_bytes())
-                    .map_err(|e| prepare(&e))?;
-                fds.push(supervise::PassFd {
-                    fd,
-                    target: SECCOMP_FD,
-                });
-                Some(program.len())
-            } else {
-                None
-            };
-            let args = bwrap::argv(plan, &facts, seccomp_rules.map(|_| SECCOMP_FD))
+                let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
+                let observer = seccomp::observe::Observer::start(
+                    ours,
+                    seccomp::Arch::native().map_err(|e| prepare(&e))?,
+                    profile,
+                )
                 .map_err(|e| prepare(&e))?;
+                fds.push(supervise::PassFd {
+                    fd: theirs,
+                    target: bwrap::OBSERVE_FD,
+                });
+                let stub = bwrap::SandboxExec {
+                    exe: exe.clone(),
+                    reach: profile.reach,
+                    started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
+                };
+                (Some(program.len()), Some(stub), Some(observer))
+            } else {
+                (None, None, None)
+            };
+            let args =
+                bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
+            // bwrap binds them, so they exist before it starts; a failure below releases them.
+            let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
             let launch = supervise::Launch {
                 program,
                 args: args.args,
@@ -229,7 +250,30 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
             // Mountpoints bwrap had to create in writable roots go, whatever happened.
             let left = fsfacts::cleanup_created(&args.created_mountpoints);
-            let outcome = supervised(outcome, plan)?;
+            let observed = observer.map(seccomp::observe::Observer::finish);
+            // Placeholders only once no process of the sandbox can have them mounted: removing
+            // one would take its mount away from a survivor.
+            let placeholders_left = match &outcome {
+                Err(supervise::SuperviseError::TreeNotEmpty { .. }) => placeholders.keep(),
+                _ => placeholders.release().left,
+            };
+            let outcome = match supervised(outcome, plan) {
+                Err(LaunchError::TreeNotEmpty {
+                    remaining,
+                    mut record,
+                }) => {
+                    // The survivors keep them mounted; the record says they are still there.
+                    if !placeholders_left.is_empty() {
+                        set(
+                            &mut record,
+                            "placeholdersLeft",
+                            serde_json::json!(placeholders_left),
+                        );
+                    }
+                    return Err(LaunchError::TreeNotEmpty { remaining, record });
+                }
+                other => other?,
+            };
             // Every writer is gone with the tree: one byte, or end of file when nothing ran.
             let mut byte = [0u8; 1];
             if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
@@ -244,13 +288,31 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 "seccompInstructions",
                 serde_json::json!(seccomp_rules),
             );
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
             if !left.is_empty() {
                 set(&mut record, "mountpointsLeft", serde_json::json!(left));
+            }
+            if !placeholders_left.is_empty() {
+                set(
+                    &mut record,
+                    "placeholdersLeft",
+                    serde_json::json!(placeholders_left),
+                );
+            }
+            let mut denials = budget_denials(&outcome, plan);
+            if let Some(observed) = &observed {
+                denials.extend(crate::denials::syscall_denials(observed));
+                set(&mut record, "seccompObserver", observer_account(observed));
             }
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
-                denials: budget_denials(&outcome, plan),
+                denials,
+                dropped: observed.map_or(0, |o| o.dropped),
             })
         }
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
@@ -260,7 +322,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             Some(spec) => crate::docker::execute(plan, spec),
             None => Err(LaunchError::Unsupported("docker".into())),
         },
-        Mechanism::Landlock | Mechanism::Direct => {
+        Mechanism::Landlock(_) | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
             let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
             let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
@@ -274,6 +336,19 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 return Err(LaunchError::Setup(error));
             }
             let mut record = outcome_record(&outcome, plan)?;
+            set(
+                &mut record,
+                "pid1",
+                serde_json::json!({"init": "palisade", "dumpable": false}),
+            );
+            // What the sandbox's `/proc` was: init applied the plan's or refused (above).
+            if let Mechanism::Landlock(proc) = plan.mechanism {
+                set(
+                    &mut record,
+                    "proc",
+                    serde_json::to_value(proc).unwrap_or_default(),
+                );
+            }
             if let Some(status) = setup.landlock {
                 set(
                     &mut record,
@@ -281,10 +356,16 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     serde_json::to_value(status).unwrap_or_default(),
                 );
             }
+            let mut denials = budget_denials(&outcome, plan);
+            if let Some(observed) = &setup.observed {
+                denials.extend(crate::denials::syscall_denials(observed));
+                set(&mut record, "seccompObserver", observer_account(observed));
+            }
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
-                denials: budget_denials(&outcome, plan),
+                denials,
+                dropped: setup.observed.map_or(0, |o| o.dropped),
             })
         }
     }
@@ -335,7 +416,19 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
             "treeEmpty": true,
         }),
         denials: Vec::new(),
+        dropped: 0,
     }
+}
+
+/// What the seccomp observer did, beside the denials it explained: whether it received the
+/// filter's listener, and why it stopped early if it did.
+#[cfg(target_os = "linux")]
+fn observer_account(observed: &palisade_shims::seccomp::observe::Observed) -> serde_json::Value {
+    serde_json::json!({
+        "listening": observed.listening,
+        "refused": observed.total,
+        "error": observed.error,
+    })
 }
 
 /// The budget that ended the run, as the supervisor accounted for it.
@@ -387,7 +480,7 @@ fn outcome_record(
     set(
         &mut record,
         "mechanism",
-        serde_json::json!(format!("{:?}", plan.mechanism).to_lowercase()),
+        serde_json::json!(plan.mechanism.name()),
     );
     Ok(record)
 }

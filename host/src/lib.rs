@@ -15,6 +15,7 @@ pub mod exit;
 pub mod facts;
 pub mod hostconfig;
 pub mod launch;
+mod lock;
 pub mod network;
 pub mod probe;
 pub mod replay;

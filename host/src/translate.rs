@@ -3,7 +3,9 @@
 //!
 //! Everything that changes what runs — backend, network as applied, paths, budgets (with the
 //! egress bridge's process), the environment allowlist — was decided by the engine and is in
-//! the plan (and so in the audit record and its replay). The host adds only what it alone has:
+//! the plan (and so in the audit record and its replay); a `linux-landlock` sandbox's `/proc` is
+//! the one its probe stated in the limitations the decision carries
+//! ([`LandlockProc::from_limitations`]). The host adds only what it alone has:
 //! the command, the values of its environment (filtered by the decided allowlist), the run's
 //! private temp dir, and the network bridge it started for the plan's routes (filtered egress,
 //! listed host loopback ports).
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use palisade_engine::Backend;
 use palisade_engine::output::{ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, PlanNetwork};
-use palisade_shims::plan::{Bridge, Budgets, LaunchPlan, Mechanism, Network};
+use palisade_shims::plan::{Bridge, Budgets, LandlockProc, LaunchPlan, Mechanism, Network};
 
 use crate::envpolicy::{self, EnvRecord};
 use crate::launch::LaunchError;
@@ -35,9 +37,11 @@ pub struct HostSide<V> {
     pub bridge: Option<Bridge>,
 }
 
-/// The shims' plan for `plan`, and the account of the command's environment.
+/// The shims' plan for `plan`, decided with `limitations` (the chosen probe's, as the decision
+/// records them), and the account of the command's environment.
 pub fn launch_plan<V>(
     plan: &ConfinementPlan,
+    limitations: &[String],
     host: HostSide<V>,
 ) -> Result<(LaunchPlan, EnvRecord), LaunchError>
 where
@@ -45,7 +49,13 @@ where
 {
     let mechanism = match plan.backend {
         Backend::LinuxBwrap => Mechanism::Bwrap,
-        Backend::LinuxLandlock => Mechanism::Landlock,
+        Backend::LinuxLandlock => Mechanism::Landlock(
+            LandlockProc::from_limitations(limitations).ok_or_else(|| {
+                LaunchError::Plan(
+                    "the `linux-landlock` probe the decision records does not say which /proc the sandbox gets (a limitation starting `/proc is the`)".into(),
+                )
+            })?,
+        ),
         Backend::DirectDedicated => Mechanism::Direct,
         Backend::MacosSeatbelt => Mechanism::Seatbelt,
         Backend::Docker => Mechanism::Docker,

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use palisade::probe::{CACHE_FILE_NAME, ProbeOptions, ProbeSet, probe_all};
 use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
+use palisade_shims::plan::LandlockProc;
 
 fn probe_of(set: &ProbeSet, backend: Backend) -> &BackendProbe {
     set.probes.iter().find(|p| p.backend == backend).unwrap()
@@ -42,12 +43,40 @@ fn working_fake_bwrap(dir: &Path) -> PathBuf {
     )
 }
 
+/// The defaults, with the palisade binary as the executable the Landlock probe trials (this
+/// test binary has no `__sandbox-proc-trial`).
+fn options() -> ProbeOptions {
+    ProbeOptions {
+        palisade_exe: Some(PathBuf::from(env!("CARGO_BIN_EXE_palisade"))),
+        ..ProbeOptions::default()
+    }
+}
+
 /// Options that keep tests off the host's real docker socket and cache.
 fn isolated(dir: &Path) -> ProbeOptions {
     ProbeOptions {
         docker_socket: Some(dir.join("no-docker.sock")),
-        ..ProbeOptions::default()
+        ..options()
     }
+}
+
+/// The Landlock probe trusts its `/proc` trial only: an executable that does not run it (here
+/// `true`, which prints nothing) leaves the backend unavailable, never available on a guess.
+#[test]
+fn landlock_is_unavailable_when_the_proc_trial_does_not_run() {
+    let set = probe_all(&ProbeOptions {
+        palisade_exe: Some(PathBuf::from("/bin/true")),
+        ..options()
+    });
+    let landlock = probe_of(&set, Backend::LinuxLandlock);
+    assert_unavailable_and_empty(landlock);
+    assert!(
+        landlock
+            .reason
+            .starts_with("the trial of the sandbox's namespaces failed: "),
+        "{}",
+        landlock.reason
+    );
 }
 
 fn assert_unavailable_and_empty(probe: &BackendProbe) {
@@ -58,7 +87,7 @@ fn assert_unavailable_and_empty(probe: &BackendProbe) {
 
 #[test]
 fn real_probes_on_this_machine() {
-    let set = probe_all(&ProbeOptions::default());
+    let set = probe_all(&options());
     assert!(!set.from_cache);
     let order: Vec<Backend> = set.probes.iter().map(|p| p.backend).collect();
     assert_eq!(order, Backend::ALL.to_vec());
@@ -107,6 +136,12 @@ fn real_probes_on_this_machine() {
             .iter()
             .any(|l| l.contains("allow-listing"))
     );
+    // The `/proc` trial ran and one line says which `/proc` a sandbox gets here.
+    assert!(
+        LandlockProc::from_limitations(&landlock.limitations).is_some(),
+        "{:?}",
+        landlock.limitations
+    );
 
     let seatbelt = probe_of(&set, Backend::MacosSeatbelt);
     assert_unavailable_and_empty(seatbelt);
@@ -142,7 +177,7 @@ fn real_probes_on_this_machine() {
 fn docker_with_an_image_configured_reports_honestly() {
     let set = probe_all(&ProbeOptions {
         docker_image: Some("palisade-test-image:never-built".to_owned()),
-        ..ProbeOptions::default()
+        ..options()
     });
     let docker = probe_of(&set, Backend::Docker);
     if docker.available {
@@ -287,7 +322,7 @@ fn silent_docker_socket_is_not_answering_within_the_timeout() {
         docker_cli: Some(cli),
         docker_image: Some("busybox:latest".to_owned()),
         timeout,
-        ..ProbeOptions::default()
+        ..options()
     });
     let elapsed = start.elapsed();
     let docker = probe_of(&set, Backend::Docker);
@@ -313,7 +348,7 @@ fn missing_docker_socket_and_cli_have_distinct_reasons() {
     let set = probe_all(&ProbeOptions {
         docker_socket: Some(socket.clone()),
         docker_cli: Some(cli),
-        ..ProbeOptions::default()
+        ..options()
     });
     assert_eq!(
         probe_of(&set, Backend::Docker).reason,
@@ -381,7 +416,7 @@ fn fake_daemon_with_and_without_the_image() {
         docker_cli: Some(cli.clone()),
         docker_image: Some(image.to_owned()),
         docker_image_pin: Some(FAKE_ID.to_owned()),
-        ..ProbeOptions::default()
+        ..options()
     };
 
     let set = probe_all(&options("palisade/busybox:1"));
@@ -535,11 +570,11 @@ fn cache_hits_misses_and_survives_corruption() {
     assert!(cache_file.exists());
     assert!(probe_all(&options).from_cache);
 
-    // No temp files left behind.
+    // No temp files left behind (the probe lock file stays: it is the lock).
     let leftovers: Vec<_> = fs::read_dir(&cache_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n != CACHE_FILE_NAME)
+        .filter(|n| n != CACHE_FILE_NAME && n != "probe.lock")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
@@ -549,7 +584,7 @@ fn cached_probes_match_fresh_ones_for_real_backends() {
     let dir = tempfile::tempdir().unwrap();
     let options = ProbeOptions {
         cache_dir: Some(dir.path().join("cache")),
-        ..ProbeOptions::default()
+        ..options()
     };
     let fresh = probe_all(&options);
     let cached = probe_all(&options);
@@ -564,7 +599,7 @@ fn measure_probe_times() {
     let dir = tempfile::tempdir().unwrap();
     let options = ProbeOptions {
         cache_dir: Some(dir.path().join("cache")),
-        ..ProbeOptions::default()
+        ..options()
     };
     let mut fresh = Vec::new();
     for _ in 0..5 {

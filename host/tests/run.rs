@@ -455,9 +455,10 @@ fn secrets_in_the_environment_do_not_reach_the_command() {
 }
 
 /// bwrap reports its own setup failures with status 1, like a command's. As root on a workspace
-/// owned by another user, bwrap (uid 0 mapped to 0 only) cannot create the mountpoint of the
-/// missing protected `.github`: nothing runs, and `palisade run` must say so with 125 — not
-/// pass 1 through as if the command had failed.
+/// owned by another user, bwrap (uid 0 mapped to 0 only) cannot create the mountpoint of a
+/// missing denied path in it: nothing runs, and `palisade run` must say so with 125 — not
+/// pass 1 through as if the command had failed. (A missing protected path no longer does:
+/// palisade makes its placeholder itself, as root.)
 #[test]
 fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -470,12 +471,23 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     std::fs::create_dir(&ws).unwrap();
     std::fs::set_permissions(&ws, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::chown(&ws, Some(65534), Some(65534)).unwrap();
-    let taskpack = env.taskpack("linux-bwrap", "");
+    let taskpack = env.path("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {{name: t}}\nspec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    deniedReadPaths: [{}]\n",
+            ws.join("secret").display()
+        ),
+    )
+    .unwrap();
+    let audit = env.path("audit.jsonl");
     let out = env.run(&[
         "--taskpack",
         taskpack.to_str().unwrap(),
         "--workspace",
         ws.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
         "--",
         "/bin/echo",
         "the-command-ran",
@@ -483,10 +495,25 @@ fn a_bwrap_setup_failure_is_125_not_the_commands_status() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("could not set up the sandbox"), "{stderr}");
+    assert!(stderr.contains("Can't mkdir"), "{stderr}");
     assert!(
         !text(&out.stdout).contains("the-command-ran"),
         "the command must not have run"
     );
+    // The decision is followed by an outcome that says nothing was launched, and why.
+    let lines = env.audit_lines();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[1]["decisionDigest"], lines[0]["outputDigest"]);
+    assert_eq!(lines[1]["outcome"]["endedBy"], "not-launched");
+    assert_eq!(lines[1]["outcome"]["exitCode"], 125);
+    assert!(
+        lines[1]["outcome"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not set up the sandbox")
+    );
+    // The placeholders palisade made for the missing protected paths went with the failure.
+    assert_eq!(std::fs::read_dir(&ws).unwrap().count(), 0);
 }
 
 /// No silent downgrade: a backend that cannot keep the protected paths read-only (Landlock, for a
@@ -802,5 +829,323 @@ fn listed_host_loopback_ports_are_reachable_and_nothing_else() {
         assert_eq!(connection["verdict"], "allowed");
         assert_eq!(connection["host"], host);
         assert_eq!(connection["port"], listed);
+    }
+}
+
+/// A syscall the filter refuses and a socket the network mode `none` forbids are denials of the
+/// run, observed through the filter's listener, with the same errors the command saw without
+/// an observer; explain names the rule.
+#[test]
+fn refused_syscalls_and_sockets_are_observed_under_bwrap_and_landlock() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            "unshare -U true; unshare -U true; echo > /dev/tcp/127.0.0.1/9; echo done",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {stderr}");
+        assert_eq!(text(&out.stdout), "done\n", "{backend}: {stderr}");
+        // The command saw the filter's own errors.
+        assert!(
+            stderr.contains("Operation not permitted"),
+            "{backend}: {stderr}"
+        );
+        let lines = env.audit_lines();
+        let denials = &lines[1]["outcome"]["denials"];
+        let events = denials["events"].as_array().unwrap();
+        let unshare = events
+            .iter()
+            .find(|e| e["operation"] == "unshare")
+            .unwrap_or_else(|| panic!("{backend}: {denials}"));
+        assert_eq!(unshare["kind"], "syscall");
+        assert_eq!(unshare["rule"], "plan.syscallFilter");
+        assert_eq!(unshare["observedBy"], "seccomp");
+        assert_eq!(unshare["count"], 2, "{backend}: {unshare}");
+        assert!(
+            unshare["reason"]
+                .as_str()
+                .unwrap()
+                .contains("EPERM for `unshare`"),
+            "{unshare}"
+        );
+        let socket = events
+            .iter()
+            .find(|e| e["operation"] == "socket")
+            .unwrap_or_else(|| panic!("{backend}: {denials}"));
+        assert_eq!(socket["kind"], "network");
+        assert_eq!(socket["target"], "AF_INET");
+        assert_eq!(socket["rule"], "plan.network.mode");
+        assert_eq!(lines[1]["outcome"]["seccompObserver"]["listening"], true);
+        assert!(
+            stderr.contains(
+                "palisade:   syscall: unshare (always) refused by `plan.syscallFilter` (2 times)"
+            ),
+            "{backend}: {stderr}"
+        );
+        let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
+        let explained = text(&explained.stdout);
+        assert!(
+            explained.contains("the network mode `none` allows no `AF_INET` socket")
+                && explained.contains("`unshare` is refused on every backend"),
+            "{backend}: {explained}"
+        );
+    }
+}
+
+/// A run told to stop before its command starts (here: while it waits for another run's probe)
+/// stops cleanly: the shell's status for the signal, a line saying nothing ran, no temp dir
+/// left, nothing half-recorded.
+#[test]
+fn a_run_stopped_before_its_command_starts_leaves_nothing() {
+    let env = Env::new();
+    let cache = env.path("cache");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(cache.join("probe.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let temp = env.path("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let audit = env.path("audit.jsonl");
+    let child = Command::new(PALISADE)
+        .args(["run", "--audit", audit.to_str().unwrap(), "--", "true"])
+        .env("PALISADE_CACHE_DIR", &cache)
+        .env("HOME", env.path(""))
+        .env("TMPDIR", &temp)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir(env.path("ws"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it holds the lock file open: it is past its own setup and waiting to probe.
+    let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+    let waiting = (0..500).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::read_dir(&fds)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|target| target.ends_with("probe.lock"))
+            })
+    });
+    assert!(waiting, "palisade never waited for the probe lock");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    drop(lock);
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 15), "{stderr}");
+    assert!(
+        stderr.contains("stopped by signal 15 before anything was decided"),
+        "{stderr}"
+    );
+    let left: Vec<_> = walk(&temp);
+    assert!(left.iter().all(|p| !p.contains("run-")), "{left:?}");
+    assert!(!audit.exists() || env.audit_lines().is_empty());
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        out.push(entry.path().display().to_string());
+        if entry.path().is_dir() {
+            out.extend(walk(&entry.path()));
+        }
+    }
+    out
+}
+
+/// A Landlock sandbox's `/proc` is the one its probe stated and the decision records, and
+/// nothing else: the probe's line in the decision's limitations, `proc` in the run's outcome.
+/// Whichever one, a process this test started with a secret in its argv (readable here, from
+/// outside) is out of the command's reach. A decision input claiming the host's `/proc` (which
+/// needs nothing of the host) runs with every process directory denied, the command's own
+/// included, while `/proc`'s other files stay readable; an input that does not say which `/proc`
+/// launches nothing.
+#[test]
+fn landlock_gets_the_proc_its_decision_records() {
+    use palisade_shims::plan::LandlockProc;
+    let env = Env::new();
+    let secret = format!("palisade-argv-secret-{}", std::process::id());
+    let mut victim = Command::new("sh")
+        .args(["-c", "sleep 120; :", &secret])
+        .spawn()
+        .unwrap();
+    let cmdline = format!("/proc/{}/cmdline", victim.id());
+    // Outside, the secret is one read away.
+    // Outside, the secret is one read away (once the victim's exec has set its arguments up:
+    // `spawn` returns as soon as the new image is mapped).
+    let mut outside = String::new();
+    for _ in 0..2000 {
+        outside = text(&std::fs::read(&cmdline).unwrap());
+        if outside.contains(&secret) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(outside.contains(&secret), "{outside:?}");
+    let read_victim = format!("cat {cmdline}; echo \" status=$?\"");
+
+    let taskpack = env.taskpack("linux-landlock", "");
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &read_victim,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains(&secret),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stdout).contains("status=1"),
+        "{}",
+        text(&out.stdout)
+    );
+    let lines = env.audit_lines();
+    let decided: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+    let limitations: Vec<String> = serde_json::from_value(decided["limitations"].clone()).unwrap();
+    let stated = LandlockProc::from_limitations(&limitations).expect("no /proc line");
+    assert_eq!(
+        lines[1]["outcome"]["proc"],
+        serde_json::to_value(stated).unwrap()
+    );
+    assert_eq!(lines[1]["outcome"]["pid1"]["dumpable"], false);
+
+    // A decision input as a controller would record it, claiming the host's `/proc`.
+    let recorded = env.path("decided.jsonl");
+    let out = env.palisade(
+        "decide",
+        &[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--record",
+            recorded.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line: Value =
+        serde_json::from_str(std::fs::read_to_string(&recorded).unwrap().trim()).unwrap();
+    let input = line["input"].clone();
+    let with_proc_line = |line: Option<String>| {
+        let mut input = input.clone();
+        for probe in input["probes"].as_array_mut().unwrap() {
+            if probe["backend"] == "linux-landlock" {
+                let kept: Vec<Value> = probe["limitations"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|l| !l.as_str().unwrap().starts_with("/proc is the "))
+                    .cloned()
+                    .chain(line.clone().map(Value::from))
+                    .collect();
+                probe["limitations"] = Value::from(kept);
+            }
+        }
+        let file = env.path("input.json");
+        std::fs::write(&file, input.to_string()).unwrap();
+        file
+    };
+    let host = with_proc_line(Some(
+        LandlockProc::HostProcessesDenied.limitation("claimed by this test"),
+    ));
+    let audit_host = env.path("audit-host.jsonl");
+    let script = format!(
+        "{read_victim}; cat /proc/self/status >/dev/null; echo \" self=$?\"; \
+         grep -c MemTotal /proc/meminfo"
+    );
+    let out = env.run(&[
+        "--input",
+        host.to_str().unwrap(),
+        "--audit",
+        audit_host.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!stdout.contains(&secret), "{stdout}");
+    assert!(stdout.contains("status=1"), "{stdout}");
+    assert!(stdout.contains("self=1"), "{stdout}");
+    assert!(stdout.ends_with("1\n"), "{stdout}");
+    let host_lines: Vec<Value> = std::fs::read_to_string(&audit_host)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(host_lines[1]["outcome"]["proc"], "host-processes-denied");
+
+    // No line about `/proc`: nothing is launched.
+    let silent = with_proc_line(None);
+    let marker = env.path("ws/ran");
+    let out = env.run(&[
+        "--input",
+        silent.to_str().unwrap(),
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("which /proc the sandbox gets"), "{stderr}");
+    assert!(!marker.exists(), "nothing may run");
+
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+/// `clone3` and `openat2` get ENOSYS only so that libc falls back to calls the filter can read:
+/// a program that starts threads is not told the sandbox refused anything.
+#[test]
+fn starting_threads_is_not_a_denial() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            audit.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            "import threading\nts = [threading.Thread(target=print) for _ in range(4)]\n[t.start() for t in ts]\n[t.join() for t in ts]",
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            !text(&out.stderr).contains("refused"),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(env.audit_lines()[1]["outcome"]["denials"]["total"], 0);
     }
 }

@@ -5,7 +5,9 @@
 //! it really is once symlinks are resolved), the invoking uid/gid, which of the host's usual
 //! private-state directories exist, and which pathname Unix sockets are bound on the host. The
 //! host measures, records the facts, builds the argv from them, and after the run calls
-//! [`cleanup_created`] on the mountpoints the argv said bwrap would create.
+//! [`cleanup_created`] on the mountpoints the argv said bwrap would create. Measuring also
+//! notes the placeholders of other runs met at protected paths ([`FsFacts::placeholders`]), so
+//! this run holds them too.
 //!
 //! # Symlinks
 //!
@@ -78,6 +80,11 @@ pub struct FsFacts {
     /// Listed socket paths that could not be located here (relative, stale, or in another
     /// mount namespace); sorted. Recorded, not masked.
     pub unlocated_sockets: Vec<String>,
+    /// Real paths of the placeholders (see [`crate::placeholder`]) met resolving the protected
+    /// paths: at a protected path, or the non-directory that stops one from resolving (a
+    /// placeholder at `.loopwright` for `.loopwright/policies`); sorted. Another run's, or one a
+    /// killed run left behind.
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// One path, resolved.
@@ -183,6 +190,28 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
         }
     }
 
+    let mut placeholders = BTreeSet::new();
+    for path in &plan.protected_paths {
+        let node = paths
+            .get(path)
+            .and_then(|fact: &PathFact| match &fact.kind {
+                PathKind::Other => Some(fact.real.as_path()),
+                PathKind::Missing {
+                    first_missing,
+                    parent_is_dir: false,
+                } => first_missing.parent(),
+                PathKind::Dir
+                | PathKind::File { .. }
+                | PathKind::Missing { .. }
+                | PathKind::Unsearchable { .. } => None,
+            });
+        if let Some(node) = node
+            && fs::symlink_metadata(node).is_ok_and(|meta| is_placeholder_mode(meta.mode()))
+        {
+            placeholders.insert(node.to_path_buf());
+        }
+    }
+
     Ok(FsFacts {
         uid: crate::sys::getuid(),
         gid: crate::sys::getgid(),
@@ -192,7 +221,15 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
         host_sockets: host_sockets.into_iter().collect(),
         abstract_sockets: listed.abstract_names.into_iter().collect(),
         unlocated_sockets: unlocated.into_iter().collect(),
+        placeholders: placeholders.into_iter().collect(),
     })
+}
+
+/// Whether `st_mode` is a placeholder's: a Unix-socket node with no permission bits at all
+/// (`S_IFSOCK` is `0o140000` on every Unix). Nothing else makes one; a live socket is bound
+/// with the umask's bits.
+pub fn is_placeholder_mode(mode: u32) -> bool {
+    mode & 0o170_000 == 0o140_000 && mode & 0o7777 == 0
 }
 
 /// Removes the mountpoints bwrap created on the host (the argv's `created_mountpoints`), once

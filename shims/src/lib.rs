@@ -53,14 +53,20 @@ pub mod landlock_abi;
 pub mod path;
 #[forbid(unsafe_code)]
 pub mod pgroup;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
+pub mod placeholder;
 #[forbid(unsafe_code)]
 pub mod plan;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
+pub mod sandbox_exec;
 #[forbid(unsafe_code)]
 pub mod seatbelt;
 #[forbid(unsafe_code)]
 pub mod seccomp;
 #[forbid(unsafe_code)]
-mod signals;
+pub mod signals;
 #[forbid(unsafe_code)]
 pub mod supervise;
 #[allow(

@@ -14,8 +14,9 @@ use std::time::Duration;
 pub enum Mechanism {
     /// bubblewrap: user, PID, IPC, UTS, cgroup (and network) namespaces, seccomp.
     Bwrap,
-    /// Landlock ruleset plus seccomp in a private PID namespace; no mount namespace.
-    Landlock,
+    /// Landlock ruleset plus seccomp in a private PID namespace, with the `/proc` its probe
+    /// stated.
+    Landlock(LandlockProc),
     /// No filesystem or network masks; supervision, budgets and cleanup only.
     Direct,
     /// macOS Seatbelt: `sandbox-exec` with a generated SBPL profile ([`crate::seatbelt`]),
@@ -23,6 +24,82 @@ pub enum Mechanism {
     Seatbelt,
     /// A container of a pinned image, run by the Docker daemon ([`crate::docker`]).
     Docker,
+}
+
+impl Mechanism {
+    /// The mechanism's name in records (`bwrap`, `landlock`, …).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Bwrap => "bwrap",
+            Mechanism::Landlock(_) => "landlock",
+            Mechanism::Direct => "direct",
+            Mechanism::Seatbelt => "seatbelt",
+            Mechanism::Docker => "docker",
+        }
+    }
+}
+
+/// The `/proc` of a `linux-landlock` sandbox. Landlock itself has no mount namespace, so the
+/// sandbox gets a procfs of its own only where the host lets init mount one; the probe tries
+/// it (`palisade __sandbox-proc-trial`) and states the outcome as one line of its limitations
+/// ([`LandlockProc::limitation`]), which the decision carries, and the launcher applies that
+/// line ([`LandlockProc::from_limitations`]) and nothing else: init fails closed if it cannot.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LandlockProc {
+    /// A procfs of the sandbox's PID namespace, mounted in a mount namespace of its own: the
+    /// command sees only the sandbox's processes.
+    Own,
+    /// The host's procfs, every process directory of it denied by the ruleset (the command's
+    /// own included: a process started later has no rule).
+    HostProcessesDenied,
+}
+
+impl LandlockProc {
+    /// The probe's limitation line for [`LandlockProc::Own`].
+    pub const OWN: &'static str =
+        "/proc is the sandbox's own (its PID namespace's procfs): no other process is visible";
+    /// How the probe's line for [`LandlockProc::HostProcessesDenied`] starts.
+    pub const HOST_PREFIX: &'static str = "/proc is the host's (";
+    /// How every line of the probe about `/proc` starts.
+    const ANY_PREFIX: &'static str = "/proc is the ";
+
+    /// The probe's limitation line; `reason` says why the host gives no procfs of the
+    /// sandbox's own (ignored for [`LandlockProc::Own`]).
+    #[must_use]
+    pub fn limitation(self, reason: &str) -> String {
+        match self {
+            LandlockProc::Own => Self::OWN.to_owned(),
+            LandlockProc::HostProcessesDenied => format!(
+                "{}no procfs of the sandbox's own here: {reason}): every process directory is \
+                 unreadable, the command's own included",
+                Self::HOST_PREFIX,
+            ),
+        }
+    }
+
+    /// The mode a probe's limitations state: exactly one line about `/proc`, in one of the
+    /// two forms [`LandlockProc::limitation`] writes; `None` otherwise.
+    #[must_use]
+    pub fn from_limitations(limitations: &[String]) -> Option<LandlockProc> {
+        let mut lines = limitations
+            .iter()
+            .filter(|line| line.starts_with(Self::ANY_PREFIX));
+        let line = lines.next()?;
+        if lines.next().is_some() {
+            return None;
+        }
+        if line == Self::OWN {
+            Some(LandlockProc::Own)
+        } else if line.starts_with(Self::HOST_PREFIX) {
+            Some(LandlockProc::HostProcessesDenied)
+        } else {
+            None
+        }
+    }
 }
 
 /// The network the mechanism gives the command.
@@ -139,4 +216,42 @@ pub struct LaunchPlan {
     /// A private, per-run temporary directory (the sandbox's `TMPDIR`), already created.
     pub run_temp_dir: PathBuf,
     pub budgets: Budgets,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LandlockProc;
+
+    fn lines(lines: &[&str]) -> Vec<String> {
+        lines.iter().map(|line| (*line).to_owned()).collect()
+    }
+
+    #[test]
+    fn landlock_proc_is_read_back_from_exactly_one_line() {
+        let own = LandlockProc::Own.limitation("ignored");
+        let host = LandlockProc::HostProcessesDenied.limitation("mount: EPERM (a container)");
+        let other = "no domain filtering";
+        assert_eq!(
+            LandlockProc::from_limitations(&lines(&[other, &own])),
+            Some(LandlockProc::Own)
+        );
+        assert_eq!(
+            LandlockProc::from_limitations(&lines(&[&host, other])),
+            Some(LandlockProc::HostProcessesDenied)
+        );
+        // None, two, or one in neither form: no mode at all (the launcher then refuses).
+        for unclear in [
+            lines(&[other]),
+            lines(&[&own, &host]),
+            lines(&[&own, &own]),
+            lines(&["/proc is the sandbox's own"]),
+            lines(&["/proc is the host's, more or less"]),
+        ] {
+            assert_eq!(
+                LandlockProc::from_limitations(&unclear),
+                None,
+                "{unclear:?}"
+            );
+        }
+    }
 }

@@ -14,24 +14,27 @@ use crate::sys::{self, SavedAction};
 /// The signals the pipe reports.
 const HANDLED: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD];
 
-/// The installed handlers and their pipe; dropping it restores the previous handlers.
+/// The installed handlers and their pipe; dropping it restores the previous handlers and the
+/// previous pipe (an [`Interrupts`] the supervisor ran inside of keeps receiving).
 pub(crate) struct SignalPipe {
     read: OwnedFd,
     _write: OwnedFd,
     previous: Vec<(i32, SavedAction)>,
+    previous_pipe: std::os::fd::RawFd,
 }
 
 impl SignalPipe {
     /// Installs the handlers (one run at a time: callers serialise runs).
     pub(crate) fn install() -> io::Result<Self> {
         let (read, write) = sys::pipe_nonblocking()?;
+        let previous_pipe = sys::signal_pipe();
         sys::set_signal_pipe(write.as_raw_fd());
         let mut previous = Vec::new();
         for signal in HANDLED {
             match sys::install_pipe_handler(signal) {
                 Ok(old) => previous.push((signal, old)),
                 Err(e) => {
-                    sys::set_signal_pipe(-1);
+                    sys::set_signal_pipe(previous_pipe);
                     for (signal, old) in &previous {
                         sys::restore_handler(*signal, old);
                     }
@@ -43,6 +46,7 @@ impl SignalPipe {
             read,
             _write: write,
             previous,
+            previous_pipe,
         })
     }
 
@@ -62,9 +66,44 @@ impl SignalPipe {
     }
 }
 
+/// SIGINT, SIGTERM and SIGHUP received by a launcher before (and after) its supervisor takes
+/// over: instead of dying of the signal mid-setup (leaving its temp directory, a decision
+/// without an outcome), the launcher checks [`Interrupts::received`] at its safe points and
+/// stops there, cleanly. While a supervisor runs, its own handlers take the signals and forward
+/// them to the command; this pipe receives again once the supervisor is done.
+pub struct Interrupts {
+    pipe: SignalPipe,
+    seen: Option<i32>,
+}
+
+impl Interrupts {
+    /// Installs the handlers.
+    ///
+    /// # Errors
+    /// The pipe or a handler could not be set up.
+    pub fn install() -> io::Result<Interrupts> {
+        Ok(Interrupts {
+            pipe: SignalPipe::install()?,
+            seen: None,
+        })
+    }
+
+    /// The first interrupt received so far (SIGINT, SIGTERM or SIGHUP), if any.
+    pub fn received(&mut self) -> Option<i32> {
+        if self.seen.is_none() {
+            self.seen = self
+                .pipe
+                .drain()
+                .into_iter()
+                .find(|s| matches!(*s, libc::SIGINT | libc::SIGTERM | libc::SIGHUP));
+        }
+        self.seen
+    }
+}
+
 impl Drop for SignalPipe {
     fn drop(&mut self) {
-        sys::set_signal_pipe(-1);
+        sys::set_signal_pipe(self.previous_pipe);
         for (signal, old) in &self.previous {
             sys::restore_handler(*signal, old);
         }

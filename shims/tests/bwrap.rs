@@ -30,6 +30,7 @@ use std::process::{Command, Output};
 
 use palisade_shims::bwrap::{BwrapError, argv, trial_argv};
 use palisade_shims::fsfacts::{cleanup_created, measure};
+use palisade_shims::placeholder;
 use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
 
 const BWRAP: &str = "/usr/bin/bwrap";
@@ -123,11 +124,12 @@ struct Ran {
     status: std::process::ExitStatus,
     stdout: String,
     stderr: String,
-    /// What `cleanup_created` left behind.
+    /// What `cleanup_created` and releasing the placeholders left behind.
     kept: Vec<PathBuf>,
 }
 
-/// Measures, builds the argv, runs bwrap, cleans up the created mountpoints.
+/// Measures, builds the argv, holds the placeholders, runs bwrap, cleans up the created
+/// mountpoints and releases the placeholders (what the launcher does).
 ///
 /// Other tests create and drop host sockets concurrently; when one measured here vanishes
 /// before bwrap starts, bwrap refuses to start (see
@@ -138,9 +140,11 @@ fn run(plan: &LaunchPlan) -> Ran {
     loop {
         attempts += 1;
         let facts = measure(plan).unwrap();
-        let built = argv(plan, &facts, None).unwrap();
+        let built = argv(plan, &facts, None, None).unwrap();
+        let held = placeholder::hold(&built.placeholders).unwrap();
         let output = Command::new(BWRAP).args(&built.args).output().unwrap();
-        let kept = cleanup_created(&built.created_mountpoints);
+        let mut kept = cleanup_created(&built.created_mountpoints);
+        kept.extend(held.release().left);
         let ran = Ran {
             status: output.status,
             stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -412,7 +416,7 @@ fn a_protected_symlink_inside_the_workspace_is_refused() {
     plan.protected_paths = vec![fx.ws.join("CLAUDE.md")];
     let facts = measure(&plan).unwrap();
     assert!(matches!(
-        argv(&plan, &facts, None),
+        argv(&plan, &facts, None, None),
         Err(BwrapError::ProtectedSymlink { .. })
     ));
 }
@@ -672,7 +676,7 @@ fn a_socket_that_vanishes_before_launch_fails_closed() {
     let listener = UnixListener::bind(&sock).unwrap();
     let plan = fx.plan(Network::None, sh("echo started"));
     let facts = measure(&plan).unwrap();
-    let built = argv(&plan, &facts, None).unwrap();
+    let built = argv(&plan, &facts, None, None).unwrap();
     drop(listener);
     fs::remove_file(&sock).unwrap();
     // In the read-only root bwrap cannot create the mountpoint: nothing starts.
@@ -691,7 +695,7 @@ fn a_workspace_socket_that_vanishes_leaves_nothing_behind() {
     let listener = UnixListener::bind(&sock).unwrap();
     let plan = fx.plan(Network::None, sh("echo started"));
     let facts = measure(&plan).unwrap();
-    let built = argv(&plan, &facts, None).unwrap();
+    let built = argv(&plan, &facts, None, None).unwrap();
     assert!(built.created_mountpoints.contains(&sock));
     drop(listener);
     fs::remove_file(&sock).unwrap();

@@ -34,13 +34,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use palisade_shims::landlock::{ListingFacts, RulesetPlan, Status, restrict, ruleset_plan};
-use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
+use palisade_shims::plan::{Budgets, LandlockProc, LaunchPlan, Mechanism, Network};
 
 const HELPER_MODE: &str = "PALISADE_LANDLOCK_HELPER";
 const HELPER_ROOT: &str = "PALISADE_LANDLOCK_ROOT";
 const HELPER_PORT: &str = "PALISADE_LANDLOCK_PORT";
 const HELPER_VICTIM: &str = "PALISADE_LANDLOCK_VICTIM";
 const HELPER_ABSTRACT: &str = "PALISADE_LANDLOCK_ABSTRACT";
+const HELPER_SECRET: &str = "PALISADE_LANDLOCK_SECRET";
 
 /// What a verdict must be.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -155,7 +156,7 @@ impl Tree {
     fn launch(&self, network: Network) -> LaunchPlan {
         let workspace = self.root.join("ws");
         LaunchPlan {
-            mechanism: Mechanism::Landlock,
+            mechanism: Mechanism::Landlock(LandlockProc::Own),
             network,
             workspace: workspace.clone(),
             writable_roots: vec![workspace],
@@ -421,6 +422,99 @@ fn restrict_refuses_a_writable_root_that_vanished_or_turned_into_a_symlink() {
     );
 }
 
+/// Process directories a sandbox sharing the host's `/proc` must not read, and `/proc` entries
+/// it still may.
+const PROC_ATTACKS: &[&str] = &[
+    "read_victim_cmdline",
+    "read_victim_environ",
+    "read_own_cmdline_via_self",
+    "read_process_started_later",
+    "list_proc",
+];
+const PROC_LEGIT: &[&str] = &["read_proc_meminfo", "read_proc_sys_entry"];
+
+/// [`LandlockProc::HostProcessesDenied`]: the ruleset for a sandbox that shares the host's
+/// `/proc` (where no procfs of its own can be mounted) keeps every process's command line and
+/// environment out — a victim's this test started with a secret in its argv, the command's own,
+/// and one started after the ruleset — while the rest of `/proc` stays readable. Each read
+/// first works without Landlock.
+#[test]
+fn the_host_proc_ruleset_denies_every_process_directory() {
+    let tree = Tree::new();
+    let mut launch = tree.launch(Network::None);
+    launch.mechanism = Mechanism::Landlock(LandlockProc::HostProcessesDenied);
+    let plan = ruleset_plan(&launch, &ListingFacts::measure(&launch).unwrap()).unwrap();
+    fs::write(
+        tree.root.join("plan.json"),
+        serde_json::to_vec(&plan).unwrap(),
+    )
+    .unwrap();
+    let secret = format!("secret-argv-{}", std::process::id());
+    let mut victim = Command::new("sh")
+        .args(["-c", "sleep 60; :", &secret])
+        .spawn()
+        .unwrap();
+    // `spawn` returns once the new image is mapped, maybe before its arguments are set up.
+    let cmdline = format!("/proc/{}/cmdline", victim.id());
+    for _ in 0..2000 {
+        if String::from_utf8_lossy(&fs::read(&cmdline).unwrap()).contains(&secret) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let run = |mode: &str| {
+        let output = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "helper", "--nocapture", "--test-threads=1"])
+            .env(HELPER_MODE, mode)
+            .env(HELPER_ROOT, &tree.root)
+            .env(HELPER_VICTIM, victim.id().to_string())
+            .env(HELPER_SECRET, &secret)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(output.status.success(), "{mode}: {stdout}");
+        let verdicts: BTreeMap<String, Result<(), i32>> = stdout
+            .lines()
+            .filter_map(|line| line.find("VERDICT ").map(|at| &line[at..]))
+            .filter_map(
+                |line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                    ["VERDICT", name, "ok"] => Some((name.to_owned(), Ok(()))),
+                    ["VERDICT", name, "err", errno] => {
+                        Some((name.to_owned(), Err(errno.parse().unwrap())))
+                    }
+                    _ => None,
+                },
+            )
+            .collect();
+        Run {
+            verdicts,
+            status: None,
+            stdout,
+        }
+    };
+    let bare = run("bare-proc");
+    let restricted = run("restrict-proc");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let mut problems = Vec::new();
+    for name in PROC_ATTACKS.iter().chain(PROC_LEGIT) {
+        check(&bare, name, Expect::Ok, &mut problems);
+    }
+    for name in PROC_ATTACKS {
+        check(&restricted, name, Expect::Err(EACCES), &mut problems);
+    }
+    for name in PROC_LEGIT {
+        check(&restricted, name, Expect::Ok, &mut problems);
+    }
+    assert!(
+        problems.is_empty(),
+        "{problems:#?}\nbare:\n{}\nrestricted:\n{}",
+        bare.stdout,
+        restricted.stdout
+    );
+}
+
 /// The helper child: not a test unless `PALISADE_LANDLOCK_HELPER` is set.
 #[test]
 fn helper() {
@@ -431,6 +525,15 @@ fn helper() {
     let plan: RulesetPlan =
         serde_json::from_slice(&fs::read(root.join("plan.json")).unwrap()).unwrap();
     match mode.as_str() {
+        "bare-proc" | "restrict-proc" => {
+            if mode == "restrict-proc" {
+                restrict(&plan).unwrap();
+            }
+            let victim: i32 = std::env::var(HELPER_VICTIM).unwrap().parse().unwrap();
+            let secret = std::env::var(HELPER_SECRET).unwrap();
+            proc_attack(victim, &secret);
+            return;
+        }
         "bare" => {}
         "restrict" => {
             let status = restrict(&plan).unwrap();
@@ -473,6 +576,52 @@ fn c_path(path: &Path) -> CString {
 
 fn read(path: &Path) -> std::io::Result<()> {
     fs::read(path).map(drop)
+}
+
+/// Reads `path` and checks it holds `needle` (a read that returns something else is an error).
+fn read_holding(path: &str, needle: &str) -> std::io::Result<()> {
+    let bytes = fs::read(path)?;
+    if String::from_utf8_lossy(&bytes).contains(needle) {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!("`{path}` lacks `{needle}`")))
+    }
+}
+
+fn proc_attack(victim: i32, secret: &str) {
+    verdict(
+        "read_victim_cmdline",
+        read_holding(&format!("/proc/{victim}/cmdline"), secret),
+    );
+    verdict(
+        "read_victim_environ",
+        fs::read(format!("/proc/{victim}/environ")).map(drop),
+    );
+    verdict(
+        "read_own_cmdline_via_self",
+        read_holding("/proc/self/cmdline", "helper"),
+    );
+    verdict(
+        "read_process_started_later",
+        Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .and_then(|mut child| {
+                let read = fs::read(format!("/proc/{}/cmdline", child.id())).map(drop);
+                child.kill()?;
+                child.wait()?;
+                read
+            }),
+    );
+    verdict("list_proc", fs::read_dir("/proc").map(drop));
+    verdict(
+        "read_proc_meminfo",
+        read_holding("/proc/meminfo", "MemTotal"),
+    );
+    verdict(
+        "read_proc_sys_entry",
+        fs::read("/proc/sys/kernel/osrelease").map(drop),
+    );
 }
 
 fn attack(root: &Path, port: u16, victim: i32, abstract_name: &str) {

@@ -28,8 +28,10 @@ use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use palisade_shims::plan::{Mechanism, Reach};
-use palisade_shims::seccomp::{self, Action, Arch, Instruction, Profile, Program};
+use palisade_shims::plan::{LandlockProc, Mechanism, Reach};
+use std::os::fd::AsRawFd as _;
+
+use palisade_shims::seccomp::{self, Action, Arch, Instruction, Profile, Program, observe};
 
 /// Counts every allocation in this test binary, to prove `install` makes none.
 struct CountingAllocator;
@@ -63,11 +65,11 @@ const BWRAP_LOOPBACK: Profile = Profile {
     reach: Reach::OwnLoopback,
 };
 const LANDLOCK_NONE: Profile = Profile {
-    mechanism: Mechanism::Landlock,
+    mechanism: Mechanism::Landlock(LandlockProc::Own),
     reach: Reach::Nothing,
 };
 const LANDLOCK_OUTBOUND: Profile = Profile {
-    mechanism: Mechanism::Landlock,
+    mechanism: Mechanism::Landlock(LandlockProc::Own),
     reach: Reach::Everything,
 };
 const PROFILES: [Profile; 4] = [BWRAP_NONE, BWRAP_LOOPBACK, LANDLOCK_NONE, LANDLOCK_OUTBOUND];
@@ -844,6 +846,17 @@ fn run_probe(
     probe: fn(&Fixture) -> i64,
     fx: &Fixture,
 ) -> Outcome {
+    run_probe_with(setup, filter, None, probe, fx)
+}
+
+/// [`run_probe`] with the observed form of `filter` and its listener sent over `observe_to`.
+fn run_probe_with(
+    setup: Setup,
+    filter: Option<&Program>,
+    observe_to: Option<libc::c_int>,
+    probe: fn(&Fixture) -> i64,
+    fx: &Fixture,
+) -> Outcome {
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let pid = unsafe { libc::fork() };
@@ -875,13 +888,20 @@ fn run_probe(
                 failed = errno();
             }
         }
+        let installed = match (filter, observe_to) {
+            (None, _) => Ok(()),
+            (Some(program), None) => seccomp::install(program),
+            (Some(program), Some(socket)) => seccomp::install_observed(program, socket),
+        };
         if failed == 0
-            && let Some(program) = filter
-            && let Err(err) = seccomp::install(program)
+            && let Err(err) = installed
         {
             failed = match err {
                 seccomp::SeccompError::NoNewPrivs { source }
-                | seccomp::SeccompError::Install { source } => source.raw_os_error().unwrap_or(-1),
+                | seccomp::SeccompError::Install { source }
+                | seccomp::SeccompError::SendListener { source } => {
+                    source.raw_os_error().unwrap_or(-1)
+                }
                 _ => -1,
             };
         }
@@ -1603,6 +1623,96 @@ fn check_kernel(profile_index: usize) {
     assert!(failures.is_empty(), "{profile:?}:\n{}", failures.join("\n"));
 }
 
+/// Every case again under the observed form of the filter, with an observer answering: the
+/// command sees exactly what the plain filter gives it, every refusal is observed with that
+/// errno, and nothing the filter allows (or kills) reaches the observer.
+fn check_kernel_observed(profile_index: usize) {
+    let profile = PROFILES[profile_index];
+    let plain = seccomp::build(&profile).unwrap();
+    let observed_program = plain.observed();
+    assert!(observed_program.is_observed() && !plain.is_observed());
+    let fx = Fixture::new(&format!("observed-{profile_index}"));
+    let mut failures = Vec::new();
+    let mut explained = 0;
+    let mut refused = 0;
+    for case in cases() {
+        let filtered = run_probe(case.setup, Some(&plain), case.probe, &fx);
+        let (ours, theirs) = observe::channel().unwrap();
+        let observer =
+            observe::Observer::start(ours, seccomp::Arch::native().unwrap(), profile).unwrap();
+        let outcome = run_probe_with(
+            case.setup,
+            Some(&observed_program),
+            Some(theirs.as_raw_fd()),
+            case.probe,
+            &fx,
+        );
+        drop(theirs);
+        let seen = observer.finish();
+        let same = match (outcome, filtered) {
+            (Outcome::Ok(_), Outcome::Ok(_)) => true,
+            _ => outcome == filtered,
+        };
+        if !same {
+            failures.push(format!(
+                "{}: plain filter {filtered:?}, observed filter {outcome:?}",
+                case.name
+            ));
+            continue;
+        }
+        match outcome {
+            // ENOSYS steers libc to a readable syscall: the kernel answers it, never observed.
+            Outcome::Err(libc::ENOSYS) if seen.total != 0 => {
+                failures.push(format!("{}: a steer was observed {seen:?}", case.name));
+            }
+            Outcome::Err(libc::ENOSYS) => {}
+            Outcome::Err(errno) if matches!(case.expect[profile_index], Expect::Denied(_)) => {
+                refused += 1;
+                if seen.total >= 1 && seen.calls.iter().any(|c| c.errno == errno) {
+                    explained += 1;
+                } else {
+                    failures.push(format!(
+                        "{}: refused with {errno}, observed {seen:?}",
+                        case.name
+                    ));
+                }
+            }
+            _ if matches!(case.expect[profile_index], Expect::Same | Expect::Killed)
+                && seen.total != 0 =>
+            {
+                failures.push(format!("{}: not refused, yet observed {seen:?}", case.name));
+            }
+            _ => {}
+        }
+        if let Some(error) = &seen.error {
+            failures.push(format!("{}: observer error {error}", case.name));
+        }
+    }
+    eprintln!("{profile:?} observed: {explained} of {refused} refusals explained");
+    assert!(failures.is_empty(), "{profile:?}:\n{}", failures.join("\n"));
+    assert!(refused > 0);
+}
+
+#[test]
+fn kernel_enforces_bwrap_none_profile_observed() {
+    check_kernel_observed(0);
+}
+
+#[test]
+fn kernel_enforces_bwrap_loopback_profile_observed() {
+    check_kernel_observed(1);
+}
+
+#[test]
+fn kernel_enforces_landlock_none_profile_observed() {
+    check_kernel_observed(2);
+}
+
+#[test]
+fn kernel_enforces_landlock_outbound_profile_observed() {
+    check_kernel_observed(3);
+}
+
 #[test]
 fn kernel_enforces_bwrap_none_profile() {
     check_kernel(0);
@@ -1768,7 +1878,7 @@ fn kernel_tests_pass_unprivileged_too() {
     let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
-        output.status.success() && stdout.contains("4 passed"),
+        output.status.success() && stdout.contains("8 passed"),
         "as uid 65534 ({:?}; signal {:?}):\n{stdout}\n{}",
         output.status.code(),
         output.status.signal(),

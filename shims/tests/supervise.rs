@@ -267,6 +267,7 @@ fn init_spec(command: Vec<OsString>, dir: &Path) -> InitSpec {
         rlimits: Vec::new(),
         confinement: Confinement::None,
         report_fd: None,
+        observe_fd: None,
     }
 }
 

@@ -1,6 +1,6 @@
-//! Process attacks: signal, ptrace, read the memory or environment of a process the test
-//! spawned on the host (the victim, or the `palisade` supervisor itself), and of the sandbox's
-//! own PID 1.
+//! Process attacks: signal, ptrace, read the memory, environment or command line of a process
+//! the test spawned on the host (the victim, or the `palisade` supervisor itself), and signal,
+//! ptrace, open the memory of or read the environment of the sandbox's own PID 1.
 //!
 //! Before acting on a pid, an attack checks the namespace guard (it must be outside one of the
 //! host's namespaces) and that the pid's command line carries the test's marker, so a wrong
@@ -144,5 +144,152 @@ pub fn environ(args: &Args) -> Attack {
             bytes.len()
         )),
         Err(error) => Outcome::blocked(io_detail(&format!("read `{path}`"), &error)),
+    })
+}
+
+/// `--pid N --marker M`: read the victim's command line from `/proc/N/cmdline` (read-only). It
+/// is world-readable in any procfs that shows the process (secrets passed as arguments), so only
+/// a `/proc` of the sandbox's own, or a rule denying it, keeps it out.
+pub fn cmdline(args: &Args) -> Attack {
+    let pid: i32 = args.num("pid")?;
+    let marker = args.get("marker")?;
+    let path = format!("/proc/{pid}/cmdline");
+    Ok(match std::fs::read(&path) {
+        Ok(bytes) if String::from_utf8_lossy(&bytes).contains(marker) => {
+            Outcome::succeeded(format!("read the victim's command line from `{path}`"))
+        }
+        Ok(bytes) => Outcome::blocked(format!(
+            "`{path}`: {} bytes without the marker",
+            bytes.len()
+        )),
+        Err(error) => Outcome::blocked(io_detail(&format!("read `{path}`"), &error)),
+    })
+}
+
+/// Proceed only against the sandbox's own PID 1, never the host's init: inside a PID namespace
+/// of our own, and with our parent being that namespace's PID 1 (`getppid() == 1`).
+fn child_of_sandbox_init(args: &Args) -> Result<(), Outcome> {
+    guard::outside_host(args, &[Ns::Pid])?;
+    let parent = std::os::unix::process::parent_id();
+    if parent != 1 {
+        return Err(Outcome::error(format!(
+            "the parent (pid {parent}) is not the namespace's PID 1"
+        )));
+    }
+    Ok(())
+}
+
+/// PID 1's directory as the mounted procfs numbers it (`/proc/self/stat`'s parent pid): `1` in
+/// a procfs of our own PID namespace, the host's number in the host's procfs.
+fn sandbox_init_dir() -> Result<String, Outcome> {
+    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|error| {
+        Outcome::blocked(io_detail(
+            "read `/proc/self/stat` (to name PID 1 in this /proc)",
+            &error,
+        ))
+    })?;
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so split after the last `)`.
+    let ppid = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+        .and_then(|field| field.parse::<u32>().ok())
+        .ok_or_else(|| Outcome::error(format!("cannot parse `/proc/self/stat`: `{stat}`")))?;
+    Ok(format!("/proc/{ppid}"))
+}
+
+/// Open the sandbox's PID 1's memory read-write (nothing is written): whoever can, can rewrite
+/// the process that reaps the sandbox.
+pub fn open_init_mem(args: &Args) -> Attack {
+    child_of_sandbox_init(args)?;
+    let path = format!("{}/mem", sandbox_init_dir()?);
+    Ok(
+        match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+        {
+            Ok(_) => {
+                Outcome::succeeded(format!("opened `{path}` (the sandbox's PID 1) read-write"))
+            }
+            Err(error) => Outcome::blocked(io_detail(&format!("open `{path}` read-write"), &error)),
+        },
+    )
+}
+
+/// Read the sandbox's PID 1's environment (any content counts: it is another process's).
+pub fn read_init_environ(args: &Args) -> Attack {
+    child_of_sandbox_init(args)?;
+    let path = format!("{}/environ", sandbox_init_dir()?);
+    Ok(match std::fs::read(&path) {
+        Ok(bytes) => Outcome::succeeded(format!(
+            "read `{path}` (the sandbox's PID 1): {} bytes",
+            bytes.len()
+        )),
+        Err(error) => Outcome::blocked(io_detail(&format!("read `{path}`"), &error)),
+    })
+}
+
+/// Signal the sandbox's PID 1 with everything that could stop or end it, then check it still
+/// runs. Catchable signals are ignored here first, so an init that forwards them to its child
+/// (docker-init) does not end this attack instead. Should PID 1 die, the kernel kills this
+/// process with it and no verdict is printed (the battery counts that as broken, not blocked).
+pub fn signal_init(args: &Args) -> Attack {
+    child_of_sandbox_init(args)?;
+    const SIGNALS: [(libc::c_int, &str); 10] = [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTSTP, "SIGTSTP"),
+        (libc::SIGSTOP, "SIGSTOP"),
+        (libc::SIGKILL, "SIGKILL"),
+    ];
+    let mut sent = Vec::new();
+    let mut refused = Vec::new();
+    for (signal, name) in SIGNALS {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            let _ = sys::ignore_signal(signal);
+        }
+        match sys::kill(1, signal) {
+            Ok(()) => sent.push(name),
+            Err(error) => refused.push(format!("{name}: {error}")),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // A stopped init reaps nothing; say so, then let it go on.
+    let state = sandbox_init_dir()
+        .ok()
+        .and_then(|dir| std::fs::read_to_string(format!("{dir}/stat")).ok())
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+        });
+    if let Some(state) = state.as_deref().filter(|s| *s == "T" || *s == "t") {
+        let _ = sys::kill(1, libc::SIGCONT);
+        return Ok(Outcome::succeeded(format!(
+            "PID 1 is stopped (state {state}) after {}",
+            sent.join(", ")
+        )));
+    }
+    Ok(match sys::kill(1, 0) {
+        Err(error) if error.raw_os_error() == Some(libc::ESRCH) => {
+            Outcome::succeeded(format!("PID 1 is gone after {}", sent.join(", ")))
+        }
+        _ if sent.is_empty() => {
+            Outcome::blocked(format!("every signal refused: {}", refused.join("; ")))
+        }
+        _ => Outcome::blocked(format!(
+            "PID 1 still runs (state {}) after {}{}",
+            state.as_deref().unwrap_or("unreadable"),
+            sent.join(", "),
+            if refused.is_empty() {
+                String::new()
+            } else {
+                format!("; refused: {}", refused.join("; "))
+            }
+        )),
     })
 }

@@ -119,10 +119,55 @@ pub fn required() -> bool {
 /// The image, built once per process (and once per content: the tag carries a hash).
 pub fn ensure() -> Result<TestImage, String> {
     static IMAGE: OnceLock<Result<TestImage, String>> = OnceLock::new();
-    IMAGE.get_or_init(build).clone()
+    IMAGE.get_or_init(|| build(&[])).clone()
 }
 
-fn build() -> Result<TestImage, String> {
+/// [`ensure`]'s image plus the host's `git` at its own path and in its exec path, with the
+/// shared libraries `ldd` names for it (the image has no libc of its own), for tests that run
+/// git inside a container. Built once per process.
+pub fn ensure_with_git() -> Result<TestImage, String> {
+    static IMAGE: OnceLock<Result<TestImage, String>> = OnceLock::new();
+    IMAGE.get_or_init(|| build(&host_git_files()?)).clone()
+}
+
+/// `(host file, path in the image)` for the `git` found on `PATH` and what it needs to run.
+fn host_git_files() -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    let sh = |script: &str| -> Result<String, String> {
+        let out = Command::new("sh")
+            .args(["-c", script])
+            .output()
+            .map_err(|e| format!("sh: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "`{script}` failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let git = PathBuf::from(sh("command -v git").map_err(|_| "git is not installed".to_owned())?);
+    let exec_path = PathBuf::from(sh("git --exec-path")?);
+    let mut files = vec![
+        (git.clone(), git.clone()),
+        (git.clone(), exec_path.join("git")),
+    ];
+    // `libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)` and `/lib64/ld-linux-x86-64.so.2 (0x…)`.
+    for line in sh(&format!("ldd '{}'", git.display()))?.lines() {
+        let path = line
+            .split("=>")
+            .last()
+            .and_then(|rest| rest.split_whitespace().next())
+            .filter(|path| path.starts_with('/'));
+        if let Some(path) = path {
+            files.push((PathBuf::from(path), PathBuf::from(path)));
+        }
+    }
+    Ok(files)
+}
+
+/// The image: busybox, the attack binary and `extra` files (`(host file, path in the image)`,
+/// each executable).
+fn build(extra: &[(PathBuf, PathBuf)]) -> Result<TestImage, String> {
     let socket = daemon_socket()?;
     let attack = static_attack()?;
     let busybox = ["/bin/busybox", "/usr/bin/busybox"]
@@ -137,6 +182,12 @@ fn build() -> Result<TestImage, String> {
         input.extend_from_slice(LAYOUT_VERSION.as_bytes());
         input.extend_from_slice(&busybox_bytes);
         input.extend_from_slice(&attack_bytes);
+        for (host, inside) in extra {
+            input.extend_from_slice(inside.as_os_str().as_encoded_bytes());
+            input.extend_from_slice(
+                &std::fs::read(host).map_err(|e| format!("{}: {e}", host.display()))?,
+            );
+        }
         sha256_hex(&input)
     };
     let tag = format!("palisade-test:{}", &hash[..16]);
@@ -166,6 +217,17 @@ fn build() -> Result<TestImage, String> {
     }
     std::fs::write(r.join("bin/busybox"), &busybox_bytes).unwrap();
     std::fs::write(r.join("usr/local/bin/palisade-attack"), &attack_bytes).unwrap();
+    let mut executables = vec![
+        PathBuf::from("bin/busybox"),
+        PathBuf::from("usr/local/bin/palisade-attack"),
+    ];
+    for (host, inside) in extra {
+        let relative = inside.strip_prefix("/").unwrap_or(inside);
+        let target = r.join(relative);
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(host, &target).map_err(|e| format!("{}: {e}", host.display()))?;
+        executables.push(relative.to_path_buf());
+    }
     let list = Command::new(&busybox).arg("--list").output().unwrap();
     for applet in String::from_utf8_lossy(&list.stdout).lines() {
         if applet != "busybox" && !applet.contains('/') && !applet.is_empty() {
@@ -184,12 +246,11 @@ fn build() -> Result<TestImage, String> {
         .status()
         .unwrap();
     assert!(status.success());
-    for (path, mode) in [
-        ("bin/busybox", "0755"),
-        ("usr/local/bin/palisade-attack", "0755"),
-        ("tmp", "1777"),
-        ("var/tmp", "1777"),
-    ] {
+    let modes = executables
+        .iter()
+        .map(|path| (path.as_path(), "0755"))
+        .chain([(Path::new("tmp"), "1777"), (Path::new("var/tmp"), "1777")]);
+    for (path, mode) in modes {
         let status = Command::new("chmod")
             .arg(mode)
             .arg(r.join(path))

@@ -1240,6 +1240,9 @@ pub struct Cell {
     pub asserted: bool,
     /// `Some(problem)` if this cell fails the battery.
     pub failure: Option<String>,
+    /// For an attack refused inside: whether the run's outcome lists a denial for it (the
+    /// refusal was observed and explained); `None` where that does not apply.
+    pub explained: Option<bool>,
 }
 
 /// Parse the attack's one JSON line.

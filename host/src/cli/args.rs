@@ -58,9 +58,26 @@ pub enum Command {
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
+    /// Internal: the first program in a bubblewrap sandbox: installs the observed seccomp filter,
+    /// hands its listener to the supervisor, execs the rest.
+    #[command(name = "__sandbox-exec", hide = true)]
+    SandboxExec(BridgeArgs),
+    /// Internal: PID 1 of a bubblewrap sandbox, then CMD.
+    #[command(name = "__sandbox-pid1", hide = true)]
+    SandboxPid1(SandboxPid1Args),
+    /// Internal: the probe's trial of a Landlock sandbox's namespaces and `/proc`.
+    #[command(name = "__sandbox-proc-trial", hide = true)]
+    SandboxProcTrial,
     /// Internal: inside a sandbox with a network bridge, listen on its loopback, exec CMD.
     #[command(name = "__bridge", hide = true)]
     Bridge(BridgeArgs),
+}
+
+#[derive(Args)]
+pub struct SandboxPid1Args {
+    /// The command (absolute path) and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// The bridge's own arguments, parsed by the same parser as the static `palisade-bridge`

@@ -63,10 +63,21 @@ pub fn dispatch(command: args::Command) -> ExitCode {
         Command::Run(args) => run(&args),
         #[cfg(target_os = "linux")]
         Command::SandboxInit => palisade_shims::init::main(),
-        // The PID-namespace init exists on Linux only; nothing launches it elsewhere.
+        #[cfg(target_os = "linux")]
+        Command::SandboxPid1(args) => palisade_shims::init::pid1::main(&args.command),
+        #[cfg(target_os = "linux")]
+        Command::SandboxProcTrial => palisade_shims::init::procfs::trial_main(),
+        // The PID-namespace inits exist on Linux only; nothing launches them elsewhere.
         #[cfg(not(target_os = "linux"))]
-        Command::SandboxInit => {
-            let _ = std::io::stderr().write_all(b"palisade: __sandbox-init needs linux\n");
+        Command::SandboxInit | Command::SandboxPid1(_) | Command::SandboxProcTrial => {
+            let _ = std::io::stderr().write_all(b"palisade: sandbox inits need linux\n");
+            return Exit::NotLaunched.into();
+        }
+        #[cfg(target_os = "linux")]
+        Command::SandboxExec(args) => palisade_shims::sandbox_exec::main(&args.args),
+        #[cfg(not(target_os = "linux"))]
+        Command::SandboxExec(_) => {
+            let _ = std::io::stderr().write_all(b"palisade: __sandbox-exec needs linux\n");
             return Exit::NotLaunched.into();
         }
         Command::Bridge(args) => {

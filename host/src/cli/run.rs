@@ -4,6 +4,7 @@
 
 use palisade_engine::output::PlanNetwork;
 use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
+use palisade_shims::plan::LandlockProc;
 use serde_json::Value;
 
 use crate::audit;
@@ -103,6 +104,16 @@ fn confirm_claims(
         if claim.network_bridge && !here.network_bridge {
             problems.push(format!(
                 "probes[{index}]: `{name}` is claimed to have the network bridge (filtered egress, host loopback ports), which this host's probe does not"
+            ));
+        }
+        // Sharing the host's `/proc` (every process directory denied) needs nothing of the
+        // host; a `/proc` of the sandbox's own does.
+        if claim.backend == Backend::LinuxLandlock
+            && LandlockProc::from_limitations(&claim.limitations) == Some(LandlockProc::Own)
+            && LandlockProc::from_limitations(&here.limitations) != Some(LandlockProc::Own)
+        {
+            problems.push(format!(
+                "probes[{index}]: `{name}` is claimed to give the sandbox a /proc of its own, which this host's probe does not"
             ));
         }
     }
@@ -279,6 +290,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // First, while single-threaded: what the command is denied, Palisade itself still holds;
     // keep it out of `/proc/<pid>/environ` (see envpolicy).
     let scrubbed = envpolicy::scrub_own_environ();
+    // From here on, SIGINT, SIGTERM and SIGHUP stop the run at the next safe point instead of
+    // killing Palisade mid-setup (which would leave its temp dir, and a decision without an
+    // outcome); once the command runs, the supervisor forwards them to it.
+    let mut interrupts = palisade_shims::signals::Interrupts::install()
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("signal handlers: {e}")))?;
     let mut setup = host_setup(&args.host)?;
     let (mode, requester) = execution(&args.exec);
     let budget_flags = budget_flags(&args.budgets)?;
@@ -295,6 +311,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
 
     let probe_opts = probe_options(&args.host, &setup, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
+    if let Some(signal) = interrupts.received() {
+        eprintln!("palisade: stopped by signal {signal} before anything was decided; nothing ran");
+        return Ok(Exit::Command(exit_for_signal(signal)));
+    }
     if let Some(problem) = &probes.cache_error {
         eprintln!("warning: probe cache not used: {problem}");
     }
@@ -353,6 +373,21 @@ pub fn run(args: &RunArgs) -> CommandResult {
     context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();
     let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
+    let stopped = |signal: i32, json_out: &mut Option<std::fs::File>| {
+        eprintln!("palisade: stopped by signal {signal} before the command started; nothing ran");
+        let record = serde_json::json!({
+            "endedBy": "not-launched",
+            "exitCode": exit_for_signal(signal),
+            "error": format!("stopped by signal {signal} before the command started"),
+            "signal": signal,
+            "denials": Denials::default(),
+        });
+        write_outcome(args, &run_id, &outcome.digest, json_out, &record);
+        Ok(Exit::Command(exit_for_signal(signal)))
+    };
+    if let Some(signal) = interrupts.received() {
+        return stopped(signal, &mut json_out);
+    }
     let plan = match &outcome.verdict {
         Verdict::Decision(plan) => plan,
         Verdict::Refusal { .. } => {
@@ -395,8 +430,15 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
         None => None,
     };
+    // The chosen probe's limitations, which the decision carries (the engine copies them).
+    let limitations = input
+        .probes
+        .iter()
+        .find(|probe| probe.backend == plan.backend)
+        .map_or(&[][..], |probe| probe.limitations.as_slice());
     let (launch_plan, mut environment) = translate::launch_plan(
         plan,
+        limitations,
         translate::HostSide {
             command: args.command.clone(),
             vars: std::env::vars_os(),
@@ -416,6 +458,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
     for line in &plan.warnings {
         eprintln!("palisade: {line}");
     }
+    if let Some(signal) = interrupts.received() {
+        if let Some(session) = bridge {
+            drop(network::BridgeSession::finish(session));
+        }
+        return stopped(signal, &mut json_out);
+    }
     let mut result = launch::execute(
         &launch_plan,
         &launch::ExecuteOptions {
@@ -432,15 +480,26 @@ pub fn run(args: &RunArgs) -> CommandResult {
             .iter()
             .cloned()
             .for_each(|d| denials.add(d));
+        denials.add_dropped(launched.dropped);
     }
     if let Some((_, refused)) = &bridge_account {
         refused.iter().cloned().for_each(|d| denials.add(d));
     }
+    // A launch that failed before the command ran still gets an outcome, so no decision in the
+    // audit file is left without one.
+    let mut failed_record = match &result {
+        Ok(_) | Err(launch::LaunchError::TreeNotEmpty { .. }) => None,
+        Err(error) => Some(serde_json::json!({
+            "endedBy": "not-launched",
+            "exitCode": 125,
+            "error": error.to_string(),
+        })),
+    };
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
         Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
-        Err(_) => None,
+        Err(_) => failed_record.as_mut(),
     };
     if let Some(Value::Object(map)) = record {
         if let Some((account, _)) = bridge_account {
@@ -462,24 +521,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
     }
     let mut record_outcome = |record: &Value| {
-        let line = audit::OutcomeRecord {
-            schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
-            run_id: run_id.clone(),
-            decision_digest: outcome.digest.clone(),
-            time: audit::utc_now_rfc3339(),
-            outcome: record.clone(),
-        };
-        // The command already ran: a failure to record is reported, not its status.
-        if let Some(path) = &args.audit
-            && let Err(error) = audit::append_outcome(path, &line)
-        {
-            eprintln!("warning: {error}");
-        }
-        if let Some(out) = json_out.take()
-            && let Err(error) = write_json_outcome(out, &line)
-        {
-            eprintln!("warning: cannot write the outcome to `--json`: {error}");
-        }
+        write_outcome(args, &run_id, &outcome.digest, &mut json_out, record);
         // After the command, never interleaved with its output.
         if !args.quiet {
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
@@ -501,8 +543,47 @@ pub fn run(args: &RunArgs) -> CommandResult {
             )
             .hint("the outcome is in the audit record; report this as a bug"))
         }
-        Err(error) => Err(Failure::new(ErrorCode::Internal, error.to_string())
-            .hint("nothing was left running; `palisade doctor` shows what this host can enforce")),
+        Err(error) => {
+            if let Some(record) = &failed_record {
+                record_outcome(record);
+            }
+            Err(Failure::new(ErrorCode::Internal, error.to_string()).hint(
+                "nothing was left running; `palisade doctor` shows what this host can enforce",
+            ))
+        }
+    }
+}
+
+/// The status for a run stopped by `signal`: what a shell reports for a process it killed.
+fn exit_for_signal(signal: i32) -> u8 {
+    u8::try_from(128 + signal).unwrap_or(125)
+}
+
+/// Appends the run's outcome line to the audit file and writes it to `--json`'s destination.
+/// The command already ran (or never will): a failure to record is reported, not its status.
+fn write_outcome(
+    args: &RunArgs,
+    run_id: &str,
+    decision_digest: &str,
+    json_out: &mut Option<std::fs::File>,
+    record: &Value,
+) {
+    let line = audit::OutcomeRecord {
+        schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
+        run_id: run_id.to_owned(),
+        decision_digest: decision_digest.to_owned(),
+        time: audit::utc_now_rfc3339(),
+        outcome: record.clone(),
+    };
+    if let Some(path) = &args.audit
+        && let Err(error) = audit::append_outcome(path, &line)
+    {
+        eprintln!("warning: {error}");
+    }
+    if let Some(out) = json_out.take()
+        && let Err(error) = write_json_outcome(out, &line)
+    {
+        eprintln!("warning: cannot write the outcome to `--json`: {error}");
     }
 }
 

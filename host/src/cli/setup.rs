@@ -140,6 +140,16 @@ pub(super) fn docker_spec(
             "the docker cli is not installed (it was when probed); nothing was run",
         )
     })?;
+    // The container's PID 1, checked again now (it runs inside the container, like the image).
+    let init = probe::locate_docker_init(probe_opts)
+        .ok_or_else(|| "no `docker-init` found".to_owned())
+        .and_then(|path| probe::docker::check_docker_init(&path, probe::user_ids().1))
+        .map_err(|why| {
+            Failure::new(
+                ErrorCode::DockerDaemonUnavailable,
+                format!("{why} (it was when probed; palisade runs it as the container's PID 1); nothing was run"),
+            )
+        })?;
     let image_id = docker::verify_image(&socket, profile, probe_opts.timeout)
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
     let spec = palisade_shims::docker::DockerSpec {
@@ -148,6 +158,7 @@ pub(super) fn docker_spec(
         image_id,
         run_id: run_id.to_owned(),
         read_only_binds: profile.read_only_paths.clone(),
+        init,
     };
     Ok((spec, profile.egress_bridge.clone()))
 }

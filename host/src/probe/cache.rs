@@ -155,6 +155,23 @@ pub(crate) fn store(dir: &Path, key: &Inputs, probes: &[BackendProbe]) -> Result
     Ok(())
 }
 
+/// An exclusive lock on `dir/probe.lock` (creating `dir`, mode 0700, if needed), held by the run
+/// that probes while others with the same cold cache wait for its result. `None` when the
+/// directory is not one this user may trust or the lock cannot be taken: probing then goes
+/// ahead unlocked (the lock only spares the host duplicate work).
+pub(crate) fn lock_probing(dir: &Path, euid: u32) -> Option<File> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .ok()?;
+    let meta = fs::metadata(dir).ok()?;
+    if untrusted(&meta, euid, true).is_some() {
+        return None;
+    }
+    crate::lock::exclusive(&dir.join("probe.lock"))
+}
+
 fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file: File = OpenOptions::new()
         .write(true)

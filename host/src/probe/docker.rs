@@ -91,6 +91,15 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     if let Err(mismatch) = facts.matches(pin) {
         return with_version(mismatch);
     }
+    // The container's PID 1 runs from an execute-only copy of it (not dumpable); Docker's own
+    // `--init` would leave it open to the command's `/proc/1/mem`, so there is no fallback.
+    let init = match inputs.docker_init.usable() {
+        Some(path) => check_docker_init(path, inputs.euid),
+        None => Err("no `docker-init` found".to_owned()),
+    };
+    if let Err(why) = init {
+        return with_version(format!("{why}: palisade runs it as the container's PID 1"));
+    }
 
     let mut limitations = vec![
         "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
@@ -131,22 +140,39 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     }
 }
 
-/// Whether `path` can serve as the in-container egress bridge: a statically linked ELF
-/// executable for this machine (an image need not have the host's libc, or any) that only root
-/// or `euid` can replace, nor any directory above it (it runs inside every filtered container).
+/// Whether `path` can serve as the in-container egress bridge (see [`check_static_helper`]).
 /// Returns the resolved path, which is what gets mounted; `Err` says why not.
 pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<PathBuf, String> {
+    check_static_helper("egress bridge", path, euid).map_err(|why| {
+        if why.ends_with(DYNAMIC) {
+            format!("{why}; build it with `-C target-feature=+crt-static` (docs/docker.md)")
+        } else {
+            why
+        }
+    })
+}
+
+/// Whether `path` can serve as the container's PID 1 (copied execute-only, see
+/// `palisade_shims::docker`): Docker's own `docker-init`, checked as the bridge is.
+pub fn check_docker_init(path: &Path, euid: u32) -> Result<PathBuf, String> {
+    check_static_helper("docker-init", path, euid)
+}
+
+/// Whether `path` can run in every container of this backend: a statically linked ELF
+/// executable for this machine (an image need not have the host's libc, or any) that only root
+/// or `euid` can replace, nor any directory above it. `what` names it in the reason.
+fn check_static_helper(what: &str, path: &Path, euid: u32) -> Result<PathBuf, String> {
     use std::os::unix::fs::MetadataExt;
     let shown = path.display();
-    let real = std::fs::canonicalize(path).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
-    let meta = std::fs::metadata(&real).map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{what} `{shown}`: {e}"))?;
+    let meta = std::fs::metadata(&real).map_err(|e| format!("{what} `{shown}`: {e}"))?;
     if !meta.is_file() || meta.mode() & 0o111 == 0 {
-        return Err(format!("egress bridge `{shown}` is not an executable file"));
+        return Err(format!("{what} `{shown}` is not an executable file"));
     }
     let trusted_owner = |uid: u32| uid == 0 || uid == euid;
     if meta.mode() & 0o022 != 0 || !trusted_owner(meta.uid()) {
         return Err(format!(
-            "egress bridge `{shown}` may be changed by others (owner {}, mode {:o}); it must be \
+            "{what} `{shown}` may be changed by others (owner {}, mode {:o}); it must be \
              owned by root or you and not writable by group or others",
             meta.uid(),
             meta.mode() & 0o7777
@@ -159,7 +185,7 @@ pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<PathBuf, String> {
         let open = meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0;
         if open || !trusted_owner(meta.uid()) {
             return Err(format!(
-                "egress bridge `{shown}` is in `{}`, which others may change (owner {}, mode {:o})",
+                "{what} `{shown}` is in `{}`, which others may change (owner {}, mode {:o})",
                 dir.display(),
                 meta.uid(),
                 meta.mode() & 0o7777
@@ -169,11 +195,13 @@ pub fn check_egress_bridge(path: &Path, euid: u32) -> Result<PathBuf, String> {
     let mut head = Vec::new();
     std::fs::File::open(&real)
         .and_then(|file| file.take(64 * 1024).read_to_end(&mut head))
-        .map_err(|e| format!("egress bridge `{shown}`: {e}"))?;
-    elf_is_static_for_this_machine(&head)
-        .map_err(|why| format!("egress bridge `{shown}` {why}"))?;
+        .map_err(|e| format!("{what} `{shown}`: {e}"))?;
+    elf_is_static_for_this_machine(&head).map_err(|why| format!("{what} `{shown}` {why}"))?;
     Ok(real)
 }
+
+/// Why [`elf_is_static_for_this_machine`] refuses a dynamically linked executable.
+const DYNAMIC: &str = "is dynamically linked (it names a program interpreter)";
 
 /// Checks an ELF image's first bytes: 64-bit little-endian, this machine's architecture, and no
 /// `PT_INTERP` program header (no dynamic loader: statically linked, static-pie included).
@@ -210,13 +238,7 @@ pub fn elf_is_static_for_this_machine(head: &[u8]) -> Result<(), String> {
     for index in 0..usize::from(phnum) {
         let at = phoff.saturating_add(index.saturating_mul(usize::from(phentsize)));
         match u32_at(at) {
-            Some(PT_INTERP) => {
-                return Err(
-                    "is dynamically linked (it names a program interpreter); build it with \
-                     `-C target-feature=+crt-static` (docs/docker.md)"
-                        .into(),
-                );
-            }
+            Some(PT_INTERP) => return Err(DYNAMIC.into()),
             Some(_) => {}
             None => return Err("has program headers past its first 64 KiB".into()),
         }

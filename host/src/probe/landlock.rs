@@ -4,12 +4,79 @@
 //! rename and link); 3 `TRUNCATE`; 4 TCP bind/connect rules; 5 device `IOCTL`; 6 scoping of
 //! abstract unix sockets and signals; 7 audit logging. The shim backs Landlock with a seccomp
 //! filter for what it cannot express (other socket families, io_uring, ptrace, namespaces, ...).
+//!
+//! Then a trial (`palisade __sandbox-proc-trial`, time-boxed): the namespaces the sandbox's init
+//! makes and the procfs mount its PID 1 does. It says whether a sandbox gets a `/proc` of its
+//! own here or shares the host's with every process directory denied; one limitation line says
+//! which ([`LandlockProc::limitation`]), the decision records it, and the launcher applies it.
+//! No PID namespace at all means no launch could work: unavailable.
+
+use std::time::Instant;
 
 use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
 use palisade_shims::landlock_abi;
+use palisade_shims::plan::LandlockProc;
 use serde::Serialize;
 
-use super::{Inputs, unavailable};
+use super::{Inputs, timed_out, unavailable};
+
+/// What the `/proc` trial found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(dead_code, reason = "the trial runs on Linux only")
+)]
+pub(crate) enum ProcTrial {
+    /// A sandbox gets a `/proc` of its own.
+    Own,
+    /// A sandbox shares the host's `/proc`, for this reason.
+    Host(String),
+    /// The PID namespace itself was refused, for this reason.
+    NoPidNamespace(String),
+    /// The trial did not run or said nothing usable.
+    Failed(String),
+    /// The probe's time box ran out.
+    TimedOut,
+}
+
+/// Runs the trial with the palisade executable the inputs name.
+#[cfg(target_os = "linux")]
+fn proc_trial(inputs: &Inputs, deadline: Instant) -> ProcTrial {
+    use palisade_shims::init::procfs::{TRIAL_SUBCOMMAND, TrialOutcome};
+
+    use super::command::{self, RunError};
+    use super::first_line;
+
+    let Some(exe) = inputs
+        .palisade_exe
+        .as_ref()
+        .and_then(super::Located::usable)
+    else {
+        return ProcTrial::Failed("the palisade executable is not known".into());
+    };
+    match command::run(exe, &[TRIAL_SUBCOMMAND.to_owned()], deadline) {
+        Ok(done) => match TrialOutcome::parse(&done.stdout) {
+            Some(TrialOutcome::Own) => ProcTrial::Own,
+            Some(TrialOutcome::Host { reason }) => ProcTrial::Host(reason),
+            Some(TrialOutcome::NoPidNamespace { reason }) => ProcTrial::NoPidNamespace(reason),
+            None => ProcTrial::Failed(format!(
+                "`{}` {} reported nothing: {}",
+                exe.display(),
+                TRIAL_SUBCOMMAND,
+                first_line(&done.stderr)
+            )),
+        },
+        Err(RunError::TimedOut) => ProcTrial::TimedOut,
+        Err(RunError::Spawn(err) | RunError::Wait(err)) => {
+            ProcTrial::Failed(format!("cannot run `{}`: {err}", exe.display()))
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn proc_trial(_: &Inputs, _: Instant) -> ProcTrial {
+    ProcTrial::Failed("needs linux".into())
+}
 
 /// The outcome of `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -125,38 +192,53 @@ fn prctl_get_seccomp() -> bool {
     false
 }
 
-/// The probe itself: pure over the measured inputs.
-pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
-    let abi = match inputs.landlock {
-        AbiQuery::NotLinux => {
-            return unavailable(Backend::LinuxLandlock, "landlock needs linux".to_owned());
-        }
+/// The probe: the kernel's answers (in the inputs), then the `/proc` trial.
+pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
+    match kernel_abi(inputs) {
+        Ok(abi) => described(inputs, abi, &proc_trial(inputs, deadline)),
+        Err(reason) => unavailable(Backend::LinuxLandlock, reason),
+    }
+}
+
+/// The kernel's Landlock ABI, or why there is none.
+fn kernel_abi(inputs: &Inputs) -> Result<i64, String> {
+    match inputs.landlock {
+        AbiQuery::NotLinux => Err("landlock needs linux".to_owned()),
         AbiQuery::Errno(errno) if errno == libc::ENOSYS => {
-            return unavailable(
-                Backend::LinuxLandlock,
-                "landlock not supported by this kernel".to_owned(),
-            );
+            Err("landlock not supported by this kernel".to_owned())
         }
         AbiQuery::Errno(errno) if errno == libc::EOPNOTSUPP => {
-            return unavailable(
-                Backend::LinuxLandlock,
-                "landlock disabled at boot".to_owned(),
-            );
+            Err("landlock disabled at boot".to_owned())
         }
         AbiQuery::Errno(errno) => {
             let err = std::io::Error::from_raw_os_error(errno);
+            Err(format!("landlock abi query failed: {err}"))
+        }
+        AbiQuery::Abi(abi) if abi < 1 => Err("landlock not supported by this kernel".to_owned()),
+        AbiQuery::Abi(abi) => Ok(abi),
+    }
+}
+
+/// The probe for this ABI and this `/proc` trial: pure.
+fn described(inputs: &Inputs, abi: i64, trial: &ProcTrial) -> BackendProbe {
+    let proc = match trial {
+        ProcTrial::Own => LandlockProc::Own.limitation(""),
+        ProcTrial::Host(reason) => LandlockProc::HostProcessesDenied.limitation(reason),
+        ProcTrial::NoPidNamespace(reason) => {
             return unavailable(
                 Backend::LinuxLandlock,
-                format!("landlock abi query failed: {err}"),
+                format!("cannot create the sandbox's PID namespace: {reason}"),
             );
         }
-        AbiQuery::Abi(abi) if abi < 1 => {
+        ProcTrial::Failed(why) => {
             return unavailable(
                 Backend::LinuxLandlock,
-                "landlock not supported by this kernel".to_owned(),
+                format!("the trial of the sandbox's namespaces failed: {why}"),
             );
         }
-        AbiQuery::Abi(abi) => abi,
+        ProcTrial::TimedOut => {
+            return unavailable(Backend::LinuxLandlock, timed_out(inputs.timeout()));
+        }
     };
     let seccomp = inputs.seccomp.filters_available();
     // What each ABI gives is the shim's table (`landlock_abi`), so the probe never claims what
@@ -227,6 +309,7 @@ pub(crate) fn probe(inputs: &Inputs) -> BackendProbe {
          port would allow that port on any host"
             .to_owned(),
     );
+    limitations.push(proc);
     let reason = if seccomp {
         format!("landlock abi {abi} with seccomp")
     } else {
@@ -250,6 +333,10 @@ mod tests {
     use crate::probe::ProbeOptions;
 
     fn with(abi: AbiQuery, seccomp: bool) -> BackendProbe {
+        with_trial(abi, seccomp, &ProcTrial::Own)
+    }
+
+    fn with_trial(abi: AbiQuery, seccomp: bool, trial: &ProcTrial) -> BackendProbe {
         let mut inputs = Inputs::gather(&ProbeOptions::default());
         inputs.landlock = abi;
         inputs.seccomp = SeccompState {
@@ -257,7 +344,10 @@ mod tests {
             status_field: seccomp.then(|| "0".to_owned()),
             actions: seccomp.then(|| "kill_process errno allow".to_owned()),
         };
-        probe(&inputs)
+        match kernel_abi(&inputs) {
+            Ok(abi) => described(&inputs, abi, trial),
+            Err(reason) => unavailable(Backend::LinuxLandlock, reason),
+        }
     }
 
     #[test]
@@ -302,13 +392,59 @@ mod tests {
             vec![NetworkMode::None, NetworkMode::AllowOutbound]
         );
         assert_eq!(probe.version, "landlock abi 7");
-        assert_eq!(probe.limitations.len(), 5);
+        assert_eq!(probe.limitations.len(), 6);
         assert!(
             probe
                 .limitations
                 .iter()
                 .any(|l| l.starts_with("no domain filtering"))
         );
+    }
+
+    /// One line says which `/proc` a sandbox gets, in the form the launcher reads back.
+    #[test]
+    #[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+    fn the_proc_trial_is_stated_or_the_backend_is_unavailable() {
+        let own = with_trial(AbiQuery::Abi(7), true, &ProcTrial::Own);
+        assert!(own.available);
+        assert_eq!(
+            LandlockProc::from_limitations(&own.limitations),
+            Some(LandlockProc::Own)
+        );
+        let host = with_trial(
+            AbiQuery::Abi(7),
+            true,
+            &ProcTrial::Host("mounting a procfs on /proc: Operation not permitted".into()),
+        );
+        assert!(host.available);
+        assert_eq!(
+            LandlockProc::from_limitations(&host.limitations),
+            Some(LandlockProc::HostProcessesDenied)
+        );
+        let line = host
+            .limitations
+            .iter()
+            .find(|l| l.starts_with(LandlockProc::HOST_PREFIX))
+            .unwrap();
+        assert!(line.contains("Operation not permitted"), "{line}");
+        assert!(line.contains("the command's own included"), "{line}");
+        for (trial, reason) in [
+            (
+                ProcTrial::NoPidNamespace("unshare: EPERM".into()),
+                "cannot create the sandbox's PID namespace: unshare: EPERM",
+            ),
+            (
+                ProcTrial::Failed("cannot run `/x`".into()),
+                "the trial of the sandbox's namespaces failed: cannot run `/x`",
+            ),
+        ] {
+            let probe = with_trial(AbiQuery::Abi(7), true, &trial);
+            assert!(!probe.available);
+            assert!(probe.capabilities.is_empty());
+            assert_eq!(probe.reason, reason);
+        }
+        let timed_out = with_trial(AbiQuery::Abi(7), true, &ProcTrial::TimedOut);
+        assert!(timed_out.reason.starts_with(crate::probe::TIMED_OUT));
     }
 
     #[test]

@@ -36,14 +36,17 @@ use serde::Serialize;
 
 pub use cache::{CACHE_FILE_NAME, CacheError};
 
-/// How long one probe may take unless the caller says otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long one probe may take unless the caller says otherwise: generous, because a probe that
+/// runs out of time reports its backend unavailable (fail closed), and a loaded host (many runs
+/// starting at once, a build) can take seconds to start a trial sandbox that normally takes
+/// milliseconds.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The Docker socket probed when neither the options nor `DOCKER_HOST` name one.
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 3;
+const PROBE_SCHEMA: u32 = 4;
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
@@ -74,8 +77,11 @@ pub struct ProbeOptions {
     pub bwrap_path: Option<PathBuf>,
     /// Use exactly this `docker` CLI instead of searching for it.
     pub docker_cli: Option<PathBuf>,
-    /// The search path for `bwrap` and `docker`; `None` means `$PATH`.
+    /// The search path for `bwrap`, `docker` and `docker-init`; `None` means `$PATH`.
     pub search_path: Option<OsString>,
+    /// The palisade executable whose `__sandbox-proc-trial` the Landlock probe runs (the one
+    /// that will launch the sandbox); `None` means the running executable.
+    pub palisade_exe: Option<PathBuf>,
 }
 
 impl Default for ProbeOptions {
@@ -91,6 +97,7 @@ impl Default for ProbeOptions {
             bwrap_path: None,
             docker_cli: None,
             search_path: None,
+            palisade_exe: None,
         }
     }
 }
@@ -143,6 +150,25 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
             Ok(None) => {}
             Err(err) => cache_error = Some(err.to_string()),
         }
+    }
+
+    // Many runs start at once with a cold cache (an agent runner's parallel tool calls): one of
+    // them probes, the others wait for its result instead of all probing the loaded host at
+    // once (and timing out together). The lock is released when its holder exits, however it
+    // exits, and is held at most as long as one probe round.
+    let _probing = match (&options.cache_dir, options.use_cache) {
+        (Some(dir), true) => cache::lock_probing(dir, inputs.euid),
+        _ => None,
+    };
+    if let (Some(_), Some(dir)) = (&_probing, &options.cache_dir)
+        && let Ok(Some(probes)) = cache::load(dir, &inputs)
+    {
+        return ProbeSet {
+            probes,
+            from_cache: true,
+            elapsed: start.elapsed(),
+            cache_error,
+        };
     }
 
     let probes = probe_fresh(&inputs);
@@ -202,6 +228,32 @@ pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
     .map(Path::to_path_buf)
 }
 
+/// Where Docker keeps `docker-init` when it is not on `PATH` (the daemon's own search list).
+const DOCKER_INIT_FALLBACKS: [&str; 5] = [
+    "/usr/local/libexec/docker/docker-init",
+    "/usr/libexec/docker/docker-init",
+    "/usr/local/lib/docker/docker-init",
+    "/usr/lib/docker/docker-init",
+    "/usr/bin/docker-init",
+];
+
+/// The `docker-init` the docker probe checked (and `palisade run` copies as the container's
+/// PID 1).
+pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
+    let search_path = launch_search_path(options);
+    Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS)
+        .usable()
+        .map(Path::to_path_buf)
+}
+
+/// The palisade executable the Landlock probe trials: the options' one, else the running one.
+fn palisade_exe(options: &ProbeOptions) -> Option<PathBuf> {
+    options
+        .palisade_exe
+        .clone()
+        .or_else(|| std::env::current_exe().ok())
+}
+
 /// The Docker daemon's unix socket the probe talks to, or why there is none.
 pub fn docker_socket(options: &ProbeOptions) -> Result<PathBuf, String> {
     match DockerTarget::resolve(options.docker_socket.as_deref()) {
@@ -231,8 +283,9 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         }
     };
 
-    let threaded: [(Backend, ProbeFn); 3] = [
+    let threaded: [(Backend, ProbeFn); 4] = [
         (Backend::LinuxBwrap, bwrap::probe),
+        (Backend::LinuxLandlock, landlock::probe),
         (Backend::Docker, docker::probe),
         (Backend::MacosSeatbelt, seatbelt::probe),
     ];
@@ -256,8 +309,7 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
     }
     drop(sender);
 
-    // Cheap probes run here while the others work.
-    place(landlock::probe(inputs));
+    // The cheap probe runs here while the others work.
     place(direct::probe());
 
     let collect_until = deadline + COLLECT_GRACE;
@@ -288,29 +340,31 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
 /// The kinds of denial a backend enforces but `palisade run` cannot yet observe, so that an
 /// empty `denials` list is never read as "nothing was blocked". Observed everywhere: the
 /// budget that ended a run (the supervisor's accounting) and what the filtering proxy and the
-/// network bridge refused (their connection records).
+/// network bridge refused (their connection records); under bwrap and Landlock also every call
+/// the seccomp filter refuses (sockets the network mode forbids included), through the filter's
+/// listener.
 pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
-    let kernel = [
-        "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them",
-        "syscalls the seccomp filter refuses are not observed: they fail with EPERM or EAFNOSUPPORT, unlisted",
-        "connections the network mode refuses outside the filtering proxy are not observed: the kernel refuses them, unlisted",
-    ];
-    let mut list: Vec<String> = match backend {
-        Backend::LinuxBwrap | Backend::LinuxLandlock | Backend::Docker => {
-            kernel.iter().map(|s| (*s).to_owned()).collect()
-        }
+    let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
+    match backend {
+        Backend::LinuxBwrap => vec![
+            files.to_owned(),
+            "connections refused inside the sandbox's own network namespace (a port nothing listens on, an address with no route) are not observed".to_owned(),
+        ],
+        Backend::LinuxLandlock => vec![
+            files.to_owned(),
+            "connections Landlock's TCP rules refuse are not observed: they fail with EACCES, unlisted".to_owned(),
+        ],
+        Backend::Docker => vec![
+            files.to_owned(),
+            "syscalls the seccomp profile refuses are not observed: the container runtime installs it without a listener".to_owned(),
+            "connections refused inside the container's network namespace are not observed".to_owned(),
+            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
+        ],
         Backend::MacosSeatbelt => vec![
             "file, network and process denials of the Seatbelt profile are not observed: the command sees EPERM, unlisted".to_owned(),
         ],
         Backend::DirectDedicated => Vec::new(),
-    };
-    if backend == Backend::Docker {
-        list.push(
-            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted"
-                .to_owned(),
-        );
     }
-    list
 }
 
 /// An unavailable probe: no capabilities, no network modes.
@@ -372,8 +426,9 @@ pub(crate) fn first_line(bytes: &[u8]) -> String {
 pub(crate) struct Inputs {
     pub schema: u32,
     pub palisade_version: String,
-    /// The running executable: a rebuilt palisade may probe differently.
-    pub palisade_exe: Option<FileIdentity>,
+    /// The palisade executable the Landlock probe trials: a rebuilt palisade may probe
+    /// differently.
+    pub palisade_exe: Option<Located>,
     pub os: String,
     pub arch: String,
     pub timeout_ms: u64,
@@ -383,6 +438,7 @@ pub(crate) struct Inputs {
     pub docker_image: Option<String>,
     pub docker_image_pin: Option<String>,
     pub docker_egress_bridge: Option<Located>,
+    pub docker_init: Located,
     pub sandbox_exec: Located,
     pub kernel_release: Option<String>,
     pub boot_id: Option<String>,
@@ -402,9 +458,7 @@ impl Inputs {
         Inputs {
             schema: PROBE_SCHEMA,
             palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
-            palisade_exe: std::env::current_exe()
-                .ok()
-                .and_then(|exe| FileIdentity::of(&exe)),
+            palisade_exe: palisade_exe(options).as_deref().map(Located::exact),
             os: std::env::consts::OS.to_owned(),
             arch: std::env::consts::ARCH.to_owned(),
             timeout_ms: u64::try_from(options.timeout.as_millis()).unwrap_or(u64::MAX),
@@ -424,6 +478,7 @@ impl Inputs {
             docker_image: options.docker_image.clone(),
             docker_image_pin: options.docker_image_pin.clone(),
             docker_egress_bridge: options.docker_egress_bridge.as_deref().map(Located::exact),
+            docker_init: Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS),
             sandbox_exec: Located::exact(Path::new(seatbelt::SANDBOX_EXEC)),
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease"),
             boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),

@@ -87,6 +87,19 @@ pub(super) fn load_component(
         }
     };
 
+    // Many runs start at once with a cold cache: one compiles, the others wait for its entry
+    // (compiling the component takes a core for a while; fifty at once starve the host). The
+    // lock goes with its holder, however it exits.
+    let _compiling = lock_compiling(&dir);
+    if _compiling.is_some()
+        && let Ok(Some(component)) = read_entry(engine, &path)
+    {
+        return Ok(Loaded {
+            component,
+            cache_hit: true,
+            cache_problem: None,
+        });
+    }
     let component = compile(engine, bytes, sha256)?;
     if let Err(write_problem) = write_entry(&component, &dir, &path) {
         problem = Some(match problem {
@@ -99,6 +112,12 @@ pub(super) fn load_component(
         cache_hit: false,
         cache_problem: problem,
     })
+}
+
+/// An exclusive lock on `dir/compile.lock` (`dir` is private and ours by now), or `None` when it
+/// cannot be had: compiling then goes ahead unlocked (the lock only spares duplicate work).
+fn lock_compiling(dir: &Path) -> Option<std::fs::File> {
+    crate::lock::exclusive(&dir.join("compile.lock"))
 }
 
 fn compile(engine: &Engine, bytes: &[u8], sha256: &str) -> Result<Component, RuntimeError> {

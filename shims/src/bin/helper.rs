@@ -91,6 +91,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             rlimits: Vec::new(),
             confinement: Confinement::None,
             report_fd: None,
+            observe_fd: None,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         init::launch(&spec, &exe).map_err(|e| e.to_string())?.0

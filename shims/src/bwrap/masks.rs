@@ -2,10 +2,9 @@
 //! hide denied paths and keep protected ones read-only ([`plan_masks`]): a directory, a file or
 //! a missing path each get the mount that covers them, pins keep the directories and symlinks
 //! leading to a masked path from being renamed away, and a missing protected path gets a
-//! stand-in so it cannot be created (steps 5–7 of the [module documentation](super)).
+//! placeholder so it cannot be created (steps 5–7 of the [module documentation](super)).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::{BwrapError, Mount, fact};
@@ -19,7 +18,7 @@ pub(super) enum Layer {
     HostRo,
     /// The host's, writable through the writable mount at this path.
     HostRw(PathBuf),
-    /// The sandbox's own (tmpfs, `/dev`, `/proc`, a read-only stand-in): nothing persists.
+    /// The sandbox's own (tmpfs, `/dev`, `/proc`): nothing persists.
     Private,
     /// A denial mask.
     Masked,
@@ -138,10 +137,11 @@ impl Layers<'_> {
 pub(super) enum Mask {
     /// Denied directory: mode 0000, empty, read-only.
     DenyDir(PathBuf),
-    /// Denied file, socket or missing protected file: `/dev/null` on a `nodev` mount.
+    /// Denied file or socket: `/dev/null` on a `nodev` mount.
     Null(PathBuf),
-    /// Missing protected directory: empty and read-only.
-    EmptyDir(PathBuf),
+    /// Missing protected path inside a writable root (at its first missing component), or a
+    /// placeholder already there: the placeholder, read-only.
+    Placeholder(PathBuf),
     /// Existing protected path: the host's, read-only.
     ReadOnly(PathBuf),
 }
@@ -151,7 +151,7 @@ impl Mask {
         match self {
             Self::DenyDir(path)
             | Self::Null(path)
-            | Self::EmptyDir(path)
+            | Self::Placeholder(path)
             | Self::ReadOnly(path) => path,
         }
     }
@@ -159,7 +159,7 @@ impl Mask {
     pub(super) fn covers(&self, path: &Path) -> bool {
         match self {
             Self::Null(target) => path == target,
-            Self::DenyDir(target) | Self::EmptyDir(target) | Self::ReadOnly(target) => {
+            Self::DenyDir(target) | Self::Placeholder(target) | Self::ReadOnly(target) => {
                 path.starts_with(target)
             }
         }
@@ -168,8 +168,7 @@ impl Mask {
     pub(super) fn layer(&self) -> Layer {
         match self {
             Self::DenyDir(_) | Self::Null(_) => Layer::Masked,
-            Self::EmptyDir(_) => Layer::Private,
-            Self::ReadOnly(_) => Layer::HostRo,
+            Self::Placeholder(_) | Self::ReadOnly(_) => Layer::HostRo,
         }
     }
 
@@ -177,7 +176,7 @@ impl Mask {
         match self {
             Self::DenyDir(path) => Mount::DenyDir(path.clone()),
             Self::Null(path) => Mount::Null(path.clone()),
-            Self::EmptyDir(path) => Mount::EmptyDir(path.clone()),
+            Self::Placeholder(path) => Mount::Placeholder(path.clone()),
             Self::ReadOnly(path) => Mount::ReadOnly(path.clone()),
         }
     }
@@ -196,7 +195,7 @@ pub(super) enum Need {
     },
     /// The path cannot exist while this existing non-directory stays where it is: pin it.
     Pin(PathBuf),
-    /// Nothing to mount (a protected path whose stand-in would add nothing).
+    /// Nothing to mount (a missing path with no parent to pin).
     Nothing,
 }
 
@@ -214,6 +213,7 @@ pub(super) struct Planned {
     pub(super) masks: Vec<Mask>,
     pub(super) pins: BTreeSet<PathBuf>,
     pub(super) created: Vec<PathBuf>,
+    pub(super) placeholders: Vec<PathBuf>,
 }
 
 pub(super) fn plan_masks(
@@ -265,7 +265,7 @@ pub(super) fn plan_masks(
                 links: hard_links,
             });
         }
-        let need = protected_need(fact);
+        let need = protected_need(fact, &facts.placeholders);
         let Some(target) = need.target() else {
             continue;
         };
@@ -293,6 +293,7 @@ pub(super) fn plan_masks(
         masks: Vec::new(),
         pins: BTreeSet::new(),
         created: Vec::new(),
+        placeholders: Vec::new(),
     };
     for (is_denied, needs) in [(false, protected), (true, denied)] {
         for need in needs.into_values() {
@@ -313,7 +314,9 @@ pub(super) fn plan_masks(
                         });
                     }
                     pin_ancestors(&root, &target, &mut planned.pins);
-                    if created {
+                    if let Mask::Placeholder(path) = &mask {
+                        planned.placeholders.push(path.clone());
+                    } else if created {
                         planned.created.push(target);
                     }
                     layers.masks.push(mask.clone());
@@ -364,30 +367,30 @@ pub(super) fn denied_need(fact: &PathFact) -> Need {
     }
 }
 
-pub(super) fn protected_need(fact: &PathFact) -> Need {
+/// A protected path's need; `placeholders` are those the host found (see
+/// [`FsFacts::placeholders`]), which are held like the ones this run makes.
+pub(super) fn protected_need(fact: &PathFact, placeholders: &[PathBuf]) -> Need {
+    let placeholder = |path: &Path| Need::Mask {
+        mask: Mask::Placeholder(path.to_path_buf()),
+        created: false,
+        writable_only: true,
+    };
     match &fact.kind {
+        PathKind::Other if placeholders.contains(&fact.real) => placeholder(&fact.real),
         PathKind::Dir | PathKind::File { .. } | PathKind::Other => {
             existing(Mask::ReadOnly(fact.real.clone()))
         }
         PathKind::Missing {
             first_missing,
             parent_is_dir: true,
-        } => {
-            let mask = if *first_missing == fact.real && looks_like_file(first_missing) {
-                Mask::Null(first_missing.clone())
-            } else {
-                Mask::EmptyDir(first_missing.clone())
-            };
-            Need::Mask {
-                mask,
-                created: true,
-                writable_only: true,
-            }
-        }
+        } => placeholder(first_missing),
         PathKind::Missing {
             first_missing,
             parent_is_dir: false,
-        } => blocker(first_missing),
+        } => match first_missing.parent() {
+            Some(node) if placeholders.iter().any(|p| p == node) => placeholder(node),
+            _ => blocker(first_missing),
+        },
         PathKind::Unsearchable { dir } => Need::Mask {
             mask: Mask::ReadOnly(dir.clone()),
             created: false,
@@ -405,29 +408,11 @@ pub(super) fn existing(mask: Mask) -> Need {
 }
 
 /// Two protected paths with one target (`.loopwright/a` and `.loopwright/b` under a missing
-/// `.loopwright`): a directory stand-in serves both.
+/// `.loopwright`: one placeholder serves both; `notes` and `notes/x` with `notes` a file: its
+/// read-only mount keeps it in place as a pin would).
 pub(super) fn merge(earlier: Need, later: Need) -> Need {
     match (earlier, later) {
-        (
-            Need::Mask {
-                mask: Mask::EmptyDir(path),
-                created,
-                writable_only,
-            },
-            _,
-        )
-        | (
-            _,
-            Need::Mask {
-                mask: Mask::EmptyDir(path),
-                created,
-                writable_only,
-            },
-        ) => Need::Mask {
-            mask: Mask::EmptyDir(path),
-            created,
-            writable_only,
-        },
+        (Need::Pin(_) | Need::Nothing, mask @ Need::Mask { .. }) => mask,
         (earlier, _) => earlier,
     }
 }
@@ -437,14 +422,6 @@ pub(super) fn blocker(first_missing: &Path) -> Need {
         Some(parent) => Need::Pin(parent.to_path_buf()),
         None => Need::Nothing,
     }
-}
-
-/// Whether a missing protected path should be stood in for by a file: its name has an
-/// extension (`AGENTS.md`), unlike a dot-directory (`.github`) or a plain name (`policies`).
-pub(super) fn looks_like_file(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|name| name.as_bytes().get(1..))
-        .is_some_and(|rest| rest.contains(&b'.'))
 }
 
 /// Pins every directory strictly between the writable mount `root` and `target`.

@@ -8,16 +8,22 @@
 //! # The sandbox, flag by flag
 //!
 //! Namespaces and process: `--unshare-user` (an unprivileged user namespace: capabilities only
-//! inside it), `--unshare-pid` (the command sees only its own tree; bwrap is its PID 1 and
-//! reaper), `--unshare-ipc`, `--unshare-uts`, `--unshare-cgroup`, `--unshare-net` unless the
-//! plan allows outbound traffic (`none` and `loopback-only` both get a private network
-//! namespace whose loopback bwrap brings up — it is the sandbox's own, not the host's; it also
-//! hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
+//! inside it), `--unshare-pid` (the command sees only its own tree) with `--as-pid-1` and
+//! palisade's own PID 1 first (`palisade __sandbox-pid1`, `crate::init::pid1`: bwrap's reaper
+//! would run as the command's uid and stay dumpable, its memory writable through `/proc/1/mem`;
+//! palisade's marks itself not dumpable), `--unshare-ipc`, `--unshare-uts`, `--unshare-cgroup`,
+//! `--unshare-net` unless the plan allows outbound traffic (`none` and `loopback-only` both get
+//! a private network namespace whose loopback bwrap brings up — it is the sandbox's own, not the
+//! host's; it also hides the host's abstract Unix sockets), `--disable-userns` (no nested user namespace, so no
 //! way back to a full capability set), `--die-with-parent`, `--new-session` (no controlling
 //! terminal: no `TIOCSTI` into the caller's tty), `--cap-drop ALL`, `--uid`/`--gid` (the
-//! invoking user's own ids), `--seccomp FD` when the plan asks for syscall filtering (bwrap
-//! always sets `no_new_privs`). The environment is cleared and set to exactly `plan.env`
-//! (bwrap itself adds `PWD`); the working directory is the workspace.
+//! invoking user's own ids). When the plan asks for syscall filtering, the first program PID 1
+//! starts is Palisade's stub ([`SandboxExec`], [`crate::sandbox_exec`]); both run from the
+//! palisade binary bound read-only on the private `/run`: the stub installs the filter in its
+//! observed form (under `no_new_privs`) and execs the rest, instead of `--seccomp FD`, which has
+//! no listener. PID 1 itself runs none of the command's code and is not filtered. The
+//! environment is cleared and set to exactly `plan.env` (bwrap itself adds `PWD`); the working
+//! directory is the workspace.
 //!
 //! Filesystem, in mount order (a later mount covers an earlier one):
 //! 1. `/` read-only (`--ro-bind / /`; `--bind` only for a plan without a read-only root).
@@ -37,12 +43,18 @@
 //!    cannot move `.loopwright` aside and recreate `.loopwright/policies` (measured: without
 //!    the pin, `mv .loopwright x && mkdir -p .loopwright/policies` succeeded and persisted).
 //!    Steps 2–4 are interleaved by depth so a shallower bind never covers a deeper mount.
-//! 5. protected paths: existing ones `--ro-bind P P`; missing ones inside a writable root get a
-//!    read-only stand-in so they cannot be created: a name with an extension (`AGENTS.md`) gets
-//!    `--ro-bind /dev/null` (the mount is `nodev`, so opening it for reading or writing fails
-//!    with `EACCES`), any other name (`.github`) an empty read-only tmpfs (`--perms 0555`).
-//!    When an ancestor is missing too, the stand-in is an empty read-only directory at the
-//!    first missing component.
+//! 5. protected paths: existing ones `--ro-bind P P`; a missing one inside a writable root gets
+//!    a *placeholder* at its first missing component (`AGENTS.md`, or `.loopwright` for a
+//!    missing `.loopwright/policies`): an inert Unix-socket node with no permission bits that
+//!    the launcher makes on the host before bwrap starts ([`crate::placeholder`]), bound the
+//!    same way, `--ro-bind P P`. Not `/dev/null` on a file, nor an empty directory, as before:
+//!    git lists the first as an untracked file it cannot add, and `git stash -u` stops half-way
+//!    on the second (its `git clean -d` cannot remove a mountpoint); git skips a socket node
+//!    altogether, so `status`, `add -A`, `commit`, `stash -u` and `clean -fdx` behave exactly
+//!    as outside. Inside, the name cannot be created, opened, linked, renamed onto or removed,
+//!    and, as no directory, nothing can be created beneath it. A placeholder another run made
+//!    (or a killed run left) is found by [`crate::fsfacts::measure`] and held the same way, so
+//!    the last run out removes it.
 //! 6. denied paths: directories `--perms 0000 --tmpfs P --remount-ro P` (listing and reading
 //!    fail with `EACCES`, nothing can be written); files and other nodes `--ro-bind /dev/null P`;
 //!    missing ones inside a writable root the same mode-0000 read-only directory at the first
@@ -55,9 +67,11 @@
 //!    fail closed; the host should measure again and retry), and makes bwrap create an empty
 //!    file when it was inside a writable root (listed for cleanup).
 //!
-//! bwrap creates the mountpoint of a missing path on the host (inside a writable root, as an
-//! empty directory or an empty mode-0444 file); [`BwrapArgs::created_mountpoints`] lists them
-//! for [`crate::fsfacts::cleanup_created`].
+//! bwrap creates the mountpoint of a missing denied path on the host (inside a writable root,
+//! as an empty directory, or an empty mode-0444 file for a socket that vanished);
+//! [`BwrapArgs::created_mountpoints`] lists them for [`crate::fsfacts::cleanup_created`].
+//! [`BwrapArgs::placeholders`] lists the placeholders the launcher must hold
+//! ([`crate::placeholder::hold`]) before bwrap starts and release once the sandbox is gone.
 //!
 //! # Refusals (an error, never a weaker argv)
 //!
@@ -77,8 +91,8 @@
 //!   with a relative path) or that appear after measuring stay reachable unless they live under
 //!   a private tmpfs; with outbound traffic allowed the host's *abstract* sockets are reachable
 //!   (only a network namespace hides them).
-//! - A missing protected file is visible as a character device while the sandbox runs, and the
-//!   host briefly sees the empty mountpoints bwrap created.
+//! - While the sandbox runs the host sees the placeholders (`ls` lists them as sockets; git
+//!   does not) and the empty directories bwrap created for missing denied paths.
 //!
 //! Layout: this module validates the plan, plans the base mounts ([`filesystem`]) and spells
 //! them as bwrap options ([`argv`]); `masks` decides what the sandbox sees at a path and which
@@ -93,7 +107,7 @@ use crate::fsfacts::{FsFacts, PathFact, PathKind};
 
 mod masks;
 
-use crate::plan::{Bridge, LaunchPlan, Network};
+use crate::plan::{Bridge, LaunchPlan, Network, Reach};
 use masks::{Base, BaseOp, Layer, Layers, plan_masks};
 
 /// The program a trial sandbox runs: present on every Linux distribution palisade targets and
@@ -102,14 +116,14 @@ pub const TRIAL_PROGRAM: &str = "/bin/true";
 
 /// Arguments (without the `bwrap` program itself) for a throwaway trial sandbox.
 ///
-/// The trial asks for every namespace and kind of mount the bwrap shim uses — user, PID,
-/// network, IPC, UTS and cgroup namespaces, no nested user namespaces, a read-only root, a
+/// The trial asks for every namespace and kind of mount the bwrap shim uses — user, PID (with
+/// the command as PID 1), network, IPC, UTS and cgroup namespaces, no nested user namespaces, a read-only root, a
 /// fresh `/dev` and `/proc` with `/proc/sys` bound read-only, a mode-0000 tmpfs remounted
 /// read-only, a `/dev/null` file mask — plus a cleared environment, a new session, death with
 /// the parent and no capabilities, and runs [`TRIAL_PROGRAM`]. If it exits 0, this host can
 /// build the sandbox; if the kernel, a security module or an old bwrap (`--disable-userns`
-/// needs 0.8) refuses something, bwrap says so on stderr. Only `--seccomp` is not tried (it
-/// needs a file descriptor).
+/// needs 0.8) refuses something, bwrap says so on stderr. The seccomp stub is not tried (it is
+/// the palisade binary; its filter is tried by the kernel tests and fails closed at launch).
 ///
 /// Keep it in step with [`argv`]: a trial that asks for less than the shim would report
 /// `linux-bwrap` available on a host where launching fails.
@@ -117,6 +131,7 @@ pub fn trial_argv() -> Vec<String> {
     [
         "--unshare-user",
         "--unshare-pid",
+        "--as-pid-1",
         "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
@@ -157,16 +172,88 @@ pub fn trial_argv() -> Vec<String> {
     .collect()
 }
 
+/// The hidden subcommand of the `palisade` binary that runs [`crate::sandbox_exec::main`].
+pub const SUBCOMMAND_SANDBOX_EXEC: &str = "__sandbox-exec";
+
+/// The hidden subcommand of the `palisade` binary that runs the sandbox's PID 1
+/// (`crate::init::pid1`).
+pub const SUBCOMMAND_SANDBOX_PID1: &str = "__sandbox-pid1";
+
+/// Where the sandbox-exec stub receives the seccomp observer's socket.
+pub const OBSERVE_FD: i32 = 5;
+
+/// Where the palisade binary appears inside the sandbox to run as PID 1 and as the stub: on
+/// the private `/run` tmpfs, read-only.
+pub const SANDBOX_EXEC_PATH: &str = "/run/palisade-exec/palisade";
+
+/// The seccomp filter applied by Palisade's own stub ([`crate::sandbox_exec`]) instead of
+/// `bwrap --seccomp`, so that the calls it refuses are observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxExec {
+    /// The palisade binary on the host, bound read-only at [`SANDBOX_EXEC_PATH`].
+    pub exe: PathBuf,
+    /// The network reach the filter's socket rules enforce.
+    pub reach: Reach,
+    /// Where the stub writes one byte just before it execs (the launcher's sign that the
+    /// sandbox was set up and the command started), when nothing else runs between them.
+    pub started_fd: Option<i32>,
+}
+
+impl SandboxExec {
+    /// The stub's argv, to which the rest of the command line is appended.
+    pub fn prefix(&self) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = [
+            SANDBOX_EXEC_PATH,
+            SUBCOMMAND_SANDBOX_EXEC,
+            "--reach",
+            reach_name(self.reach),
+        ]
+        .map(OsString::from)
+        .to_vec();
+        if let Some(fd) = self.started_fd {
+            argv.push("--started-fd".into());
+            argv.push(fd.to_string().into());
+        }
+        argv.push("--".into());
+        argv
+    }
+}
+
+/// The stub's spelling of a reach.
+pub fn reach_name(reach: Reach) -> &'static str {
+    match reach {
+        Reach::Nothing => "nothing",
+        Reach::OwnLoopback => "own-loopback",
+        Reach::HostLoopback => "host-loopback",
+        Reach::Everything => "everything",
+    }
+}
+
+/// The reach the stub's spelling names.
+pub fn reach_from_name(name: &str) -> Option<Reach> {
+    [
+        Reach::Nothing,
+        Reach::OwnLoopback,
+        Reach::HostLoopback,
+        Reach::Everything,
+    ]
+    .into_iter()
+    .find(|reach| reach_name(*reach) == name)
+}
+
 /// The arguments for one launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BwrapArgs {
     /// Everything after the `bwrap` program itself, ending with `--` and the command.
     pub args: Vec<OsString>,
     /// Paths bwrap will create on the host (inside writable roots) as mountpoints for missing
-    /// masked paths, shallowest first, then the host sockets inside writable roots (created
+    /// denied paths, shallowest first, then the host sockets inside writable roots (created
     /// only if one vanishes before bwrap starts); hand them to
     /// [`crate::fsfacts::cleanup_created`] after the run.
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the argv binds, shallowest first: [`crate::placeholder::hold`] them before
+    /// bwrap starts (bwrap fails if one is missing), release them once the sandbox is gone.
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// Why [`argv`] refused to build an argv.
@@ -174,6 +261,12 @@ pub struct BwrapArgs {
 pub enum BwrapError {
     #[error("the command is empty")]
     EmptyCommand,
+    #[error(
+        "`/run` is not a private directory of this sandbox, so palisade's PID 1 and seccomp stub have nowhere to be bound"
+    )]
+    SandboxExecNotPrivate,
+    #[error("PID 1 `{}` and the seccomp stub `{}` would be two binaries", .0.display(), .1.display())]
+    TwoExecutables(PathBuf, PathBuf),
     #[error("path `{}` is not absolute", .0.display())]
     RelativePath(PathBuf),
     #[error("path `{}` contains a `..` component", .0.display())]
@@ -260,11 +353,12 @@ pub enum Mount {
     Writable(PathBuf),
     /// A denied directory: an empty, mode-0000, read-only tmpfs.
     DenyDir(PathBuf),
-    /// A denied file, a host socket or a missing protected file: an unreadable, unwritable file
-    /// (`/dev/null` on a `nodev` mount under bwrap).
+    /// A denied file or a host socket: an unreadable, unwritable file (`/dev/null` on a `nodev`
+    /// mount under bwrap).
     Null(PathBuf),
-    /// A missing protected directory: an empty, mode-0555, read-only tmpfs.
-    EmptyDir(PathBuf),
+    /// A missing protected path: the placeholder the launcher makes there
+    /// ([`crate::placeholder`]), bound read-only onto itself.
+    Placeholder(PathBuf),
 }
 
 /// The sandbox's filesystem for one plan.
@@ -276,6 +370,8 @@ pub struct Filesystem {
     pub workspace: PathBuf,
     /// Host paths where the mechanism creates a mountpoint (see [`BwrapArgs`]).
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the mounts need (see [`BwrapArgs`]).
+    pub placeholders: Vec<PathBuf>,
 }
 
 /// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
@@ -353,22 +449,40 @@ pub fn filesystem(
         mounts,
         workspace,
         created_mountpoints: created,
+        placeholders: planned.placeholders,
     })
 }
 
-/// Builds the bwrap arguments for `plan`, given the `facts` measured for it and the file
-/// descriptor of a seccomp program (classic BPF) the launcher keeps open for bwrap.
+/// Builds the bwrap arguments for `plan`, given the `facts` measured for it; `pid1`, the
+/// palisade binary on the host, to run as the sandbox's PID 1 ([`SUBCOMMAND_SANDBOX_PID1`],
+/// `None`: bwrap's own reaper, dumpable — for tests of the mounts alone); and, when the plan
+/// filters syscalls, the stub that installs the filter ([`SandboxExec`]). Both run from the one
+/// binary bound at [`SANDBOX_EXEC_PATH`].
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
-    seccomp_fd: Option<i32>,
+    pid1: Option<&Path>,
+    sandbox_exec: Option<&SandboxExec>,
 ) -> Result<BwrapArgs, BwrapError> {
     let filesystem = filesystem(plan, facts, &[])?;
+    let exe = match (pid1, sandbox_exec) {
+        (Some(pid1), Some(stub)) if pid1 != stub.exe => {
+            return Err(BwrapError::TwoExecutables(
+                pid1.to_path_buf(),
+                stub.exe.clone(),
+            ));
+        }
+        (Some(exe), _) => Some(exe),
+        (None, stub) => stub.map(|stub| stub.exe.as_path()),
+    };
 
     let mut args = Args::default();
     // Namespaces and process state; see the module docs for why each one is there.
     args.flag("--unshare-user");
     args.flag("--unshare-pid");
+    if pid1.is_some() {
+        args.flag("--as-pid-1");
+    }
     args.flag("--unshare-ipc");
     args.flag("--unshare-uts");
     args.flag("--unshare-cgroup");
@@ -402,15 +516,39 @@ pub fn argv(
         }
     }
 
+    // PID 1 and the stub: the palisade binary, read-only on the private `/run`.
+    if let Some(exe) = exe {
+        let target = Path::new(SANDBOX_EXEC_PATH);
+        let private = facts
+            .private_dirs
+            .iter()
+            .any(|dir| target.starts_with(dir) && target != dir);
+        if !private {
+            return Err(BwrapError::SandboxExecNotPrivate);
+        }
+        no_nul("path", exe.as_os_str())?;
+        if !exe.is_absolute() {
+            return Err(BwrapError::RelativePath(exe.to_path_buf()));
+        }
+        if let Some(parent) = target.parent() {
+            args.op("--dir", [parent]);
+        }
+        args.op("--ro-bind", [exe, target]);
+    }
+
     args.op("--chdir", [&filesystem.workspace]);
     args.flag("--clearenv");
     for (name, value) in &plan.env {
         args.op("--setenv", [name.as_os_str(), value.as_os_str()]);
     }
-    if let Some(fd) = seccomp_fd {
-        args.op("--seccomp", [fd.to_string()]);
-    }
     args.flag("--");
+    if pid1.is_some() {
+        args.0
+            .extend([SANDBOX_EXEC_PATH, SUBCOMMAND_SANDBOX_PID1, "--"].map(OsString::from));
+    }
+    if let Some(stub) = sandbox_exec {
+        args.0.extend(stub.prefix());
+    }
     if let Some(bridge) = bridge {
         // The bridge listens on the sandbox's loopback before the command starts, detaches,
         // and execs the command in its place (same pid, status and signals as without it).
@@ -421,6 +559,7 @@ pub fn argv(
     Ok(BwrapArgs {
         args: args.0,
         created_mountpoints: filesystem.created_mountpoints,
+        placeholders: filesystem.placeholders,
     })
 }
 
@@ -441,7 +580,7 @@ fn emit(mount: &Mount, args: &mut Args) {
             required: false,
         } => args.op("--ro-bind-try", [path, path]),
         Mount::Tmpfs(path) => args.op("--tmpfs", [path]),
-        Mount::ReadOnly(path) => args.op("--ro-bind", [path, path]),
+        Mount::ReadOnly(path) | Mount::Placeholder(path) => args.op("--ro-bind", [path, path]),
         Mount::Writable(path) => args.op("--bind", [path, path]),
         Mount::DenyDir(path) => {
             args.op("--perms", ["0000"]);
@@ -449,11 +588,6 @@ fn emit(mount: &Mount, args: &mut Args) {
             args.op("--remount-ro", [path]);
         }
         Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
-        Mount::EmptyDir(path) => {
-            args.op("--perms", ["0555"]);
-            args.op("--tmpfs", [path]);
-            args.op("--remount-ro", [path]);
-        }
     }
 }
 

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStringExt;
 
-use super::masks::looks_like_file;
 use super::*;
 use crate::plan::{Budgets, Mechanism};
 
@@ -70,6 +69,7 @@ fn base_facts() -> FsFacts {
         host_sockets: Vec::new(),
         abstract_sockets: Vec::new(),
         unlocated_sockets: Vec::new(),
+        placeholders: Vec::new(),
     }
 }
 
@@ -91,8 +91,16 @@ fn strings(args: &[OsString]) -> Vec<String> {
 }
 
 fn build(plan: &LaunchPlan, facts: &FsFacts) -> (Vec<String>, Vec<PathBuf>) {
-    let built = argv(plan, facts, Some(3)).unwrap();
+    let built = argv(plan, facts, None, None).unwrap();
     (strings(&built.args), built.created_mountpoints)
+}
+
+fn placeholders(plan: &LaunchPlan, facts: &FsFacts) -> Vec<PathBuf> {
+    argv(plan, facts, None, None).unwrap().placeholders
+}
+
+fn paths(paths: &[&str]) -> Vec<PathBuf> {
+    paths.iter().map(PathBuf::from).collect()
 }
 
 fn head(network: Network) -> Vec<&'static str> {
@@ -157,8 +165,6 @@ const TAIL: &[&str] = &[
     "--setenv",
     "TMPDIR",
     RUN,
-    "--seccomp",
-    "3",
     "--",
     "make",
     "test",
@@ -221,7 +227,7 @@ fn filtered_network_binds_only_into_private_directories() {
     for target in ["/etc/proxy.sock", "/run", "relative.sock"] {
         let plan = base_plan(Network::OwnLoopback(Some(egress(target))));
         assert!(matches!(
-            argv(&plan, &base_facts(), None),
+            argv(&plan, &base_facts(), None, None),
             Err(BwrapError::BridgeBindNotPrivate(_))
         ));
     }
@@ -229,7 +235,7 @@ fn filtered_network_binds_only_into_private_directories() {
     let mut facts = base_facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     assert!(matches!(
-        argv(&plan, &facts, None),
+        argv(&plan, &facts, None, None),
         Err(BwrapError::BridgeBindNotPrivate(_))
     ));
     let mut empty = egress(BRIDGE_SOCKET);
@@ -238,10 +244,67 @@ fn filtered_network_binds_only_into_private_directories() {
         argv(
             &base_plan(Network::OwnLoopback(Some(empty))),
             &base_facts(),
+            None,
             None
         ),
         Err(BwrapError::BridgeNoProgram)
     ));
+}
+
+#[test]
+fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_bridge() {
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
+    let plan = base_plan(network.clone());
+    let stub = SandboxExec {
+        exe: "/opt/palisade/bin/palisade".into(),
+        reach: network.reach(),
+        started_fd: None,
+    };
+    let args = strings(&argv(&plan, &base_facts(), None, Some(&stub)).unwrap().args);
+    #[rustfmt::skip]
+    let binds: &[&str] = &[
+        "--dir", "/run/palisade-bridge",
+        "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", BRIDGE_SOCKET,
+        "--ro-bind", "/usr/local/bin/palisade", BRIDGE_PROGRAM,
+        "--dir", "/run/palisade-exec",
+        "--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH,
+    ];
+    let mut tail: Vec<&str> = TAIL.to_vec();
+    let command_at = tail.len() - 2;
+    tail.splice(
+        command_at..command_at,
+        [
+            SANDBOX_EXEC_PATH,
+            "__sandbox-exec",
+            "--reach",
+            "own-loopback",
+            "--",
+            BRIDGE_PROGRAM,
+            "bridge",
+            "--socket",
+            BRIDGE_SOCKET,
+            "--",
+        ],
+    );
+    assert_eq!(args, expected(network, &[BASE, ROOTS, binds, &tail]));
+    assert!(!args.iter().any(|a| a == "--seccomp"));
+
+    // Without a private `/run` there is nowhere to put it: refused, not run unfiltered.
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    assert!(matches!(
+        argv(&base_plan(Network::None), &facts, None, Some(&stub)),
+        Err(BwrapError::SandboxExecNotPrivate)
+    ));
+    // The stub's reach names round-trip.
+    for reach in [
+        Reach::Nothing,
+        Reach::OwnLoopback,
+        Reach::HostLoopback,
+        Reach::Everything,
+    ] {
+        assert_eq!(reach_from_name(reach_name(reach)), Some(reach));
+    }
 }
 
 #[test]
@@ -294,12 +357,12 @@ fn typical_plan_exact_argv() {
     let (args, created) = build(&plan, &facts);
     #[rustfmt::skip]
     let masks: &[&str] = &[
-        // protected, shallowest first
+        // protected, shallowest first; placeholders for the missing ones (the launcher makes
+        // them), `.loopwright` for the missing `.loopwright/policies`
         "--ro-bind", "/home/u/ws/.github", "/home/u/ws/.github",
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright",
-        "--remount-ro", "/home/u/ws/.loopwright",
+        "--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright",
         "--ro-bind", "/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md",
-        "--ro-bind", "/dev/null", "/home/u/ws/CLAUDE.md",
+        "--ro-bind", "/home/u/ws/CLAUDE.md", "/home/u/ws/CLAUDE.md",
         // denied: ~/.aws is missing outside the writable roots, so not mounted
         "--perms", "0000", "--tmpfs", "/home/u/.ssh", "--remount-ro", "/home/u/.ssh",
         "--ro-bind", "/dev/null", "/home/u/ws/.env",
@@ -308,14 +371,11 @@ fn typical_plan_exact_argv() {
         "--ro-bind", "/dev/null", "/var/lib/app/app.sock",
     ];
     assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    // Only created if the socket vanishes before bwrap starts.
+    assert_eq!(created, paths(&["/home/u/ws/.dev.sock"]));
     assert_eq!(
-        created,
-        vec![
-            PathBuf::from("/home/u/ws/.loopwright"),
-            PathBuf::from("/home/u/ws/CLAUDE.md"),
-            // only created if the socket vanishes before bwrap starts
-            PathBuf::from("/home/u/ws/.dev.sock"),
-        ]
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright", "/home/u/ws/CLAUDE.md"])
     );
 }
 
@@ -520,18 +580,96 @@ fn protected_paths_existing_missing_and_pinned() {
     ];
     #[rustfmt::skip]
     let masks: &[&str] = &[
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.github", "--remount-ro", "/home/u/ws/.github",
-        "--perms", "0555", "--tmpfs", "/home/u/ws/.loopwright/policies",
-        "--remount-ro", "/home/u/ws/.loopwright/policies",
+        "--ro-bind", "/home/u/ws/.github", "/home/u/ws/.github",
+        "--ro-bind", "/home/u/ws/.loopwright/policies", "/home/u/ws/.loopwright/policies",
         "--ro-bind", "/home/u/ws/docs/AGENTS.md", "/home/u/ws/docs/AGENTS.md",
     ];
     assert_eq!(args, expected(Network::None, &[BASE, roots, masks, TAIL]));
+    // The launcher makes the placeholders; bwrap creates nothing.
+    assert!(created.is_empty());
     assert_eq!(
-        created,
-        vec![
-            PathBuf::from("/home/u/ws/.github"),
-            PathBuf::from("/home/u/ws/.loopwright/policies"),
-        ]
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.github", "/home/u/ws/.loopwright/policies"])
+    );
+}
+
+#[test]
+fn placeholders_found_are_held_like_new_ones() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    // Another run's placeholders: at a protected path, and at `.loopwright`, which stops
+    // `.loopwright/policies` from resolving (a missing path under a non-directory).
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/AGENTS.md",
+        fact(PathKind::Other, "/home/u/ws/AGENTS.md"),
+    );
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/.loopwright/policies",
+        fact(
+            PathKind::Missing {
+                first_missing: "/home/u/ws/.loopwright/policies".into(),
+                parent_is_dir: false,
+            },
+            "/home/u/ws/.loopwright/policies",
+        ),
+    );
+    // A socket that is no placeholder stays an existing protected path.
+    protect(
+        &mut plan,
+        &mut facts,
+        "/home/u/ws/CLAUDE.md",
+        fact(PathKind::Other, "/home/u/ws/CLAUDE.md"),
+    );
+    // A placeholder outside the writable roots is read-only already.
+    protect(
+        &mut plan,
+        &mut facts,
+        "/srv/AGENTS.md",
+        fact(PathKind::Other, "/srv/AGENTS.md"),
+    );
+    facts.placeholders = paths(&[
+        "/home/u/ws/.loopwright",
+        "/home/u/ws/AGENTS.md",
+        "/srv/AGENTS.md",
+    ]);
+    let (args, created) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &[
+        "--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright",
+        "--ro-bind", "/home/u/ws/AGENTS.md", "/home/u/ws/AGENTS.md",
+        "--ro-bind", "/home/u/ws/CLAUDE.md", "/home/u/ws/CLAUDE.md",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    assert!(created.is_empty());
+    assert_eq!(
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright", "/home/u/ws/AGENTS.md"])
+    );
+}
+
+#[test]
+fn one_placeholder_serves_protected_paths_under_one_missing_directory() {
+    let mut plan = base_plan(Network::None);
+    let mut facts = base_facts();
+    for path in ["/home/u/ws/.loopwright/a", "/home/u/ws/.loopwright/b"] {
+        protect(
+            &mut plan,
+            &mut facts,
+            path,
+            missing(path, "/home/u/ws/.loopwright"),
+        );
+    }
+    let (args, _) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let masks: &[&str] = &["--ro-bind", "/home/u/ws/.loopwright", "/home/u/ws/.loopwright"];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, masks, TAIL]));
+    assert_eq!(
+        placeholders(&plan, &facts),
+        paths(&["/home/u/ws/.loopwright"])
     );
 }
 
@@ -658,18 +796,79 @@ fn a_real_var_run_directory_gets_its_own_tmpfs() {
 }
 
 #[test]
-fn no_seccomp_flag_without_a_descriptor() {
-    let built = argv(&base_plan(Network::None), &base_facts(), None).unwrap();
+fn no_stub_without_a_filter() {
+    let built = argv(&base_plan(Network::None), &base_facts(), None, None).unwrap();
     let args = strings(&built.args);
     assert!(!args.contains(&"--seccomp".to_owned()));
-    assert_eq!(
-        args.len(),
-        expected(Network::None, &[BASE, ROOTS, TAIL]).len() - 2
+    assert!(!args.contains(&SANDBOX_EXEC_PATH.to_owned()));
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, TAIL]));
+}
+
+/// Palisade's PID 1 (`--as-pid-1`) runs first, from the palisade binary bound once on the
+/// private `/run` (the stub's too), and starts the stub, then the bridge, then the command.
+#[test]
+fn palisade_is_pid_1_and_starts_the_stub() {
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
+    let plan = base_plan(network.clone());
+    let exe = Path::new("/opt/palisade/bin/palisade");
+    let stub = SandboxExec {
+        exe: exe.into(),
+        reach: network.reach(),
+        started_fd: None,
+    };
+    let args = strings(
+        &argv(&plan, &base_facts(), Some(exe), Some(&stub))
+            .unwrap()
+            .args,
     );
+    assert_eq!(args[..3], ["--unshare-user", "--unshare-pid", "--as-pid-1"]);
+    let bound = args
+        .windows(3)
+        .filter(|w| w[0] == "--ro-bind" && w[2] == SANDBOX_EXEC_PATH)
+        .count();
+    assert_eq!(bound, 1);
+    let end = args.iter().position(|a| a == "--").unwrap();
+    #[rustfmt::skip]
+    let started: &[&str] = &[
+        SANDBOX_EXEC_PATH, "__sandbox-pid1", "--",
+        SANDBOX_EXEC_PATH, "__sandbox-exec", "--reach", "own-loopback", "--",
+        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
+        "make", "test",
+    ];
+    assert_eq!(args[end + 1..], *started);
+
+    // Alone, PID 1 still gets the binary.
+    let plan = base_plan(Network::None);
+    let args = strings(&argv(&plan, &base_facts(), Some(exe), None).unwrap().args);
+    assert!(
+        args.windows(3)
+            .any(|w| w == ["--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH])
+    );
+    let end = args.iter().position(|a| a == "--").unwrap();
+    assert_eq!(
+        args[end + 1..],
+        [SANDBOX_EXEC_PATH, "__sandbox-pid1", "--", "make", "test"]
+    );
+    // One binary for both, and a private `/run` to put it in.
+    assert!(matches!(
+        argv(
+            &plan,
+            &base_facts(),
+            Some(Path::new("/other/palisade")),
+            Some(&stub)
+        ),
+        Err(BwrapError::TwoExecutables(..))
+    ));
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    assert!(matches!(
+        argv(&plan, &facts, Some(exe), None),
+        Err(BwrapError::SandboxExecNotPrivate)
+    ));
 }
 
 fn refusal(plan: &LaunchPlan, facts: &FsFacts) -> BwrapError {
-    argv(plan, facts, None).unwrap_err()
+    argv(plan, facts, None, None).unwrap_err()
 }
 
 #[test]
@@ -788,21 +987,13 @@ fn refuses_masks_over_writable_roots() {
 }
 
 #[test]
-fn looks_like_file_by_extension() {
-    assert!(looks_like_file(Path::new("/w/AGENTS.md")));
-    assert!(looks_like_file(Path::new("/w/.env.local")));
-    assert!(!looks_like_file(Path::new("/w/.github")));
-    assert!(!looks_like_file(Path::new("/w/policies")));
-    assert!(!looks_like_file(Path::new("/")));
-}
-
-#[test]
 fn trial_argv_is_exact() {
     assert_eq!(
         trial_argv(),
         vec![
             "--unshare-user",
             "--unshare-pid",
+            "--as-pid-1",
             "--unshare-net",
             "--unshare-ipc",
             "--unshare-uts",

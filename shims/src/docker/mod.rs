@@ -8,10 +8,18 @@
 //!
 //! # The container, flag by flag
 //!
-//! - `run --rm --init -i --pull never --entrypoint CMD IMAGE_ID ARGS…`: the pinned image by its
-//!   ID (never a tag, never pulled); the command exactly as given (the image's entrypoint is
-//!   replaced, not wrapped); `docker-init` as PID 1 reaps orphans and forwards signals; stdin is
-//!   passed through as for the other backends.
+//! - `run --rm -i --pull never --entrypoint /run/palisade-init IMAGE_ID -- CMD ARGS…`: the
+//!   pinned image by its ID (never a tag, never pulled); the command exactly as given (the
+//!   image's entrypoint is replaced, not wrapped); stdin is passed through as for the other
+//!   backends. PID 1 is `docker-init` (tini: it reaps orphans and forwards signals), run from
+//!   an *execute-only* copy ([`DockerSpec::init`], mode 0111, bound read-only at
+//!   [`INIT_IN_CONTAINER`]): the kernel makes a process not dumpable when it executes a file it
+//!   cannot read, and the container has no capability to read it anyway. `docker run --init`
+//!   would start the same init from a readable file, dumpable and with the command's uid, so the
+//!   command could open `/proc/1/mem` read-write and rewrite it; not dumpable, its `/proc/1`
+//!   entries that need ptrace access (`mem`, `environ`, `fd`, …) are closed to the command.
+//!   There is no fallback to `--init`: the probe reports the backend unavailable without a
+//!   static `docker-init` it can copy.
 //! - `--name palisade-<run id>` and labels `dev.palisade.run`: the name is how the container
 //!   is removed; a run's container is never looked up by anything the command can influence.
 //! - `--user UID:GID` of the invoking user, `-w WORKSPACE`, `--cap-drop ALL`,
@@ -47,12 +55,14 @@
 //!   `/proc` (with `/proc/sys` read-only) and `/dev/shm`;
 //! - writable roots (workspace first) and bwrap's pins bound read-write at the same path;
 //! - existing protected paths bound read-only onto themselves; missing ones inside a writable
-//!   root get bwrap's stand-ins: an empty read-only mode-0555 tmpfs (a directory) or an empty
-//!   mode-0000 file bound read-only (a file), at the first missing component, so the command
-//!   cannot create them;
-//! - denied directories: an empty read-only mode-0000 tmpfs; denied files, missing protected
-//!   files and host sockets inside a bind: an empty mode-0000 file ([`mask_file`]) bound
-//!   read-only (unreadable, unwritable, not a socket).
+//!   root get bwrap's placeholders ([`crate::placeholder`]: an inert socket node the launcher
+//!   makes on the host before `docker run`, at the first missing component), bound read-only
+//!   onto themselves the same way, so the command cannot create them and git inside sees what
+//!   it sees outside (runc would otherwise create the mountpoint itself, an empty file or
+//!   directory, which git does not ignore: see [`crate::bwrap`], step 5);
+//! - denied directories: an empty read-only mode-0000 tmpfs; denied files and host sockets
+//!   inside a bind: an empty mode-0000 file ([`mask_file`]) bound read-only (unreadable,
+//!   unwritable, not a socket).
 //!
 //! Docker sorts mounts by depth itself, so a deeper mask always lands on top of the bind it
 //! hides; two mounts at one path keep the later one.
@@ -108,6 +118,9 @@ pub const RUN_LABEL: &str = "dev.palisade.run";
 /// Where the CLI reads the seccomp profile from: the descriptor [`run`] passes it on.
 pub const SECCOMP_FD: i32 = 3;
 
+/// Where the container's execute-only `docker-init` is bound (in the private `/run`).
+pub const INIT_IN_CONTAINER: &str = "/run/palisade-init";
+
 /// What the Docker backend needs besides the plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSpec {
@@ -121,6 +134,9 @@ pub struct DockerSpec {
     pub run_id: String,
     /// Host paths visible read-only in the container, each at its own path.
     pub read_only_binds: Vec<PathBuf>,
+    /// The host's static `docker-init` (checked by the host), run as PID 1 from an
+    /// execute-only copy.
+    pub init: PathBuf,
 }
 
 impl DockerSpec {
@@ -141,6 +157,9 @@ pub struct DockerArgs {
     /// Host paths where the runtime creates a mountpoint (inside writable roots); remove them
     /// with [`fsfacts::cleanup_created`] after the run.
     pub created_mountpoints: Vec<PathBuf>,
+    /// Placeholders the mounts bind: held before `docker run`, released once the container is
+    /// gone (see [`crate::bwrap::BwrapArgs::placeholders`]).
+    pub placeholders: Vec<PathBuf>,
     /// The limits passed to Docker, for the record.
     pub limits: Limits,
 }
@@ -169,10 +188,15 @@ pub enum DockerError {
     PathSyntax(PathBuf),
     #[error("environment variable `{}` would configure the docker client itself", .0.to_string_lossy())]
     ClientEnv(OsString),
+    #[error("`{}` is bound from the host, so the container's init cannot be placed there", .0.display())]
+    InitTarget(PathBuf),
     #[error("cannot build the seccomp profile: {0}")]
     Seccomp(#[from] seccomp::SeccompError),
     #[error("cannot measure the filesystem: {0}")]
     Facts(#[from] fsfacts::FsFactsError),
+    #[cfg(target_os = "linux")]
+    #[error("cannot hold the protected paths' placeholders: {0}")]
+    Placeholder(#[from] crate::placeholder::PlaceholderError),
     #[error("cannot prepare the run: {what}: {source}")]
     Setup {
         what: &'static str,
@@ -182,13 +206,15 @@ pub enum DockerError {
     Supervise(#[from] SuperviseError),
 }
 
-/// Builds the `docker run` arguments. `seccomp_profile` is the path the CLI reads Palisade's
-/// profile from (`None`: the plan does not filter syscalls; Docker's default profile applies).
+/// Builds the `docker run` arguments. `init` is the host path of the execute-only copy of
+/// `docker-init` to run as PID 1; `seccomp_profile` is the path the CLI reads Palisade's profile
+/// from (`None`: the plan does not filter syscalls; Docker's default profile applies).
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
     spec: &DockerSpec,
     mask_file: &Path,
+    init: &Path,
     seccomp_profile: Option<&str>,
 ) -> Result<DockerArgs, DockerError> {
     // The bridge (forwarded host ports, filtered egress): the container's own network
@@ -219,7 +245,6 @@ pub fn argv(
     let mut args = Args::default();
     args.flag("run");
     args.flag("--rm");
-    args.flag("--init");
     args.flag("-i");
     args.op("--pull", "never");
     args.op("--name", spec.container_name());
@@ -270,6 +295,13 @@ pub fn argv(
             visible.push(path.clone());
         }
     }
+    // The init's mountpoint is created where it is bound: never in something of the host's.
+    if let Some(host) = visible
+        .iter()
+        .find(|path| Path::new(INIT_IN_CONTAINER).starts_with(path))
+    {
+        return Err(DockerError::InitTarget(host.clone()));
+    }
     // Paths the plan itself names get their masks wherever they are (outside every bind they
     // hide the image's path of the same name, which is harmless); host sockets only where the
     // host is visible.
@@ -296,8 +328,8 @@ pub fn argv(
             // existing protected path: only where the host is visible at all.
             Mount::ReadOnly(path) if shows_host(&path) => (path, DockerMount::Bind { rw: false }),
             Mount::ReadOnly(_) => continue,
+            Mount::Placeholder(path) => (path, DockerMount::Bind { rw: false }),
             Mount::DenyDir(path) => (path, DockerMount::Tmpfs0000),
-            Mount::EmptyDir(path) => (path, DockerMount::Tmpfs0555),
             Mount::Null(path) if shows_host(&path) || named.contains(&path) => {
                 (path, DockerMount::MaskFile)
             }
@@ -337,10 +369,6 @@ pub fn argv(
                 "--tmpfs",
                 format!("{target}:ro,nosuid,nodev,noexec,mode=000"),
             ),
-            DockerMount::Tmpfs0555 => args.op(
-                "--tmpfs",
-                format!("{target}:ro,nosuid,nodev,noexec,mode=555"),
-            ),
         }
     }
     if let Some(bridge) = bridge {
@@ -357,6 +385,13 @@ pub fn argv(
             );
         }
     }
+    args.op(
+        "--mount",
+        format!(
+            "type=bind,source={},target={INIT_IN_CONTAINER},readonly",
+            mount_path(init)?
+        ),
+    );
     args.op("--workdir", mount_path(&filesystem.workspace)?);
 
     let mut env = Vec::new();
@@ -381,28 +416,22 @@ pub fn argv(
             .into_os_string(),
     ));
 
-    let Some((program, rest)) = plan.command.split_first() else {
+    if plan.command.is_empty() {
         return Err(BwrapError::EmptyCommand.into());
-    };
-    match bridge.and_then(|bridge| bridge.argv.split_first()) {
-        // The bridge listens on the container's loopback, detaches, and execs the command
-        // (looked up in the image's PATH, as Docker's entrypoint would be).
-        Some((bridge, bridge_args)) => {
-            args.op("--entrypoint", bridge.clone());
-            args.flag(&spec.image_id);
-            args.0.extend(bridge_args.iter().cloned());
-            args.0.push(program.clone());
-        }
-        None => {
-            args.op("--entrypoint", program.clone());
-            args.flag(&spec.image_id);
-        }
     }
-    args.0.extend(rest.iter().cloned());
+    // `docker-init -- PROGRAM ARGS…`: the init is the entrypoint, and runs the command behind
+    // the bridge when there is one (it listens on the container's loopback, detaches, and execs
+    // the command, looked up in the image's PATH as Docker's entrypoint would be).
+    args.op("--entrypoint", INIT_IN_CONTAINER);
+    args.flag(&spec.image_id);
+    args.flag("--");
+    let bridge = bridge.map_or(&[][..], |bridge| bridge.argv.as_slice());
+    args.0.extend(bridge.iter().chain(&plan.command).cloned());
     Ok(DockerArgs {
         args: args.0,
         env,
         created_mountpoints: filesystem.created_mountpoints,
+        placeholders: filesystem.placeholders,
         limits,
     })
 }
@@ -440,7 +469,6 @@ enum DockerMount {
     MaskFile,
     Tmpfs,
     Tmpfs0000,
-    Tmpfs0555,
 }
 
 /// A path as it may appear in `--mount` and `--tmpfs` values: those split on `,` and `:`.

@@ -18,7 +18,7 @@ use crate::supervise::Outcome;
 #[cfg(target_os = "linux")]
 use crate::supervise::{self, Launch, LaunchKind, PassFd, SuperviseError};
 #[cfg(target_os = "linux")]
-use crate::{fsfacts, seccomp};
+use crate::{fsfacts, placeholder, seccomp};
 
 /// How the container was removed.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -42,6 +42,9 @@ pub struct DockerOutcome {
     pub limits: Limits,
     /// Mountpoints the runtime created on the host that could not be removed.
     pub mountpoints_left: Vec<PathBuf>,
+    /// Placeholders left in place for a later run to remove: the container's removal was not
+    /// confirmed (its mounts must stay), or they could not be removed.
+    pub placeholders_left: Vec<PathBuf>,
     /// Rules in Palisade's seccomp profile, when one was passed.
     pub seccomp_rules: Option<usize>,
 }
@@ -60,7 +63,12 @@ pub fn run(
 ) -> Result<DockerOutcome, DockerError> {
     let setup = |what| move |source| DockerError::Setup { what, source };
     let facts = fsfacts::measure(plan)?;
-    let mask = MaskFile::create(&plan.run_temp_dir).map_err(setup("mask file"))?;
+    let mask =
+        BoundFile::create(&plan.run_temp_dir, ".mask", 0o000, &[]).map_err(setup("mask file"))?;
+    // Execute-only: executing a file it cannot read leaves the init not dumpable.
+    let bytes = std::fs::read(&spec.init).map_err(setup("reading docker-init"))?;
+    let init = BoundFile::create(&plan.run_temp_dir, ".init", 0o111, &bytes)
+        .map_err(setup("execute-only docker-init"))?;
     let mut fds = Vec::new();
     let mut seccomp_rules = None;
     let profile_path = format!("/dev/fd/{SECCOMP_FD}");
@@ -83,10 +91,16 @@ pub fn run(
         &facts,
         spec,
         mask.path(),
+        init.path(),
         plan.syscall_filter.then_some(profile_path.as_str()),
     )?;
+    // Before the container exists: dropped on any failure below, they are released.
+    let placeholders = placeholder::hold(&built.placeholders)?;
     let name = spec.container_name();
-    let reaper = Reaper::start(&spec.cli, &spec.socket, &name).map_err(setup("reaper"))?;
+    // The reaper shares the placeholders' locks: should palisade be killed, they stay held
+    // until it has removed the container, which has them mounted.
+    let inherit = placeholders.inheritable().map_err(setup("reaper"))?;
+    let reaper = Reaper::start(&spec.cli, &spec.socket, &name, inherit).map_err(setup("reaper"))?;
 
     let launch = Launch {
         program: spec.cli.clone(),
@@ -105,11 +119,15 @@ pub fn run(
     let supervised = supervise::run(launch, &budgets, options);
 
     let removal = remove(&spec.socket, &name);
-    if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
+    let placeholders_left = if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
         reaper.dismiss();
-    }
+        placeholders.release().left
+    } else {
+        placeholders.keep()
+    };
     let mountpoints_left = fsfacts::cleanup_created(&built.created_mountpoints);
     drop(mask);
+    drop(init);
     let outcome = match supervised {
         Ok(outcome) => outcome,
         Err(SuperviseError::TreeNotEmpty { remaining, outcome }) => {
@@ -123,6 +141,7 @@ pub fn run(
         removal,
         limits: built.limits,
         mountpoints_left,
+        placeholders_left,
         seccomp_rules,
     })
 }
@@ -161,26 +180,36 @@ pub fn exists(socket: &Path, name: &str) -> Option<bool> {
 }
 
 #[cfg(target_os = "linux")]
-/// An empty mode-0000 file next to the run's temp dir (in palisade's private per-user
-/// directory, outside every bind): the source of every file mask. Removed on drop.
-struct MaskFile(PathBuf);
+/// A file next to the run's temp dir (in palisade's private per-user directory, outside every
+/// bind) that the container gets bound read-only: the empty mode-0000 source of every file
+/// mask, and the execute-only copy of `docker-init`. Removed on drop.
+struct BoundFile(PathBuf);
 
 #[cfg(target_os = "linux")]
-impl MaskFile {
-    fn create(run_temp_dir: &Path) -> io::Result<MaskFile> {
-        use std::os::unix::fs::OpenOptionsExt;
+impl BoundFile {
+    /// `<run temp dir><suffix>` holding `content`, with `mode` (set after writing).
+    fn create(
+        run_temp_dir: &Path,
+        suffix: &str,
+        mode: u32,
+        content: &[u8],
+    ) -> io::Result<BoundFile> {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let mut name = run_temp_dir
             .file_name()
             .map(std::ffi::OsStr::to_os_string)
             .unwrap_or_else(|| OsString::from("run"));
-        name.push(".mask");
+        name.push(suffix);
         let path = run_temp_dir.with_file_name(name);
-        std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o000)
+            .mode(0o200)
             .open(&path)?;
-        Ok(MaskFile(path))
+        let made = BoundFile(path);
+        file.write_all(content)?;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        Ok(made)
     }
 
     fn path(&self) -> &Path {
@@ -189,7 +218,7 @@ impl MaskFile {
 }
 
 #[cfg(target_os = "linux")]
-impl Drop for MaskFile {
+impl Drop for BoundFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
@@ -216,7 +245,14 @@ exit 1"#;
 
 #[cfg(target_os = "linux")]
 impl Reaper {
-    fn start(cli: &Path, socket: &Path, name: &str) -> io::Result<Reaper> {
+    /// Starts the reaper, which inherits `inherit` (and so whatever `flock` they hold) for as
+    /// long as it lives.
+    fn start(
+        cli: &Path,
+        socket: &Path,
+        name: &str,
+        inherit: Vec<std::os::fd::OwnedFd>,
+    ) -> io::Result<Reaper> {
         use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
         let (reader, writer) = io::pipe()?;
@@ -238,6 +274,7 @@ impl Reaper {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
+        drop(inherit);
         let status = child.wait()?;
         if !status.success() {
             return Err(io::Error::other(format!("setsid -f exited with {status}")));

@@ -19,6 +19,7 @@ fn spec() -> DockerSpec {
         image_id: IMAGE.into(),
         run_id: "18a2b3c4d5e6f7-4242".into(),
         read_only_binds: Vec::new(),
+        init: PathBuf::from("/usr/bin/docker-init"),
     }
 }
 
@@ -119,6 +120,7 @@ fn facts() -> FsFacts {
         ],
         abstract_sockets: Vec::new(),
         unlocated_sockets: Vec::new(),
+        placeholders: Vec::new(),
     }
 }
 
@@ -128,15 +130,56 @@ fn strings(args: &[OsString]) -> Vec<String> {
         .collect()
 }
 
+/// The argv as `run` builds it: the execute-only copy of the spec's init next to the mask.
 fn build(plan: &LaunchPlan, spec: &DockerSpec) -> DockerArgs {
     argv(
         plan,
         &facts(),
         spec,
         Path::new("/tmp/run-1.mask"),
+        Path::new("/tmp/run-1.init"),
         plan.syscall_filter.then_some("/dev/fd/3"),
     )
     .unwrap()
+}
+
+#[test]
+fn pid_1_is_docker_init_from_an_execute_only_copy() {
+    let args = strings(&build(&plan(Network::None), &spec()).args);
+    assert!(!args.iter().any(|a| a == "--init"));
+    let at = args
+        .iter()
+        .position(|a| a == "type=bind,source=/tmp/run-1.init,target=/run/palisade-init,readonly")
+        .unwrap();
+    assert_eq!(args[at - 1], "--mount");
+    let image = args.iter().position(|a| a == IMAGE).unwrap();
+    assert_eq!(
+        args[image - 2..image],
+        ["--entrypoint", "/run/palisade-init"]
+    );
+    assert_eq!(
+        args[image + 1..],
+        ["--", "make", "test", "--secret-looking=no"]
+    );
+}
+
+#[test]
+fn the_init_is_never_placed_in_a_host_directory() {
+    let mut plan = plan(Network::None);
+    plan.writable_roots.push(PathBuf::from("/run"));
+    let mut facts = facts();
+    facts
+        .paths
+        .insert(PathBuf::from("/run"), fact(PathKind::Dir, "/run"));
+    let built = argv(
+        &plan,
+        &facts,
+        &spec(),
+        Path::new("/m"),
+        Path::new("/tmp/run-1.init"),
+        None,
+    );
+    assert!(matches!(built, Err(DockerError::InitTarget(path)) if path == Path::new("/run")));
 }
 
 #[test]
@@ -146,10 +189,15 @@ fn typical_plan() {
     assert_eq!(
         built.created_mountpoints,
         [
-            PathBuf::from("/home/u/ws/.loopwright"),
-            PathBuf::from("/home/u/ws/AGENTS.md"),
             PathBuf::from("/home/u/ws/.env"),
             PathBuf::from("/home/u/ws/agent.sock"),
+        ]
+    );
+    assert_eq!(
+        built.placeholders,
+        [
+            PathBuf::from("/home/u/ws/.loopwright"),
+            PathBuf::from("/home/u/ws/AGENTS.md"),
         ]
     );
 }
@@ -233,14 +281,17 @@ fn filtered_egress_runs_the_static_bridge_as_the_entrypoint() {
         let at = args.iter().position(|a| a == mount).unwrap();
         assert_eq!(args[at - 1], "--mount");
     }
+    // PID 1 runs the bridge, which execs the command.
     let image = args.iter().position(|a| a == &spec().image_id).unwrap();
     assert_eq!(
         args[image - 2..image],
-        ["--entrypoint", "/run/palisade-bridge/palisade"]
+        ["--entrypoint", "/run/palisade-init"]
     );
     assert_eq!(
         args[image + 1..],
         [
+            "--",
+            "/run/palisade-bridge/palisade",
             "__bridge",
             "--proxy",
             "127.0.0.1:3128=/run/palisade-bridge/proxy.sock",
@@ -257,7 +308,14 @@ fn filtered_egress_needs_a_private_run() {
     let plan = plan(Network::OwnLoopback(Some(egress())));
     let mut facts = facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
-    let built = argv(&plan, &facts, &spec(), Path::new("/tmp/run-1.mask"), None);
+    let built = argv(
+        &plan,
+        &facts,
+        &spec(),
+        Path::new("/tmp/run-1.mask"),
+        Path::new("/tmp/run-1.init"),
+        None,
+    );
     assert!(matches!(
         built,
         Err(DockerError::Plan(BwrapError::BridgeBindNotPrivate(_)))
@@ -277,7 +335,7 @@ fn read_only_binds_show_the_host_and_its_sockets_get_masked() {
     };
     let plan = plan(Network::None);
     let args = strings(
-        &argv(&plan, &facts, &spec, Path::new("/m"), None)
+        &argv(&plan, &facts, &spec, Path::new("/m"), Path::new("/i"), None)
             .unwrap()
             .args,
     );
@@ -308,7 +366,7 @@ fn no_budgets_no_limits_and_a_writable_root() {
 fn refusals() {
     let plan = plan(Network::None);
     let fail = |plan: &LaunchPlan, spec: &DockerSpec| {
-        argv(plan, &facts(), spec, Path::new("/m"), None).unwrap_err()
+        argv(plan, &facts(), spec, Path::new("/m"), Path::new("/i"), None).unwrap_err()
     };
     let bad_image = DockerSpec {
         image_id: "busybox:latest".into(),

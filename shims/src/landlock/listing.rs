@@ -59,10 +59,14 @@ pub(super) fn writable_roots(plan: &LaunchPlan) -> Result<BTreeSet<PathBuf>, Lan
     Ok(roots)
 }
 
-/// The denied paths, checked, without those beneath another denied path.
-pub(super) fn denied_paths(plan: &LaunchPlan) -> Result<BTreeSet<PathBuf>, LandlockError> {
+/// The denied paths (the plan's and `extra`), checked, without those beneath another denied
+/// path.
+pub(super) fn denied_paths(
+    plan: &LaunchPlan,
+    extra: &[PathBuf],
+) -> Result<BTreeSet<PathBuf>, LandlockError> {
     let mut all = BTreeSet::new();
-    for path in &plan.denied_read_paths {
+    for path in plan.denied_read_paths.iter().chain(extra) {
         all.insert(normalized(path)?);
     }
     let outermost = all

@@ -42,6 +42,15 @@
 //! anything it did not list, the denied path included. (An entry the host creates later *as a
 //! symlink* to a granted place is readable through it; that is the host's own doing.)
 //!
+//! # `/proc`
+//!
+//! The plan's mechanism says which `/proc` the sandbox gets ([`LandlockProc`]). With its own
+//! (mounted by init, `crate::init::procfs`), `/proc` is a path like any other. Sharing the
+//! host's, every process directory of the host's `/proc` (as [`ListingFacts::measure`] listed
+//! it) is a denied path: `/proc` gets no rule, its other entries are granted one by one, and a
+//! process that starts later — the command itself, its children — has no rule, so no process's
+//! directory is readable ([`ruleset_plan`] says why the sandbox's own cannot be granted).
+//!
 //! # Refusals (fail closed: an error, no ruleset)
 //!
 //! - a denied path inside a writable root (or a writable root inside a denied path): the
@@ -94,7 +103,7 @@ use landlock::{
 use serde::{Deserialize, Serialize};
 
 use crate::landlock_abi;
-use crate::plan::{LaunchPlan, Network};
+use crate::plan::{LandlockProc, LaunchPlan, Mechanism, Network};
 
 mod listing;
 mod rights;
@@ -109,6 +118,9 @@ use rights::{NET_ABI, READ, WRITABLE, fs_bits, keep, net_bits, scope_bits};
 /// [`restrict`] applies the plan at the kernel's ABI: rights newer than the kernel's are dropped
 /// (and reported in [`Status::dropped`]) as long as the kernel reaches [`RulesetPlan::min_abi`].
 pub const TARGET_ABI: u32 = 7;
+
+/// Where the host's procfs is (and the sandbox's own, when it gets one).
+const PROC: &str = "/proc";
 
 /// Device files ordinary programs open, with the rights each gets (if it exists).
 const DEVICES: [(&str, &[FsRight]); 8] = [
@@ -184,6 +196,8 @@ pub enum LandlockError {
     NotEnforced(String),
     #[error("no_new_privs could not be set")]
     NoNewPrivs,
+    #[error("the listing of `/proc` names no process: it is not a procfs")]
+    NoProcesses,
 }
 
 /// A Landlock filesystem access right, named as in the kernel's UAPI (lowercase).
@@ -314,7 +328,57 @@ pub struct Status {
 }
 
 /// The ruleset for `plan`, given the listings `facts` measured.
+///
+/// With a `/proc` of the sandbox's own ([`LandlockProc::Own`], see `crate::init::procfs`),
+/// `/proc` is read like any other path: the rule on it is opened after init mounted the
+/// sandbox's procfs there. Sharing the host's ([`LandlockProc::HostProcessesDenied`]), every
+/// process directory the host listed in `/proc` is a denied path like the plan's, so `/proc`'s
+/// other entries are granted one by one and nothing else is: a process that starts later (the
+/// command and its children included) has no rule and is unreadable, and so is the command's
+/// own directory (`self` and `thread-self` are links into process directories, and links get no
+/// rule). Landlock rules follow inodes, and a procfs process directory gets a new inode
+/// whenever its dentry is evicted, so granting the sandbox's own processes would be neither
+/// expressible for later ones nor reliable for the first.
 pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPlan, LandlockError> {
+    match plan.mechanism {
+        Mechanism::Landlock(LandlockProc::HostProcessesDenied) => {
+            build(plan, facts, &process_dirs(facts)?)
+        }
+        _ => build(plan, facts, &[]),
+    }
+}
+
+/// Every process directory of the host's `/proc`, as listed.
+fn process_dirs(facts: &ListingFacts) -> Result<Vec<PathBuf>, LandlockError> {
+    let proc = Path::new(PROC);
+    let listing = facts
+        .listings
+        .get(proc)
+        .ok_or_else(|| LandlockError::MissingListing(proc.to_path_buf()))?;
+    let processes: Vec<PathBuf> = listing
+        .iter()
+        .filter(|entry| is_process_dir(entry))
+        .map(|entry| proc.join(&entry.name))
+        .collect();
+    if processes.is_empty() {
+        // Every procfs lists at least the process that read it: this is no procfs.
+        return Err(LandlockError::NoProcesses);
+    }
+    Ok(processes)
+}
+
+/// A directory entry of `/proc` that is a process: a directory named by a number.
+fn is_process_dir(entry: &Entry) -> bool {
+    entry.kind == EntryKind::Dir
+        && !entry.name.is_empty()
+        && entry.name.as_encoded_bytes().iter().all(u8::is_ascii_digit)
+}
+
+fn build(
+    plan: &LaunchPlan,
+    facts: &ListingFacts,
+    extra_denied: &[PathBuf],
+) -> Result<RulesetPlan, LandlockError> {
     if let Some(path) = plan.protected_paths.first() {
         return Err(LandlockError::ProtectedPaths(path.clone()));
     }
@@ -328,7 +392,7 @@ pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPl
         Network::HostLoopback => return Err(LandlockError::OwnNetwork("the host's loopback")),
     };
     let writable = writable_roots(plan)?;
-    let denied = denied_paths(plan)?;
+    let denied = denied_paths(plan, extra_denied)?;
     for d in &denied {
         for w in &writable {
             if d.starts_with(w) {
@@ -401,9 +465,10 @@ pub fn ruleset_plan(plan: &LaunchPlan, facts: &ListingFacts) -> Result<RulesetPl
 }
 
 impl ListingFacts {
-    /// Measures what [`ruleset_plan`] needs for `plan`: the listing of every existing ancestor of
-    /// every denied path (stopping at a missing, non-directory or symlinked one), and the kinds
-    /// of the writable roots and device files. A missing path is simply absent.
+    /// Measures what [`ruleset_plan`] needs for `plan`: the listing of every existing ancestor
+    /// of every denied path (stopping at a missing, non-directory or symlinked one) — and of
+    /// `/proc` when the sandbox shares the host's — and the kinds of the writable roots and
+    /// device files. A missing path is simply absent.
     pub fn measure(plan: &LaunchPlan) -> Result<ListingFacts, LandlockError> {
         // Paths that are not absolute and normalized are skipped: `ruleset_plan` refuses them.
         let mut facts = ListingFacts::default();
@@ -417,7 +482,12 @@ impl ListingFacts {
                 facts.kinds.insert(path, kind);
             }
         }
-        for denied in &plan.denied_read_paths {
+        // `/proc` is listed as the parent of a denied path: the ruleset for a sandbox sharing
+        // the host's `/proc` denies its process directories.
+        let in_proc = Path::new(PROC).join("0");
+        let host_proc = plan.mechanism == Mechanism::Landlock(LandlockProc::HostProcessesDenied);
+        let extra = host_proc.then_some(&in_proc);
+        for denied in plan.denied_read_paths.iter().chain(extra) {
             let Ok(denied) = normalized(denied) else {
                 continue;
             };

@@ -11,7 +11,7 @@ use std::os::unix::fs::symlink;
 
 use super::rights::*;
 use super::*;
-use crate::plan::{Budgets, Mechanism};
+use crate::plan::{Budgets, LandlockProc, Mechanism};
 
 const HOME: &str = "/home/dev";
 const WORKSPACE: &str = "/home/dev/src/app";
@@ -19,7 +19,7 @@ const RUN_TMP: &str = "/tmp/palisade-run-1";
 
 fn launch(denied: &[&str]) -> LaunchPlan {
     LaunchPlan {
-        mechanism: Mechanism::Landlock,
+        mechanism: Mechanism::Landlock(LandlockProc::Own),
         network: Network::None,
         workspace: WORKSPACE.into(),
         writable_roots: vec![WORKSPACE.into(), RUN_TMP.into()],
@@ -412,4 +412,78 @@ fn measured_home_with_siblings() {
     for rule in &plan.rules {
         assert!(!home.starts_with(&rule.path), "ancestor granted: {rule:?}");
     }
+}
+
+/// A sandbox sharing the host's `/proc` gets every process directory the host listed denied
+/// (numbered directories only), `/proc`'s other entries granted one by one, and no rule on
+/// `/proc` itself; with a `/proc` of its own, `/proc` is granted whole like any sibling.
+#[test]
+fn host_proc_denies_every_process_directory() {
+    use EntryKind::{Dir, File, Symlink};
+    let mut facts = facts();
+    facts.listings.insert(
+        "/proc".into(),
+        entries(&[
+            ("1", Dir),
+            ("4242", Dir),
+            ("acpi", Dir),
+            ("meminfo", File),
+            ("self", Symlink),
+            ("sys", Dir),
+            ("thread-self", Symlink),
+            ("12ab", Dir),
+        ]),
+    );
+    let mut host = launch(&["/home/dev/.ssh"]);
+    host.mechanism = Mechanism::Landlock(LandlockProc::HostProcessesDenied);
+    let plan = ruleset_plan(&host, &facts).unwrap();
+    for denied in [
+        "/proc",
+        "/proc/1",
+        "/proc/4242",
+        "/proc/self",
+        "/proc/thread-self",
+    ] {
+        assert!(rule(&plan, denied).is_none(), "{denied} granted");
+    }
+    for granted in ["/proc/acpi", "/proc/meminfo", "/proc/sys", "/proc/12ab"] {
+        assert!(rule(&plan, granted).is_some(), "{granted} not granted");
+    }
+    assert!(plan.rules.iter().all(|r| !r.path.starts_with("/proc/1")));
+
+    let own = ruleset_plan(&launch(&["/home/dev/.ssh"]), &facts).unwrap();
+    assert_eq!(rule(&own, "/proc").unwrap().access, READ.into());
+    assert!(rule(&own, "/proc/1").is_none());
+
+    // Without the listing, or with one that names no process, there is no such ruleset.
+    let mut unlisted = facts.clone();
+    unlisted.listings.remove(Path::new("/proc"));
+    assert!(matches!(
+        ruleset_plan(&host, &unlisted),
+        Err(LandlockError::MissingListing(path)) if path == Path::new("/proc")
+    ));
+    let mut no_process = facts;
+    no_process
+        .listings
+        .insert("/proc".into(), entries(&[("meminfo", File)]));
+    assert!(matches!(
+        ruleset_plan(&host, &no_process),
+        Err(LandlockError::NoProcesses)
+    ));
+}
+
+/// `/proc` is measured only for a sandbox that shares the host's.
+#[test]
+fn proc_is_listed_only_when_shared() {
+    let mut plan = launch(&[]);
+    plan.workspace = std::env::temp_dir();
+    plan.writable_roots = vec![std::env::temp_dir()];
+    plan.run_temp_dir = std::env::temp_dir();
+    let own = ListingFacts::measure(&plan).unwrap();
+    assert!(!own.listings.contains_key(Path::new("/proc")));
+    plan.mechanism = Mechanism::Landlock(LandlockProc::HostProcessesDenied);
+    let host = ListingFacts::measure(&plan).unwrap();
+    let listing = &host.listings[Path::new("/proc")];
+    let me = std::process::id().to_string();
+    assert!(listing.iter().any(|entry| entry.name == me.as_str()));
 }

@@ -1,5 +1,7 @@
-//! Palisade's seccomp filter: a deny list in classic BPF, for bubblewrap's `--seccomp FD` and for
-//! direct installation by the Landlock runner.
+//! Palisade's seccomp filter: a deny list in classic BPF, installed in the sandbox by Palisade's
+//! own code (the bubblewrap stub, the Landlock runner), usually in its observed form
+//! ([`Program::observed`], [`observe`]): every call it refuses is answered with the same errno
+//! by the supervisor, which records it as a denial of the run.
 //!
 //! The filter allows every syscall by default and denies the ones that reach past a sandbox:
 //! other processes' memory (`ptrace`, `process_vm_*`, `pidfd_getfd`), namespaces and mounts
@@ -33,7 +35,9 @@
 //! The syscall numbers live in one table with a column per architecture (`aarch64` uses the
 //! generic numbering) and a unit test checks the native column against `libc::SYS_*`.
 //!
-//! Which mechanisms use it: `Bwrap` passes [`Program::as_bytes`] to `bwrap --seccomp FD` and
+//! Which mechanisms use it: `Bwrap` runs [`crate::sandbox_exec`] first in the sandbox, which
+//! calls [`install_observed`] ([`Program::as_bytes`] is the same program as `bwrap --seccomp FD`
+//! would read), and
 //! `Docker` gets the same rules as an OCI profile (their namespaces scope the network; the
 //! socket rule is only `none`'s "Unix sockets only"); `Landlock` calls [`install`] in the
 //! command child just before `exec` (socket rules by the network's [`Reach`]; its own loopback
@@ -51,6 +55,8 @@ use std::io;
 use crate::plan::{LaunchPlan, Mechanism, Reach};
 
 mod bpf;
+#[cfg(target_os = "linux")]
+pub mod observe;
 mod oci;
 mod rules;
 mod table;
@@ -195,9 +201,53 @@ pub struct Instruction {
 pub struct Program {
     arch: Arch,
     instructions: Vec<Instruction>,
+    observed: bool,
 }
 
+/// `SECCOMP_RET_USER_NOTIF`: stop the call and ask the listener.
+const RET_USER_NOTIF: u32 = 0x7FC0_0000;
+
 impl Program {
+    /// The same program, except that every call it fails with an errno other than `ENOSYS` is
+    /// handed to a listener instead ([`observe`]), which answers with exactly that errno and
+    /// records the call. (`ENOSYS` only steers libc to a syscall the filter can read.)
+    /// Which calls are stopped is still the kernel's decision, by this very program; the
+    /// listener can only choose the error (it has no way to let a call run), and if it is
+    /// gone the kernel fails the call with `ENOSYS`. Calls the program kills or allows are
+    /// unchanged, so allowed calls cost nothing more.
+    #[must_use]
+    pub fn observed(&self) -> Program {
+        let instructions = self
+            .instructions
+            .iter()
+            .map(|insn| match Action::from_ret(insn.k) {
+                // ENOSYS is a steer, not a denial: `clone3` and `openat2` get it so that libc
+                // falls back to `clone` and `openat`, whose arguments the filter can read.
+                // Every thread start would otherwise be reported as a refusal.
+                Some(Action::Errno(errno))
+                    if insn.code == bpf::RET_K && Action::Errno(errno) != Action::ENOSYS =>
+                {
+                    Instruction {
+                        k: RET_USER_NOTIF,
+                        ..*insn
+                    }
+                }
+                _ => *insn,
+            })
+            .collect();
+        Program {
+            arch: self.arch,
+            instructions,
+            observed: true,
+        }
+    }
+
+    /// Whether this is an [`observed`](Self::observed) program.
+    #[must_use]
+    pub const fn is_observed(&self) -> bool {
+        self.observed
+    }
+
     /// The program as the native-endian `struct sock_filter` array that `bwrap --seccomp FD`
     /// reads (8 bytes per instruction).
     #[must_use]
@@ -285,6 +335,10 @@ pub enum SeccompError {
     NoNewPrivs { source: io::Error },
     #[error("cannot install the seccomp filter: {source}")]
     Install { source: io::Error },
+    #[error("an observed filter needs the program's observed form")]
+    NotObserved,
+    #[error("cannot send the seccomp listener to the supervisor: {source}")]
+    SendListener { source: io::Error },
 }
 
 /// Builds the filter for `profile` on the architecture this process runs on.
@@ -303,7 +357,11 @@ pub fn build(profile: &Profile) -> Result<Program, SeccompError> {
 pub fn build_for(arch: Arch, profile: &Profile) -> Result<Program, SeccompError> {
     let rules = rule_set(profile)?;
     let instructions = bpf::assemble(arch, &rules)?;
-    Ok(Program { arch, instructions })
+    Ok(Program {
+        arch,
+        instructions,
+        observed: false,
+    })
 }
 
 /// The rules of the filter for `profile` on the native architecture, in program order.
@@ -337,25 +395,70 @@ pub fn rules_for(arch: Arch, profile: &Profile) -> Result<Vec<RuleDescription>, 
     }
     for rule in rule_set(profile)? {
         if let Some(number) = rule.syscall.number(arch) {
-            let condition = if rule.tests.is_empty() {
-                "always".to_owned()
-            } else {
-                rule.tests
-                    .iter()
-                    .map(Test::describe)
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            };
             out.push(RuleDescription {
                 syscall: rule.syscall.name,
                 number: Some(number),
-                condition,
+                condition: condition(&rule),
                 action: rule.action,
                 closes: rule.closes,
             });
         }
     }
     Ok(out)
+}
+
+/// A rule's condition in words: `always`, or its tests joined by `and`.
+fn condition(rule: &rules::Rule) -> String {
+    if rule.tests.is_empty() {
+        "always".to_owned()
+    } else {
+        rule.tests
+            .iter()
+            .map(Test::describe)
+            .collect::<Vec<_>>()
+            .join(" and ")
+    }
+}
+
+/// What the filter for `profile` does with one call, and which rule says so: the first rule of
+/// the call's syscall whose tests hold, as in the program. `None` when the program allows the
+/// call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Judgement {
+    pub syscall: &'static str,
+    pub action: Action,
+    /// The rule's condition, as [`rules()`] describes it.
+    pub condition: String,
+    pub closes: &'static str,
+    /// For `socket`: the address family asked for (`AF_INET`, or its number).
+    pub socket_family: Option<String>,
+    /// Whether the rule is one of the network reach's socket rules rather than a base rule.
+    pub network_rule: bool,
+}
+
+/// Judges a call of syscall number `nr` with `args` under `profile` on `arch`, the way the
+/// program does (the low 32 bits of each argument). x32 numbers and any number no rule names
+/// are `None`: the observer answers those with `EPERM`, the program's own x32 answer.
+#[must_use]
+pub fn judge(arch: Arch, profile: &Profile, nr: i32, args: &[u64; 6]) -> Option<Judgement> {
+    let nr = u32::try_from(nr).ok()?;
+    let base = rules::BASE_RULES.len();
+    let rules = rule_set(profile).ok()?;
+    let (index, rule) = rules.iter().enumerate().find(|(_, rule)| {
+        rule.syscall.number(arch) == Some(nr) && rule.tests.iter().all(|t| t.holds(args))
+    })?;
+    let socket_family = (rule.syscall.name == "socket").then(|| {
+        let family = (args.first().copied().unwrap_or(0) & 0xFFFF_FFFF) as u32;
+        rules::family_name(family).map_or_else(|| format!("family {family}"), str::to_owned)
+    });
+    Some(Judgement {
+        syscall: rule.syscall.name,
+        action: rule.action,
+        condition: condition(rule),
+        closes: rule.closes,
+        socket_family,
+        network_rule: index >= base,
+    })
 }
 
 /// Sets `no_new_privs` and installs `program` as a seccomp filter on the calling thread (and
@@ -369,6 +472,15 @@ pub fn rules_for(arch: Arch, profile: &Profile) -> Result<Vec<RuleDescription>, 
 /// kernel's error from `prctl` or `seccomp`.
 #[cfg(target_os = "linux")]
 pub fn install(program: &Program) -> Result<(), SeccompError> {
+    check_installable(program)?;
+    crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
+    crate::sys::seccomp_set_mode_filter(&program.instructions)
+        .map_err(|source| SeccompError::Install { source })
+}
+
+/// The program is for this architecture and within the kernel's length. Allocates nothing.
+#[cfg(target_os = "linux")]
+fn check_installable(program: &Program) -> Result<(), SeccompError> {
     let native = Arch::native()?;
     if program.arch != native {
         return Err(SeccompError::ArchMismatch {
@@ -380,9 +492,31 @@ pub fn install(program: &Program) -> Result<(), SeccompError> {
     if len > MAX_INSTRUCTIONS {
         return Err(SeccompError::TooLong { len });
     }
+    Ok(())
+}
+
+/// Installs an [`observed`](Program::observed) program like [`install`] and sends its listener
+/// over the Unix socket `report_to` (the supervisor's [`observe::Observer`] answers it), then
+/// closes it here. Allocates nothing, so it may run between `fork` and `exec`.
+///
+/// # Errors
+/// As [`install`]; [`SeccompError::NotObserved`] for a plain program; the socket's error if the
+/// listener cannot be sent (the filter is installed by then: every call it stops fails with
+/// `ENOSYS`, never runs).
+#[cfg(target_os = "linux")]
+pub fn install_observed(
+    program: &Program,
+    report_to: std::os::fd::RawFd,
+) -> Result<(), SeccompError> {
+    if !program.observed {
+        return Err(SeccompError::NotObserved);
+    }
+    check_installable(program)?;
     crate::sys::set_no_new_privs().map_err(|source| SeccompError::NoNewPrivs { source })?;
-    crate::sys::seccomp_set_mode_filter(&program.instructions)
-        .map_err(|source| SeccompError::Install { source })
+    let listener = crate::sys::seccomp_set_mode_filter_listener(&program.instructions)
+        .map_err(|source| SeccompError::Install { source })?;
+    crate::sys::send_fd(report_to, std::os::fd::AsRawFd::as_raw_fd(&listener))
+        .map_err(|source| SeccompError::SendListener { source })
 }
 
 #[cfg(test)]

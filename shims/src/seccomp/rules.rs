@@ -30,6 +30,20 @@ pub(super) enum Test {
 }
 
 impl Test {
+    /// Whether the test holds for these arguments, comparing the low 32 bits as the program
+    /// does.
+    pub(super) fn holds(&self, args: &[u64; 6]) -> bool {
+        let low = |arg: u8| {
+            args.get(usize::from(arg))
+                .map_or(0, |value| (*value & 0xFFFF_FFFF) as u32)
+        };
+        match *self {
+            Self::AnyBit { arg, mask, .. } => low(arg) & mask != 0,
+            Self::In { arg, mask, values } => values.iter().any(|(v, _)| low(arg) & mask == *v),
+            Self::NotIn { arg, mask, values } => !values.iter().any(|(v, _)| low(arg) & mask == *v),
+        }
+    }
+
     pub(super) fn describe(&self) -> String {
         fn operand(arg: u8, mask: u32) -> String {
             if mask == u32::MAX {
@@ -327,6 +341,22 @@ pub(super) const BASE_RULES: &[Rule] = &[
     ),
 ];
 
+/// The name of an address family the rules know.
+pub(super) fn family_name(family: u32) -> Option<&'static str> {
+    [
+        AF_UNIX,
+        AF_INET,
+        AF_INET6,
+        AF_NETLINK,
+        AF_VSOCK,
+        (17, "AF_PACKET"),
+        (38, "AF_ALG"),
+    ]
+    .iter()
+    .find(|(number, _)| *number == family)
+    .map(|(_, name)| *name)
+}
+
 pub(super) const AF_UNIX: (u32, &str) = (1, "AF_UNIX");
 pub(super) const AF_INET: (u32, &str) = (2, "AF_INET");
 pub(super) const AF_INET6: (u32, &str) = (10, "AF_INET6");
@@ -402,7 +432,7 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
         reach: profile.reach,
     };
     match profile.mechanism {
-        Mechanism::Landlock => {
+        Mechanism::Landlock(_) => {
             rules.push(SOCKET_NO_UNIX);
             match profile.reach {
                 Reach::Nothing => rules.push(SOCKET_NONE),

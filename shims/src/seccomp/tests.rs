@@ -4,6 +4,7 @@ use super::bpf::*;
 use super::rules::*;
 use super::table::*;
 use super::*;
+use crate::plan::LandlockProc;
 
 const PROFILES: [Profile; 6] = [
     Profile {
@@ -19,11 +20,11 @@ const PROFILES: [Profile; 6] = [
         reach: Reach::Everything,
     },
     Profile {
-        mechanism: Mechanism::Landlock,
+        mechanism: Mechanism::Landlock(LandlockProc::Own),
         reach: Reach::Nothing,
     },
     Profile {
-        mechanism: Mechanism::Landlock,
+        mechanism: Mechanism::Landlock(LandlockProc::Own),
         reach: Reach::Everything,
     },
     Profile {
@@ -148,7 +149,9 @@ fn syscall_numbers_match_libc() {
 fn every_profile_builds_deterministically_within_limits() {
     for arch in [Arch::X86_64, Arch::Aarch64] {
         for profile in PROFILES {
-            if profile.mechanism == Mechanism::Landlock && profile.reach == Reach::OwnLoopback {
+            if matches!(profile.mechanism, Mechanism::Landlock(_))
+                && profile.reach == Reach::OwnLoopback
+            {
                 continue;
             }
             let a = build_for(arch, &profile).unwrap();
@@ -170,7 +173,7 @@ fn every_profile_builds_deterministically_within_limits() {
 #[test]
 fn landlock_loopback_only_is_refused() {
     let profile = Profile {
-        mechanism: Mechanism::Landlock,
+        mechanism: Mechanism::Landlock(LandlockProc::Own),
         reach: Reach::OwnLoopback,
     };
     assert!(matches!(

@@ -1,5 +1,6 @@
 //! The Linux-only system calls: prctl, pidfds, `wait4`/`waitid` with `__WALL`, memfds,
-//! `close_range`, namespaces, capabilities, Landlock's ABI query, `O_PATH` opens and seccomp.
+//! `close_range`, namespaces, the sandbox's `/proc` mount, capabilities, Landlock's ABI query,
+//! `O_PATH` opens and seccomp.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -36,6 +37,14 @@ pub(crate) fn exit_now(code: i32) -> ! {
 pub(crate) fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: unshare takes flags only.
     check(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `prctl(PR_SET_DUMPABLE, on)`. Not dumpable, a process's `/proc/<pid>` entries that need
+/// ptrace access (`mem`, `environ`, `fd`, `maps`, …) and ptrace itself are closed to every
+/// process without `CAP_SYS_PTRACE`, same uid included; `execve` of a readable file resets it.
+pub(crate) fn set_dumpable(on: bool) -> io::Result<()> {
+    // SAFETY: PR_SET_DUMPABLE takes an integer flag.
+    check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, libc::c_ulong::from(on), 0, 0, 0) }).map(drop)
 }
 
 pub(crate) fn child_subreaper() -> io::Result<bool> {
@@ -234,6 +243,16 @@ pub(crate) fn block_all_signals() -> io::Result<libc::sigset_t> {
     }
 }
 
+/// Whether `signal` is pending for the calling thread (sent while blocked, not yet delivered).
+pub(crate) fn signal_pending(signal: i32) -> bool {
+    // SAFETY: the set is initialised by sigemptyset, filled by sigpending, read by sigismember.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigpending(&mut set) == 0 && libc::sigismember(&set, signal) == 1
+    }
+}
+
 pub(crate) fn restore_signal_mask(mask: &libc::sigset_t) {
     // SAFETY: `mask` is an initialised signal set (from pthread_sigmask).
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) };
@@ -351,6 +370,19 @@ pub(crate) fn peer_closed(read: &OwnedFd) -> bool {
     r > 0 && pfd.revents & libc::POLLHUP != 0
 }
 
+/// `close_range(first, ~0, 0)`: closes every descriptor from `first` up. The caller holds
+/// none of them as an owned value.
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range only closes descriptors and takes no memory; the caller owns no
+    // `OwnedFd` or `File` for these numbers, so none is closed twice.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Marks every descriptor from `first` up close-on-exec.
 pub(crate) fn cloexec_from(first: u32) -> io::Result<()> {
     // SAFETY: close_range with CLOEXEC only changes descriptor flags.
@@ -412,6 +444,42 @@ pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
             return Err(err);
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mounts (in a mount namespace of the sandbox's own).
+
+/// `mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL)`: from now on no mount made in this
+/// namespace propagates back to the one it was copied from (the host's, whose mounts are often
+/// shared), while the host's later mounts still show here.
+pub(crate) fn make_mounts_slave() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated target, null source, type and data.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_SLAVE,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
+}
+
+/// `mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)`: a fresh procfs for
+/// the caller's PID namespace over the one inherited.
+pub(crate) fn mount_proc() -> io::Result<()> {
+    // SAFETY: constant NUL-terminated strings, no data.
+    check(unsafe {
+        libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    })
+    .map(drop)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -622,4 +690,189 @@ pub(crate) fn seccomp_set_mode_filter(instructions: &[Instruction]) -> io::Resul
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, program)`: installs the
+/// filter and returns its notification listener (close-on-exec). Allocates nothing.
+pub(crate) fn seccomp_set_mode_filter_listener(
+    instructions: &[Instruction],
+) -> io::Result<OwnedFd> {
+    let len = u16::try_from(instructions.len())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let fprog = libc::sock_fprog {
+        len,
+        filter: instructions.as_ptr().cast::<libc::sock_filter>().cast_mut(),
+    };
+    // SAFETY: as in `seccomp_set_mode_filter`; with NEW_LISTENER the kernel returns a new
+    // descriptor, which nothing else owns.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            std::ptr::from_ref(&fprog),
+        )
+    };
+    let fd = RawFd::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One seccomp user notification: a call the filter stopped, waiting for its answer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SeccompNotif {
+    pub(crate) id: u64,
+    pub(crate) pid: u32,
+    pub(crate) nr: i32,
+    pub(crate) arch: u32,
+    pub(crate) args: [u64; 6],
+}
+
+/// `ioctl(SECCOMP_IOCTL_NOTIF_RECV)`: the next stopped call (blocks unless the listener polled
+/// readable).
+pub(crate) fn seccomp_notif_recv(listener: &OwnedFd) -> io::Result<SeccompNotif> {
+    // SAFETY: an all-zero `seccomp_notif` is valid (plain integers), and the kernel requires
+    // the buffer zeroed.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: the ioctl writes one `seccomp_notif` (its size is encoded in the request) into
+    // the buffer, which outlives the call.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            std::ptr::from_mut(&mut notif),
+        )
+    })?;
+    Ok(SeccompNotif {
+        id: notif.id,
+        pid: notif.pid,
+        nr: notif.data.nr,
+        arch: notif.data.arch,
+        args: notif.data.args,
+    })
+}
+
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)` answering call `id` with `-errno`. Never with
+/// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: this wrapper cannot let a stopped call run.
+pub(crate) fn seccomp_notif_send_error(listener: &OwnedFd, id: u64, errno: i32) -> io::Result<()> {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno.abs(),
+        flags: 0,
+    };
+    // SAFETY: the kernel reads one `seccomp_notif_resp` from the buffer, which outlives the call.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            std::ptr::from_mut(&mut response),
+        )
+    })?;
+    Ok(())
+}
+
+/// Sends `fd` over the Unix socket `socket` (`SCM_RIGHTS`, one byte of data). Allocates
+/// nothing, so it may run between `fork` and `exec`.
+pub(crate) fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // Room for one `int` of ancillary data, aligned as `cmsghdr` requires.
+    let mut space = [0u64; 4];
+    // SAFETY: a zeroed `msghdr` is valid; every pointer set below points at locals that outlive
+    // the call; CMSG_* macros compute offsets within `space`, which is large enough for one
+    // `cmsghdr` carrying one `int` (checked against CMSG_SPACE).
+    unsafe {
+        let cmsg_space = libc::CMSG_SPACE(size_of::<RawFd>() as u32) as usize;
+        if cmsg_space > size_of_val(&space) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = cmsg_space as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        if cmsg.is_null() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        loop {
+            let sent = libc::sendmsg(socket, &raw const msg, libc::MSG_NOSIGNAL);
+            if sent >= 0 {
+                return Ok(());
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        }
+    }
+}
+
+/// Receives one descriptor sent by [`send_fd`] (close-on-exec); `None` at end of file (the
+/// sender closed without sending).
+pub(crate) fn recv_fd(socket: &OwnedFd) -> io::Result<Option<OwnedFd>> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut space = [0u64; 4];
+    // SAFETY: as in `send_fd`; the kernel writes at most `msg_controllen` bytes into `space`,
+    // and a received descriptor is new to this process, owned by nothing else.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &raw mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = space.as_mut_ptr().cast();
+        msg.msg_controllen = size_of_val(&space) as _;
+        let received = loop {
+            let n = libc::recvmsg(socket.as_raw_fd(), &raw mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 {
+                break n;
+            }
+            let error = io::Error::last_os_error();
+            if error.kind() != io::ErrorKind::Interrupted {
+                return Err(error);
+            }
+        };
+        if received == 0 {
+            return Ok(None);
+        }
+        let cmsg = libc::CMSG_FIRSTHDR(&raw const msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::other("no descriptor came with the message"));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// A connected pair of Unix stream sockets, close-on-exec.
+pub(crate) fn socketpair_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: the kernel writes two descriptors into `fds`, which nothing else owns.
+    check(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    // SAFETY: two new descriptors, owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }

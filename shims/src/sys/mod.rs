@@ -4,8 +4,9 @@
 //! This file holds what every Unix has (process ids, signals, pipes, `poll`, rlimits, the
 //! terminal's foreground, `access`) and the signal handler of the supervisors' self-pipe;
 //! [`linux`] holds the Linux-only calls (prctl, pidfds, `wait4` with `__WALL`, memfds,
-//! namespaces, capabilities, Landlock, seccomp), [`child`] the code that runs in a forked child
-//! before `execve`, and `macos` libproc and `sandbox_check`.
+//! namespaces, capabilities, Landlock, seccomp), `dirat` the calls relative to a held directory
+//! (the workspace placeholders'), [`child`] the code that runs in a forked child before
+//! `execve`, and `macos` libproc and `sandbox_check`.
 //!
 //! A wrapper takes and returns owned or borrowed Rust values where it can; where it takes a raw
 //! descriptor number, passing a wrong one is a logic error (`EBADF`, or acting on another
@@ -24,11 +25,15 @@ use std::time::Duration;
 
 mod child;
 #[cfg(target_os = "linux")]
+mod dirat;
+#[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos;
 
 pub(crate) use child::*;
+#[cfg(target_os = "linux")]
+pub(crate) use dirat::*;
 #[cfg(target_os = "linux")]
 pub(crate) use linux::*;
 
@@ -138,7 +143,6 @@ pub(crate) fn set_signal_pipe(fd: RawFd) {
 }
 
 /// Where the handler writes now (-1: nowhere).
-#[cfg(test)]
 pub(crate) fn signal_pipe() -> RawFd {
     SIGNAL_PIPE.load(Ordering::SeqCst)
 }
@@ -258,6 +262,36 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> bool {
     // SAFETY: one valid pollfd.
     let r = unsafe { libc::poll(&mut pfd, 1, ms) };
     r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+#[cfg(target_os = "linux")]
+/// Waits without a timeout until `first` or `second` has an event; their `revents` (`POLLIN`,
+/// `POLLHUP`, `POLLERR`). A signal interrupting the wait is retried.
+pub(crate) fn poll_two(first: RawFd, second: RawFd) -> (libc::c_short, libc::c_short) {
+    let mut pfds = [
+        libc::pollfd {
+            fd: first,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: second,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: two valid pollfds.
+        let r = unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
+        if r > 0 {
+            let [a, b] = pfds;
+            return (a.revents, b.revents);
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // POLLNVAL-like failure: report both as ended rather than spin.
+            return (libc::POLLERR, libc::POLLERR);
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

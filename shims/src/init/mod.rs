@@ -1,5 +1,6 @@
 //! `palisade __sandbox-init`: the sandbox's init for the `linux-landlock` and
-//! `direct-dedicated` mechanisms (bubblewrap is its own init).
+//! `direct-dedicated` mechanisms; [`pid1`] is the PID 1 palisade gives `linux-bwrap` sandboxes,
+//! and [`procfs`] the `/proc` of a Landlock sandbox.
 //!
 //! The host builds an [`InitSpec`] ([`spec_for`]) and a [`Launch`] ([`launch`]) that runs the
 //! palisade binary with [`SUBCOMMAND`], the spec as JSON on fd [`SPEC_FD`] and a report pipe on
@@ -9,14 +10,20 @@
 //! 2. enters a private PID namespace: `unshare(CLONE_NEWPID)` as root, otherwise
 //!    `unshare(CLONE_NEWUSER | CLONE_NEWPID)` with `/proc/self/uid_map` `<uid> <uid> 1`,
 //!    `setgroups` `deny` and `gid_map` `<gid> <gid> 1` (the process is single-threaded: a fresh
-//!    exec), then re-arms its parent-death signal and checks the supervisor is still there;
+//!    exec), then, for a Landlock sandbox with a `/proc` of its own ([`LandlockProc::Own`]),
+//!    unshares a mount namespace for it ([`procfs`]), re-arms its parent-death signal and
+//!    checks the supervisor is still there. Then it marks itself not dumpable (PID 1, forked
+//!    from it, inherits that): the command, same uid or not, can then neither open
+//!    `/proc/<pid>/mem` or `environ` of either process nor trace them;
 //! 3. ignores SIGINT, SIGTERM, SIGHUP and SIGQUIT (the supervisor forwards those to the launched
 //!    process group, which the command is in; init must survive them to pass the status on) and
 //!    forks PID 1 of the new namespace, then waits for it and passes the command's status
 //!    through: an exit code as the same exit code, a signal by re-raising it on itself (with
 //!    core dumps off), so the supervisor sees exactly what the command did;
 //! 4. PID 1 sets `PR_SET_PDEATHSIG(SIGKILL)` and checks (through a pipe whose write end only the
-//!    outer process holds) that its parent did not die before that, forks the command child,
+//!    outer process holds) that its parent did not die before that, mounts the sandbox's own
+//!    procfs on `/proc` when the spec says so (failing closed if it cannot: the plan, and so
+//!    the decision, said which `/proc` the sandbox gets), forks the command child,
 //!    reaps every process of the namespace, and when the command child exits reports its raw
 //!    status through a pipe and exits — the kernel then SIGKILLs whatever is left in the
 //!    namespace. A SIGKILLed supervisor kills the outer process (parent-death signal set by the
@@ -33,12 +40,14 @@
 //!   CI steps legitimately use `sudo`, and `no_new_privs` would break setuid programs without
 //!   being a boundary the backend claims. (As non-root the user namespace already stops setuid
 //!   binaries from gaining privileges: their owner is not mapped.)
-//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets `no_new_privs`,
-//!   fails closed unless fully enforced), then [`crate::seccomp::install`], then `execve`.
+//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets
+//!   `no_new_privs`, fails closed unless fully enforced; its ruleset was computed for the
+//!   sandbox's `/proc`), then [`crate::seccomp::install`], then `execve`.
 //!
 //! Any setup failure before `execve` writes `error: <message>` to the report pipe and one line
 //! to stderr, and exits 125; the host reads the report after the run ([`InitReport::collect`])
-//! and so can tell "palisade refused" from "the command exited 125".
+//! and so can tell "palisade refused" from "the command exited 125". The report also says what
+//! Landlock enforced.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
@@ -51,10 +60,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::landlock::{self, ListingFacts, RulesetPlan};
 use crate::path;
-use crate::plan::{LaunchPlan, Mechanism, Network, Reach};
+use crate::plan::{LandlockProc, LaunchPlan, Mechanism, Network, Reach};
 use crate::seccomp;
 use crate::supervise::{self, Launch, LaunchKind, PassFd};
 use crate::sys::{self, RlimitResource};
+
+pub mod pid1;
+pub mod procfs;
 
 /// The hidden subcommand of the `palisade` binary that calls [`main`].
 pub const SUBCOMMAND: &str = "__sandbox-init";
@@ -62,6 +74,9 @@ pub const SUBCOMMAND: &str = "__sandbox-init";
 pub const SPEC_FD: RawFd = 3;
 /// The descriptor [`launch`] passes the report pipe on.
 pub const REPORT_FD: RawFd = 4;
+/// The descriptor [`launch`] passes the seccomp observer's socket on: the command child sends
+/// its filter's listener over it ([`seccomp::install_observed`]).
+pub const OBSERVE_FD: RawFd = 5;
 
 /// Exit status for a failure of init itself (nothing was executed), as `env` and `docker run`.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -90,6 +105,10 @@ pub struct InitSpec {
     pub confinement: Confinement,
     /// Where to report setup failures and the Landlock status (set by [`launch`]).
     pub report_fd: Option<RawFd>,
+    /// Where to send the seccomp filter's listener, for an observed filter (set by [`launch`]
+    /// when the confinement has a filter).
+    #[serde(default)]
+    pub observe_fd: Option<RawFd>,
 }
 
 /// What the command child applies just before `execve`.
@@ -102,6 +121,8 @@ pub enum Confinement {
     /// seccomp filter for the Landlock mechanism and this network reach.
     Landlock {
         ruleset: RulesetPlan,
+        /// The `/proc` the sandbox gets, which `ruleset` was computed for ([`procfs`]).
+        proc: LandlockProc,
         seccomp: Option<Reach>,
     },
 }
@@ -160,6 +181,10 @@ pub enum InitError {
     Seccomp(#[from] seccomp::SeccompError),
     #[error("invalid init spec: {0}")]
     Spec(String),
+    #[error(
+        "no /proc of the sandbox's own, though this host's probe found one (`palisade doctor` probes afresh): {0}"
+    )]
+    OwnProc(String),
     #[error("{what}: {source}")]
     Io {
         what: &'static str,
@@ -187,7 +212,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
             return Err(InitError::DirectNetwork);
         }
         Mechanism::Direct => Confinement::None,
-        Mechanism::Landlock => {
+        Mechanism::Landlock(proc) => {
             let measured;
             let facts = match facts {
                 Some(f) => f,
@@ -198,6 +223,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
             };
             Confinement::Landlock {
                 ruleset: landlock::ruleset_plan(plan, facts)?,
+                proc,
                 // Always: the filter is half of this mechanism (non-TCP sockets, io_uring,
                 // keyrings, namespaces, setuid bits, TIOCSTI), whether or not the policy asked
                 // for `syscallFiltering` (which the Landlock probe does not claim).
@@ -219,43 +245,84 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         }],
         confinement,
         report_fd: None,
+        observe_fd: None,
     })
 }
 
 /// A [`Launch`] of `exe` (the palisade binary, or any binary whose [`SUBCOMMAND`] calls
-/// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. Keep the
+/// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. When the
+/// confinement has a seccomp filter, it is installed observed: the command child sends its
+/// listener over [`OBSERVE_FD`] to a [`seccomp::observe::Observer`] started here. Keep the
 /// [`InitReport`] and [`InitReport::collect`] it after the run.
 pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitError> {
     let mut spec = spec.clone();
     spec.report_fd = Some(REPORT_FD);
+    let mut fds = Vec::new();
+    let observer = match &spec.confinement {
+        Confinement::Landlock {
+            seccomp: Some(reach),
+            proc,
+            ..
+        } => {
+            let (ours, theirs) = seccomp::observe::channel().map_err(io_err("observer socket"))?;
+            let profile = seccomp::Profile {
+                mechanism: Mechanism::Landlock(*proc),
+                reach: *reach,
+            };
+            let observer =
+                seccomp::observe::Observer::start(ours, seccomp::Arch::native()?, profile)
+                    .map_err(io_err("observer thread"))?;
+            spec.observe_fd = Some(OBSERVE_FD);
+            fds.push(PassFd {
+                fd: theirs,
+                target: OBSERVE_FD,
+            });
+            Some(observer)
+        }
+        Confinement::Landlock { seccomp: None, .. } | Confinement::None => None,
+    };
     let json = serde_json::to_vec(&spec).map_err(|e| InitError::Spec(e.to_string()))?;
     let memfd =
         supervise::data_fd("palisade-init-spec", &json).map_err(io_err("init spec memfd"))?;
     let (report_read, report_write) = sys::pipe_cloexec().map_err(io_err("report pipe"))?;
+    fds.push(PassFd {
+        fd: memfd,
+        target: SPEC_FD,
+    });
+    fds.push(PassFd {
+        fd: report_write,
+        target: REPORT_FD,
+    });
     let launch = Launch {
         program: exe.to_path_buf(),
         args: vec![OsString::from(SUBCOMMAND)],
         env: Vec::new(),
         cwd: None,
-        fds: vec![
-            PassFd {
-                fd: memfd,
-                target: SPEC_FD,
-            },
-            PassFd {
-                fd: report_write,
-                target: REPORT_FD,
-            },
-        ],
+        fds,
         kind: LaunchKind::SandboxInit,
     };
-    Ok((launch, InitReport { read: report_read }))
+    Ok((
+        launch,
+        InitReport {
+            read: report_read,
+            observer,
+        },
+    ))
 }
 
-/// The read end of init's report pipe.
-#[derive(Debug)]
+/// The read end of init's report pipe, and the observer of the command's seccomp filter.
 pub struct InitReport {
     read: OwnedFd,
+    observer: Option<seccomp::observe::Observer>,
+}
+
+impl std::fmt::Debug for InitReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InitReport")
+            .field("read", &self.read)
+            .field("observing", &self.observer.is_some())
+            .finish()
+    }
 }
 
 /// What init reported: a setup failure (nothing was executed; the status is 125), and what
@@ -264,6 +331,8 @@ pub struct InitReport {
 pub struct SetupReport {
     pub error: Option<String>,
     pub landlock: Option<landlock::Status>,
+    /// The calls the seccomp filter refused, as its observer answered them.
+    pub observed: Option<seccomp::observe::Observed>,
 }
 
 impl InitReport {
@@ -272,7 +341,10 @@ impl InitReport {
     pub fn collect(self) -> SetupReport {
         let mut text = Vec::new();
         let _ = File::from(self.read).read_to_end(&mut text);
-        let mut report = SetupReport::default();
+        let mut report = SetupReport {
+            observed: self.observer.map(seccomp::observe::Observer::finish),
+            ..SetupReport::default()
+        };
         for line in String::from_utf8_lossy(&text).lines() {
             if let Some(message) = line.strip_prefix("error: ") {
                 report.error.get_or_insert_with(|| message.to_string());
@@ -319,19 +391,21 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
         report.0 = Some(File::from(take_fd(fd)?));
     }
     let prepared = Prepared::new(&spec)?;
-    // A confined command also gets its own System V IPC and host name: with no mount or network
-    // namespace these are the host's otherwise (shared memory segments, message queues).
-    let extra = if prepared.landlock.is_some() {
-        libc::CLONE_NEWIPC | libc::CLONE_NEWUTS
-    } else {
-        0
-    };
-    enter_pid_namespace(extra)?;
+    let landlock = prepared.landlock.is_some();
+    enter_pid_namespace(if landlock { LANDLOCK_NAMESPACES } else { 0 })?;
+    // The `/proc` the probe found and the decision records, or nothing: never the other one.
+    let own_proc = prepared.proc == Some(LandlockProc::Own);
+    if own_proc {
+        procfs::private_mount_namespace().map_err(InitError::OwnProc)?;
+    }
     // Creating a user namespace changes credentials, which may clear the parent-death signal.
     sys::set_parent_death_signal(libc::SIGKILL).map_err(io_err("PR_SET_PDEATHSIG"))?;
     if sys::getppid() != supervisor {
         return Err(InitError::Spec("the supervisor exited".into()));
     }
+    // After the uid map is written (a non-dumpable process's `/proc/self` belongs to root).
+    // PID 1 inherits it; the command child loses it at `execve`.
+    sys::set_dumpable(false).map_err(io_err("PR_SET_DUMPABLE"))?;
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
         sys::set_disposition(signal, true);
     }
@@ -361,6 +435,12 @@ fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut
     if sys::set_parent_death_signal(libc::SIGKILL).is_err() || sys::peer_closed(alive) {
         sys::exit_now(EXIT_SETUP_FAILED);
     }
+    // The first process of the PID namespace mounts its procfs (see `procfs`).
+    if prepared.proc == Some(LandlockProc::Own)
+        && let Err(e) = procfs::mount_private_proc()
+    {
+        report.fail(&InitError::OwnProc(e).to_string());
+    }
     let command = match sys::fork() {
         Ok(0) => command_child(prepared, report),
         Ok(pid) => pid,
@@ -378,6 +458,8 @@ fn pid1_main(prepared: &Prepared, alive: &OwnedFd, status: OwnedFd, report: &mut
     }
 }
 
+/// The status PID 1 exits with for the command's `status` (it cannot re-raise a signal on
+/// itself): the exit code, or 128 + the signal.
 fn supervise_exit_code(status: i32) -> i32 {
     if libc::WIFSIGNALED(status) {
         128_i32.saturating_add(libc::WTERMSIG(status))
@@ -429,10 +511,14 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
             Err(e) => report.fail(&e.to_string()),
         }
     }
-    if let Some(program) = &prepared.seccomp
-        && let Err(e) = seccomp::install(program)
-    {
-        report.fail(&format!("seccomp: {e}"));
+    if let Some(program) = &prepared.seccomp {
+        let installed = match prepared.observe_fd {
+            Some(fd) => seccomp::install_observed(program, fd),
+            None => seccomp::install(program),
+        };
+        if let Err(e) = installed {
+            report.fail(&format!("seccomp: {e}"));
+        }
     }
     let code = prepared.exec();
     drop(report.0.take());
@@ -449,7 +535,10 @@ struct Prepared {
     cwd: CString,
     rlimits: Vec<(RlimitResource, u64, u64)>,
     landlock: Option<RulesetPlan>,
+    /// A Landlock sandbox's `/proc`.
+    proc: Option<LandlockProc>,
     seccomp: Option<seccomp::Program>,
+    observe_fd: Option<RawFd>,
 }
 
 impl Prepared {
@@ -489,18 +578,29 @@ impl Prepared {
                 .map(|full| cstring(full.as_os_str().as_bytes(), "command path"))
                 .collect::<Result<Vec<_>, _>>()?
         };
-        let (landlock, seccomp) = match &spec.confinement {
-            Confinement::None => (None, None),
-            Confinement::Landlock { ruleset, seccomp } => {
+        let (landlock, proc, seccomp) = match &spec.confinement {
+            Confinement::None => (None, None, None),
+            Confinement::Landlock {
+                ruleset,
+                proc,
+                seccomp,
+            } => {
                 let program = seccomp
                     .map(|reach| {
                         seccomp::build(&seccomp::Profile {
-                            mechanism: Mechanism::Landlock,
+                            mechanism: Mechanism::Landlock(*proc),
                             reach,
                         })
                     })
-                    .transpose()?;
-                (Some(ruleset.clone()), program)
+                    .transpose()?
+                    .map(|program| {
+                        if spec.observe_fd.is_some() {
+                            program.observed()
+                        } else {
+                            program
+                        }
+                    });
+                (Some(ruleset.clone()), Some(*proc), program)
             }
         };
         Ok(Prepared {
@@ -515,7 +615,9 @@ impl Prepared {
                 .map(|r| (r.resource.raw(), r.soft, r.hard))
                 .collect(),
             landlock,
+            proc,
             seccomp,
+            observe_fd: spec.observe_fd,
         })
     }
 
@@ -578,6 +680,11 @@ fn take_fd(fd: RawFd) -> Result<OwnedFd, InitError> {
         source,
     })
 }
+
+/// The namespaces a Landlock sandbox gets besides the PID (and user) namespace: its own System V
+/// IPC and host name, which without a mount or network namespace would be the host's (shared
+/// memory segments, message queues).
+const LANDLOCK_NAMESPACES: libc::c_int = libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
 
 /// `unshare(CLONE_NEWPID | extra)` as root; otherwise, or when that is refused, a user
 /// namespace mapping only the caller's uid and gid as well.
@@ -714,7 +821,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);

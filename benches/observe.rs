@@ -1,0 +1,129 @@
+//! The cost of observing denials: the same command under Palisade's seccomp filter installed
+//! plain (as `bwrap --seccomp` would) and observed (the listener answered by an observer
+//! thread, as `palisade run` does), interleaved in one run.
+//!
+//! - `file-heavy`: creates, reads and removes 2,000 files in a fresh directory and lists a
+//!   system directory tree: nothing is refused, so observing must cost nothing (target ≤ 1.10×).
+//! - `refusal-flood`: 20,000 refused `ptrace` calls: each one is a round trip to the observer,
+//!   the bound on what a command that triggers denials in a loop pays.
+//!
+//! Run with `cargo bench -p palisade-suite --bench observe`; the ratios of the medians are
+//! printed at the end. Under `cargo test --all-targets` each benchmark runs once.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    unsafe_code,
+    reason = "benchmarks fail loudly; pre_exec is unsafe"
+)]
+
+use std::os::fd::AsRawFd as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use palisade_shims::plan::{Mechanism, Reach};
+use palisade_shims::seccomp::{self, Arch, Profile, observe};
+
+const PROFILE: Profile = Profile {
+    mechanism: Mechanism::Bwrap,
+    reach: Reach::Nothing,
+};
+
+const FILE_HEAVY: &str = "i=0; while [ $i -lt 2000 ]; do echo x > \"$0/f$i\"; i=$((i+1)); done; \
+     cat \"$0\"/f* > /dev/null; rm -f \"$0\"/f*; find /usr/share/doc -type f > /dev/null 2>&1; true";
+
+const FLOOD: &str = "import ctypes\nlibc = ctypes.CDLL(None)\nfor _ in range(20000): libc.syscall(101, 0, 0, 0, 0)\n";
+
+fn run(program: &str, args: &[&str], observed: bool) {
+    let plain = seccomp::build(&PROFILE).unwrap();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if observed {
+        let (ours, theirs) = observe::channel().unwrap();
+        let observer = observe::Observer::start(ours, Arch::native().unwrap(), PROFILE).unwrap();
+        let filter = plain.observed();
+        let fd = theirs.as_raw_fd();
+        // SAFETY: install_observed allocates nothing and only makes system calls.
+        unsafe {
+            command.pre_exec(move || {
+                seccomp::install_observed(&filter, fd)
+                    .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+            });
+        }
+        let status = command.status().unwrap();
+        drop(theirs);
+        let seen = observer.finish();
+        assert!(status.success() && seen.listening, "{status} {seen:?}");
+    } else {
+        // SAFETY: install allocates nothing and only makes system calls.
+        unsafe {
+            command.pre_exec(move || {
+                seccomp::install(&plain).map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))
+            });
+        }
+        assert!(command.status().unwrap().success());
+    }
+}
+
+fn criterion_dir() -> Option<PathBuf> {
+    // target/<profile>/deps/observe-… → target/criterion
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
+}
+
+fn median_ns(group: &str, function: &str) -> Option<f64> {
+    let path = criterion_dir()?
+        .join(group)
+        .join(function)
+        .join("new")
+        .join("estimates.json");
+    let estimates: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    estimates.pointer("/median/point_estimate")?.as_f64()
+}
+
+fn ratio(group: &str) {
+    if let (Some(plain), Some(observed)) = (median_ns(group, "plain"), median_ns(group, "observed"))
+    {
+        println!(
+            "{group}: observed / plain = {:.3} (medians {:.2} ms / {:.2} ms)",
+            observed / plain,
+            observed / 1e6,
+            plain / 1e6
+        );
+    }
+}
+
+fn observing(c: &mut Criterion) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let work: &Path = dir.path();
+    let work = work.to_str().unwrap().to_owned();
+    let mut group = c.benchmark_group("file-heavy");
+    group.sample_size(10);
+    group.bench_function("plain", |b| {
+        b.iter(|| run("/bin/sh", &["-c", FILE_HEAVY, &work], false))
+    });
+    group.bench_function("observed", |b| {
+        b.iter(|| run("/bin/sh", &["-c", FILE_HEAVY, &work], true))
+    });
+    group.finish();
+
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if let Some(python) = python {
+        let mut group = c.benchmark_group("refusal-flood");
+        group.sample_size(10);
+        group.bench_function("plain", |b| b.iter(|| run(python, &["-c", FLOOD], false)));
+        group.bench_function("observed", |b| b.iter(|| run(python, &["-c", FLOOD], true)));
+        group.finish();
+    }
+    ratio("file-heavy");
+    ratio("refusal-flood");
+}
+
+criterion_group!(benches, observing);
+criterion_main!(benches);

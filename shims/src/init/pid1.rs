@@ -1,0 +1,137 @@
+//! `palisade __sandbox-pid1 -- CMD [ARGS…]`: PID 1 of a `linux-bwrap` sandbox.
+//!
+//! bwrap's own PID-1 reaper runs as the command's uid with no capabilities and stays dumpable,
+//! so the command could open `/proc/1/mem` read-write (and read `/proc/1/environ`) and rewrite
+//! the process that reaps it. bwrap therefore runs with `--as-pid-1` and execs this as PID 1,
+//! from the palisade binary it binds read-only on the sandbox's private `/run`
+//! ([`crate::bwrap::SANDBOX_EXEC_PATH`], where the seccomp stub runs from too), and this:
+//!
+//! 1. checks it is PID 1 and marks itself not dumpable: its `/proc/1` entries that need ptrace
+//!    access (`mem`, `environ`, `fd`, `maps`, …) and ptrace itself are then closed to every
+//!    process without `CAP_SYS_PTRACE`, and bwrap's command has no capability at all;
+//! 2. holds SIGINT, SIGTERM, SIGHUP and SIGQUIT (the supervisor sends those to every process
+//!    of the tree but bwrap, and a wall-clock budget its SIGTERM) until the command child
+//!    exists: blocked, with a handler that never runs, so the kernel keeps them pending instead
+//!    of dropping them as it does for a PID 1 without one;
+//! 3. forks the command child, which restores every signal (one sent to it meanwhile is then
+//!    delivered) and execs `CMD` (an absolute path: the stub's, the bridge's, or the command's,
+//!    which the host resolved) with the environment bwrap set and every descriptor bwrap
+//!    passed. PID 1 passes each signal it held to the child, then ignores those four (from now
+//!    on the supervisor reaches the command directly) and handles no signal at all, so none
+//!    from inside the sandbox reaches it (the kernel drops the rest, SIGKILL and SIGSTOP
+//!    included); and it closes the run's descriptors (it holds nothing of the run's);
+//! 4. reaps every process of the namespace and, when the command child exits, exits with its
+//!    code, or 128 + the signal that killed it (as bwrap's own init reports it; a PID 1 cannot
+//!    re-raise a signal on itself).
+//!
+//! PID 1 is not under the seccomp filter (the stub installs it in the command child, observed):
+//! it runs none of the command's code, and nothing of the command's can reach it.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+use super::{EXIT_CANNOT_EXECUTE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, supervise_exit_code};
+use crate::sys;
+
+/// The hidden subcommand that runs [`main`] (bwrap's argv names it).
+pub const SUBCOMMAND: &str = crate::bwrap::SUBCOMMAND_SANDBOX_PID1;
+
+/// The signals the supervisor sends the tree (forwarded ones, and a budget's SIGTERM).
+const HELD: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+/// PID 1 of a bwrap sandbox; `command` is `CMD [ARGS…]`. Never returns.
+pub fn main(command: &[OsString]) -> ! {
+    // First: a signal meant for the command that arrives before it exists must not be lost.
+    let mask = match sys::block_all_signals() {
+        Ok(mask) => mask,
+        Err(e) => fail(&format!("blocking signals: {e}")),
+    };
+    for signal in HELD {
+        if let Err(e) = sys::install_pipe_handler(signal) {
+            fail(&format!("holding signal {signal}: {e}"));
+        }
+    }
+    match prepare(command) {
+        Ok((argv, envp)) => run(&argv, &envp, &mask),
+        Err(message) => fail(&message),
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("palisade: sandbox pid 1: {message}");
+    sys::exit_now(EXIT_SETUP_FAILED)
+}
+
+type Prepared = (Vec<CString>, Vec<CString>);
+
+/// Everything the child needs, before any fork; then the checks and settings of steps 1 and 2.
+fn prepare(command: &[OsString]) -> Result<Prepared, String> {
+    if sys::getpid() != 1 {
+        return Err("not PID 1 of a PID namespace".into());
+    }
+    let argv = command
+        .iter()
+        .map(|arg| CString::new(arg.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| "an argument contains a NUL byte".to_string())?;
+    if argv.is_empty() {
+        return Err("no command".into());
+    }
+    let envp = std::env::vars_os()
+        .map(|(key, value)| {
+            let mut pair = key.as_bytes().to_vec();
+            pair.push(b'=');
+            pair.extend_from_slice(value.as_bytes());
+            CString::new(pair)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| "an environment entry contains a NUL byte".to_string())?;
+    sys::set_dumpable(false).map_err(|e| format!("PR_SET_DUMPABLE: {e}"))?;
+    Ok((argv, envp))
+}
+
+fn run(argv: &[CString], envp: &[CString], mask: &libc::sigset_t) -> ! {
+    let command = match sys::fork() {
+        Ok(0) => exec(argv, envp),
+        Ok(pid) => pid,
+        Err(e) => fail(&format!("fork: {e}")),
+    };
+    // What reached PID 1 before the child existed goes to the child; ignoring a signal
+    // discards its pending instance, so nothing is delivered twice to PID 1 itself.
+    for signal in HELD {
+        if sys::signal_pending(signal) {
+            let _ = sys::kill(command, signal);
+        }
+        sys::set_disposition(signal, true);
+    }
+    sys::restore_signal_mask(mask);
+    // The child has the run's descriptors (the observer's socket, the exec signal); PID 1
+    // keeps none of them open for the rest of the run.
+    let _ = sys::close_from(3);
+    loop {
+        match sys::wait_any(false) {
+            Some(child) if child.pid == command => {
+                sys::exit_now(supervise_exit_code(child.status));
+            }
+            Some(_) => {}
+            None => sys::exit_now(EXIT_SETUP_FAILED),
+        }
+    }
+}
+
+/// The command child: signals as a fresh process has them, then `execve`.
+fn exec(argv: &[CString], envp: &[CString]) -> ! {
+    sys::reset_all_signals();
+    let Some(path) = argv.first() else {
+        sys::exit_now(EXIT_SETUP_FAILED)
+    };
+    let error = sys::execve(path, argv, envp);
+    eprintln!(
+        "palisade: `{}`: {error}",
+        String::from_utf8_lossy(path.as_bytes())
+    );
+    sys::exit_now(match error.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR) => EXIT_NOT_FOUND,
+        _ => EXIT_CANNOT_EXECUTE,
+    })
+}
