@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use palisade_engine::output::FieldError;
 use palisade_engine::reader::Errors;
 
+#[cfg(target_os = "linux")]
 use palisade_shims::docker as shim;
 #[cfg(target_os = "linux")]
 use palisade_shims::docker::{DockerSpec, Removal};
