@@ -5,29 +5,34 @@
 #
 #   fuzz/run.sh [SECONDS] [TARGET...]
 #
-# Needs a nightly toolchain (libFuzzer's sanitizer coverage) and cargo-fuzz; both are installed
-# here if missing, so the workspace's own toolchain stays the pinned stable one. Corpora persist
-# in fuzz/corpus/<target>/ between runs (gitignored); every run first adds the seeds each target
+# libFuzzer's sanitizer coverage needs rustc's unstable `-Z` flags. These machines fetch no
+# toolchain but the pinned one, so the pinned stable rustc (rust-toolchain.toml) is told to
+# accept them with RUSTC_BOOTSTRAP=1, for the fuzz crate only; PALISADE_FUZZ_TOOLCHAIN=nightly
+# uses an installed nightly instead. cargo-fuzz is installed if missing. Corpora persist in
+# fuzz/corpus/<target>/ between runs (gitignored); every run first adds the seeds each target
 # makes from the conformance corpus and the fixtures.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 seconds=${1:-30}
 shift || true
-toolchain=${PALISADE_FUZZ_TOOLCHAIN:-nightly}
 cargo_fuzz_version=0.13.2
+if [[ -n ${PALISADE_FUZZ_TOOLCHAIN:-} ]]; then
+    toolchain=("+$PALISADE_FUZZ_TOOLCHAIN")
+else
+    toolchain=()
+    export RUSTC_BOOTSTRAP=1
+fi
 
 section() { printf '\n=== %s (%ss)\n' "$1" "$SECONDS"; }
 
 section "toolchain"
-if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1; then
-    rustup toolchain install --profile minimal "$toolchain"
-fi
-rustup run "$toolchain" rustc --version
+cargo "${toolchain[@]}" --version
+rustc "${toolchain[@]}" --version
 if ! cargo fuzz --version 2>/dev/null | grep -q "$cargo_fuzz_version"; then
-    # Built with the pinned stable toolchain (cargo-fuzz itself needs no nightly), unoptimised:
-    # about 25 s instead of minutes, and its own speed does not matter.
-    cargo install --locked --debug --version "$cargo_fuzz_version" cargo-fuzz
+    # cargo-fuzz itself needs no unstable flags; unoptimised it builds in about 25 s instead
+    # of minutes, and its own speed does not matter.
+    (unset RUSTC_BOOTSTRAP; cargo install --locked --debug --version "$cargo_fuzz_version" cargo-fuzz)
 fi
 
 # A checkout whose workspace builds elsewhere (.ci/run does that under sandbox-private
@@ -38,12 +43,12 @@ fi
 
 section "build"
 # The fuzz crate's own lock file must be current, as `--locked` checks the workspace's.
-cargo "+$toolchain" metadata --locked --format-version 1 >/dev/null
-cargo "+$toolchain" fuzz build
+cargo "${toolchain[@]}" metadata --locked --format-version 1 >/dev/null
+cargo "${toolchain[@]}" fuzz build
 if (($#)); then
     targets=("$@")
 else
-    mapfile -t targets < <(cargo "+$toolchain" fuzz list)
+    mapfile -t targets < <(cargo "${toolchain[@]}" fuzz list)
 fi
 
 # Per input: 10 s and 2 GiB at most (and no single allocation over 512 MiB); a slower or
@@ -56,7 +61,7 @@ for target in "${targets[@]}"; do
     mkdir -p "corpus/$target"
     log=$(mktemp)
     status=0
-    PALISADE_FUZZ_SEEDS="corpus/$target" cargo "+$toolchain" fuzz run "$target" -- \
+    PALISADE_FUZZ_SEEDS="corpus/$target" cargo "${toolchain[@]}" fuzz run "$target" -- \
         -max_total_time="$seconds" "${limits[@]}" -print_final_stats=1 >"$log" 2>&1 || status=$?
     grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|==[0-9]+==|SUMMARY|stat::number)' "$log" || true
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
