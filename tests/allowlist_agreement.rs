@@ -17,6 +17,7 @@ use palisade_engine::{
     Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, SessionKind, Verdict,
 };
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 fn input(entries: &[String]) -> DecisionInput {
     let list = serde_json::to_string(entries).unwrap();
@@ -87,7 +88,14 @@ fn entry() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        // Failures are saved next to this file (`allowlist_agreement.proptest-regressions`) and committed, so they rerun first.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn every_list_the_engine_accepts_the_proxy_parses_alike(

@@ -25,14 +25,22 @@ pub fn decide(input: &DecisionInput) -> Outcome {
 }
 
 /// Decides from a JSON `SandboxPolicyInput`. A document that does not parse into a
-/// [`DecisionInput`] (unknown fields included) is refused with `HOST_FACTS_INVALID` at path
-/// `input`; that refusal's `inputDigest` is the SHA-256 of the raw text, since no canonical form
-/// exists.
+/// [`DecisionInput`] (unknown fields included, or longer than [`crate::MAX_INPUT_BYTES`]) is
+/// refused with `HOST_FACTS_INVALID` at path `input`; that refusal's `inputDigest` is the
+/// SHA-256 of the raw text, since no canonical form exists.
 pub fn decide_json(input: &str) -> Outcome {
-    match serde_json::from_str::<DecisionInput>(input) {
+    let parsed = if input.len() > crate::MAX_INPUT_BYTES {
+        Err(format!(
+            "the text is larger than {} bytes",
+            crate::MAX_INPUT_BYTES
+        ))
+    } else {
+        serde_json::from_str::<DecisionInput>(input).map_err(|e| e.to_string())
+    };
+    match parsed {
         Ok(parsed) => decide(&parsed),
         Err(error) => {
-            let detail = crate::text::one_line(&error.to_string());
+            let detail = crate::text::one_line(&error);
             let mut report = refusal(
                 sha256_hex(input.as_bytes()),
                 RefusalCode::HostFactsInvalid,

@@ -20,6 +20,7 @@ mod decide;
 mod domains;
 mod host;
 mod negotiate;
+mod nesting;
 mod paths;
 mod plan;
 mod policy;
@@ -45,3 +46,9 @@ pub const WIT_VERSION: &str = "0.2.0";
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.
 pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// The largest decision input accepted as JSON text ([`decide_json`], `palisade decide --input`,
+/// `--facts`), in bytes: room for a policy and a task contract of [`MAX_DOCUMENT_BYTES`] each,
+/// escaped, and the host facts. Larger text is refused before parsing; nesting is bounded by the
+/// JSON parser itself (128 levels).
+pub const MAX_INPUT_BYTES: usize = 16 * 1024 * 1024;

@@ -7,6 +7,8 @@
 //! event), but one large anchored list referenced by many aliases still expands quadratically
 //! within those limits. Every node built (aliases expanded) is counted against a fixed budget far
 //! above what a Taskpack needs, and nesting is cut at half serde_yaml's depth to bound the stack.
+//! Why a pass before the parser ([`check_nesting`]): the parser loads every event before the walk
+//! runs, and deep nesting makes that loading quadratic in time or huge in memory.
 //!
 //! Public because the host validates its own configuration file (`kind: HostConfig`) with the
 //! same reader, so that file gets the same guarantees: every duplicate key reported, bounded
@@ -64,7 +66,7 @@ pub const MAX_DEPTH: usize = 64;
 
 /// Parses one YAML document into a [`Node`], or says why it cannot (one line).
 pub fn parse(text: &str) -> Result<Node, String> {
-    check_flow_depth(text)?;
+    check_nesting(text)?;
     let budget = Cell::new(MAX_NODES);
     let deserializer = serde_yaml::Deserializer::from_str(text);
     NodeSeed {
@@ -75,92 +77,11 @@ pub fn parse(text: &str) -> Result<Node, String> {
     .map_err(|error| crate::text::one_line(&error.to_string()))
 }
 
-/// Refuses, in one linear pass before the parser sees the text, flow collections (`[`, `{`)
-/// nested deeper than [`MAX_DEPTH`].
-///
-/// Why before parsing: the YAML parser's time grows with the square of flow nesting, so 20 000
-/// `[` (40 KB) took seconds and ran the engine component out of fuel (an internal failure with no
-/// record) before the node walk's own depth limit could say anything. Block nesting costs the
-/// parser nothing comparable (its depth is paid for in indentation), and the walk bounds it.
-///
-/// The pass knows just enough YAML not to count brackets that are not flow indicators: quoted
-/// scalars, comments, block scalar content (`|`, `>`) and brackets inside plain words
-/// (`a[0]`) are skipped. It may over-count only on malformed text, which the parser refuses
-/// anyway.
-fn check_flow_depth(text: &str) -> Result<(), String> {
-    // The indentation of the line that opened a block scalar, while inside one.
-    let mut block_scalar: Option<usize> = None;
-    let mut depth = 0usize;
-    for (number, line) in text.lines().enumerate() {
-        let indent = line.len() - line.trim_start_matches(' ').len();
-        if let Some(parent) = block_scalar {
-            if line.trim().is_empty() || indent > parent {
-                continue;
-            }
-            block_scalar = None;
-        }
-        // The character before the current one on this line, outside quotes: a token starts
-        // after one of `[{,:-?`, whitespace, or at the start of the line.
-        let mut previous: Option<char> = None;
-        let mut quote: Option<char> = None;
-        // Inside a plain word (`a[0]`, `x[[`), which brackets do not open.
-        let mut plain = false;
-        let mut chars = line.chars().peekable();
-        while let Some(ch) = chars.next() {
-            if plain {
-                let ends = ch == ' ' || ch == '\t' || (depth > 0 && matches!(ch, ',' | ']' | '}'));
-                if !ends {
-                    previous = Some(ch);
-                    continue;
-                }
-                plain = false;
-            }
-            if let Some(open) = quote {
-                // `\x` in a double-quoted scalar, `''` in a single-quoted one: not the end.
-                let escaped = (open == '"' && ch == '\\')
-                    || (open == '\'' && ch == '\'' && chars.peek() == Some(&'\''));
-                if escaped {
-                    chars.next();
-                } else if ch == open {
-                    quote = None;
-                    previous = Some(ch);
-                }
-                continue;
-            }
-            let token_start = previous
-                .is_none_or(|p| matches!(p, '[' | '{' | ',' | ':' | '-' | '?' | ' ' | '\t'));
-            match ch {
-                '#' if previous.is_none_or(|p| p == ' ' || p == '\t') => break,
-                '"' | '\'' if token_start => quote = Some(ch),
-                '[' | '{' if token_start => {
-                    depth += 1;
-                    if depth > MAX_DEPTH {
-                        return Err(format!(
-                            "flow collections nest deeper than {MAX_DEPTH} levels at line {}",
-                            number + 1
-                        ));
-                    }
-                }
-                ']' | '}' => depth = depth.saturating_sub(1),
-                ' ' | '\t' | ',' | ':' | '-' | '?' => {}
-                _ if token_start => plain = true,
-                _ => {}
-            }
-            previous = Some(ch);
-        }
-        // A block scalar header ends its line outside flow: `key: |`, `- >-`, `|2`.
-        if depth == 0 && quote.is_none() {
-            let content = line.split(" #").next().unwrap_or(line).trim_end();
-            let last = content.rsplit(' ').next().unwrap_or(content);
-            let mut header = last.chars();
-            if matches!(header.next(), Some('|' | '>'))
-                && header.all(|c| matches!(c, '-' | '+' | '1'..='9'))
-            {
-                block_scalar = Some(indent);
-            }
-        }
-    }
-    Ok(())
+/// Refuses, in one linear pass before the parser sees the text, collections (flow or block)
+/// nested deeper than [`MAX_DEPTH`]: deep nesting costs the parser time (flow) or memory (block)
+/// before the node walk could say anything. See [`crate::nesting`].
+pub fn check_nesting(text: &str) -> Result<(), String> {
+    crate::nesting::check(text)
 }
 
 /// Builds [`Node`]s, charging each against the shared budget.
@@ -312,41 +233,38 @@ mod tests {
         Node::String(text.to_owned())
     }
 
+    /// Issue 16: 20 000 `[` (40 KB) ran the component out of fuel, half a million `? ` (1 MiB)
+    /// out of memory. Every kind of nesting is refused by the linear pass: its message (with a
+    /// line number) shows the parser never ran.
     #[test]
-    fn deep_flow_nesting_is_refused_before_the_parser_and_fast() {
-        let deep = format!("a: {}{}\n", "[".repeat(20_000), "]".repeat(20_000));
-        let started = std::time::Instant::now();
-        let error = parse(&deep).unwrap_err();
-        assert!(
-            error.contains("flow collections nest deeper than 64 levels"),
-            "{error}"
-        );
-        // Linear: far below the seconds the parser took (not a timing assertion on the
-        // result, only a generous guard against the quadratic path coming back).
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-        let deep = format!("a: {}\n", "{b: ".repeat(100));
-        assert!(parse(&deep).unwrap_err().contains("nest deeper"));
-    }
-
-    #[test]
-    fn brackets_that_are_not_flow_collections_are_not_counted() {
-        let many = "[".repeat(100);
-        for text in [
-            format!("a: \"{many}\"\n"),
-            format!("a: '{many}'\n"),
-            format!("a: x{many}\n"),
-            format!("a: 1 # {many}\n"),
-            format!("script: |\n  if [[ -f x ]]; then echo {many}; fi\n  {many}\nb: [1, [2]]\n"),
-            format!("- >-\n  {many}\n"),
-        ] {
-            assert!(check_flow_depth(&text).is_ok(), "{text}");
+    fn deep_nesting_of_every_kind_is_refused_before_the_parser() {
+        for levels in [20_000, 100_000] {
+            for deep in [
+                format!("a: {}{}\n", "[".repeat(levels), "]".repeat(levels)),
+                format!("a: {}\n", "[".repeat(levels)),
+                format!("a: {}x{}\n", "{b: ".repeat(levels), "}".repeat(levels)),
+                format!("{}x\n", "- ".repeat(levels)),
+                format!("{}x\n", "? ".repeat(levels)),
+                format!("a: {}x\n", "- ? ".repeat(levels)),
+                format!("a: {}x\n", "[b: ".repeat(levels)),
+            ] {
+                let error = parse(&deep).unwrap_err();
+                assert!(
+                    error.starts_with("collections nest deeper than 64 levels at line "),
+                    "{error}"
+                );
+            }
         }
-        // Real nesting still counts after a block scalar ends.
-        let text = format!("s: |\n  x\nb: {}{}\n", "[".repeat(65), "]".repeat(65));
-        assert!(check_flow_depth(&text).is_err());
-        // Up to the limit is fine.
-        let text = format!("b: {}{}\n", "[".repeat(64), "]".repeat(64));
-        assert!(check_flow_depth(&text).is_ok());
+        // Indentation alone (one level per line) costs the square of the depth in bytes, so a
+        // 1 MiB document holds about 1 400 levels.
+        let deep: String = (0..1_400)
+            .map(|n| format!("{}k:\n", " ".repeat(n)))
+            .collect();
+        assert!(
+            parse(&deep)
+                .unwrap_err()
+                .contains("nest deeper than 64 levels at line 65")
+        );
     }
 
     #[test]
@@ -394,16 +312,24 @@ mod tests {
 
     #[test]
     fn deep_nesting_hits_the_recursion_limit() {
-        // Flow nesting is refused by the pre-scan, block nesting by the walk: the same limit.
-        let text = "[".repeat(10_000);
-        let error = parse(&text).unwrap_err();
-        assert!(error.contains("nest deeper than 64 levels"), "{error}");
-        let text = format!("{}x\n", "- ".repeat(10_000));
-        let error = parse(&text).unwrap_err();
-        assert!(error.contains("nests deeper than 64 levels"), "{error}");
+        // Collections are counted before parsing; tags nest in the tree too, and the walk
+        // counts them against the same limit.
         let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(parse(&ok).is_ok());
         let too_deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
-        assert!(parse(&too_deep).is_err());
+        assert!(
+            parse(&too_deep)
+                .unwrap_err()
+                .contains("nest deeper than 64")
+        );
+        let ok = format!("{}x\n", "- ".repeat(MAX_DEPTH));
+        assert!(parse(&ok).is_ok());
+        let tagged = format!("{}x{}", "!t [".repeat(40), "]".repeat(40));
+        assert!(check_nesting(&tagged).is_ok());
+        let error = parse(&tagged).unwrap_err();
+        assert!(
+            error.contains("document nests deeper than 64 levels"),
+            "{error}"
+        );
     }
 }

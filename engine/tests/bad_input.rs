@@ -24,7 +24,7 @@ const TIME_LIMIT: Duration = Duration::from_secs(5);
 const STACK: usize = 512 * 1024;
 
 struct Case {
-    name: &'static str,
+    name: String,
     document: String,
     path: &'static str,
     /// A fragment the error at `path` must contain (empty: any message).
@@ -32,13 +32,13 @@ struct Case {
 }
 
 fn case(
-    name: &'static str,
+    name: impl Into<String>,
     document: impl Into<String>,
     path: &'static str,
     message: &'static str,
 ) -> Case {
     Case {
-        name,
+        name: name.into(),
         document: document.into(),
         path,
         message,
@@ -477,7 +477,7 @@ fn cases() -> Vec<Case> {
             "a".repeat(10 * 1024 * 1024)
         ),
         "document",
-        "at most 1048576",
+        "larger than 1048576 bytes",
     ));
     cases.push(case(
         "nested_flow_sequences_10k",
@@ -524,13 +524,61 @@ fn cases() -> Vec<Case> {
             doc
         },
         "document",
-        "nests deeper than 64",
+        "nest deeper than 64",
     ));
     cases.push(case(
         "nested_block_sequences_5k",
         format!("{HEAD}spec:\n  deep: {}x\n", "- ".repeat(5_000)),
         "document",
-        "invalid yaml",
+        "nest deeper than 64",
+    ));
+    // Issue 16: every kind of nesting, 20 000 and 100 000 levels deep, is refused before the
+    // parser (in linear time and memory) as an invalid document. Half a million `? ` levels
+    // (1 MiB) once ran the component out of memory, 20 000 `[` out of fuel.
+    for levels in [20_000, 100_000] {
+        for (kind, value) in [
+            (
+                "flow_sequences",
+                format!("{}{}", "[".repeat(levels), "]".repeat(levels)),
+            ),
+            ("flow_sequences_open", "[".repeat(levels)),
+            (
+                "flow_mappings",
+                format!("{}x{}", "{a: ".repeat(levels), "}".repeat(levels)),
+            ),
+            ("flow_pairs", format!("[{}x", "[a: ".repeat(levels))),
+            ("block_sequences", format!("\n    {}x", "- ".repeat(levels))),
+            ("complex_keys", format!("\n    {}x", "? ".repeat(levels))),
+            (
+                "sequences_of_keys",
+                format!("\n    {}x", "- ? ".repeat(levels)),
+            ),
+            (
+                "anchored_and_tagged",
+                format!("{}x", "&a !t [".repeat(levels)),
+            ),
+        ] {
+            cases.push(case(
+                format!("nested_{kind}_{levels}"),
+                format!("{HEAD}spec:\n  sandbox:\n    deniedReadPaths: {value}\n"),
+                "document",
+                "nest deeper than 64",
+            ));
+        }
+    }
+    // Indentation alone costs the square of the depth in bytes: 1 400 levels fill 1 MiB.
+    cases.push(case(
+        "nested_block_mappings_1400",
+        {
+            let mut doc = format!("{HEAD}spec:\n");
+            for level in 0..1_400 {
+                doc.push_str(&" ".repeat(level + 2));
+                doc.push_str("k:\n");
+            }
+            doc
+        },
+        "document",
+        "nest deeper than 64",
     ));
     cases.push(case(
         "billion_laughs",
@@ -738,6 +786,10 @@ fn malformed_json_inputs_are_host_facts_invalid() {
         valid.replace("\"documentName\"", "\"documentname\""),
         valid.replace("\"document\":null", "\"document\":\"\\ud800\""),
         format!("{}{}", "[".repeat(100_000), "]".repeat(100_000)),
+        // Nesting is bounded by the JSON parser (128 levels), in linear time.
+        format!("{}{}", "[".repeat(20_000), "]".repeat(20_000)),
+        format!("{}1{}", "{\"a\":".repeat(20_000), "}".repeat(20_000)),
+        format!("{}1{}", "{\"a\":".repeat(100_000), "}".repeat(100_000)),
         format!("{valid} trailing"),
     ];
     for text in bad {
@@ -750,4 +802,14 @@ fn malformed_json_inputs_are_host_facts_invalid() {
         );
         assert_eq!(error_paths(&r), ["input"]);
     }
+    // Oversized text is refused before it is parsed, whatever it holds.
+    let padded = format!("{valid}{}", " ".repeat(palisade_engine::MAX_INPUT_BYTES));
+    let r = report(&decide_json(&padded));
+    assert_eq!(code(&r), "HOST_FACTS_INVALID");
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("larger than 16777216 bytes")
+    );
 }

@@ -25,6 +25,7 @@ use palisade_engine::{
 };
 use proptest::prelude::*;
 use proptest::sample::subsequence;
+use proptest::test_runner::FileFailurePersistence;
 
 /// A random `spec.sandbox` (every field optional).
 #[derive(Clone, Debug)]
@@ -297,7 +298,14 @@ fn sufficient(input: &DecisionInput, expected: &Expected, backend: Backend) -> b
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 400,
+        // Failures are saved next to this file (`properties.proptest-regressions`) and committed, so they rerun first.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn decisions_follow_the_oracle((document, input) in decision_input()) {

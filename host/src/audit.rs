@@ -7,117 +7,47 @@
 //! what replay compares, because it varies by construction.
 
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::runtime::{DeterminismSettings, EngineInfo};
 
-/// The version of the audit record format.
-pub const AUDIT_SCHEMA_VERSION: &str = "palisade.audit/v1";
+// The record format is `palisade_formats::audit`, apart from the CLI so that tests and fuzz
+// targets reach it without wasmtime.
+pub use palisade_formats::audit::{
+    AUDIT_SCHEMA_VERSION, AuditLine, AuditRecord, EngineIdentity, LineText, MAX_LINE_BYTES,
+    OUTCOME_SCHEMA_VERSION, OutcomeRecord, RecordContext, RecordLine, parse_line, parse_record,
+};
 
-/// One audit record (one JSON line).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct AuditRecord {
-    pub schema_version: String,
-    pub engine: EngineIdentity,
-    /// The decision input exactly as passed to the engine. Kept as JSON, not as this
-    /// palisade's `DecisionInput`, so a record made under an earlier contract (whose input had
-    /// other fields) still reads and replays with the engine that made it.
-    pub input: serde_json::Value,
-    /// The engine's canonical output, byte for byte.
-    pub output: String,
-    /// Lower-case hex SHA-256 of `output`, as the engine computed it.
-    pub output_digest: String,
-    /// Facts about the recording that replay does not compare.
-    pub context: RecordContext,
-}
-
-/// The version of the run-outcome line format.
-pub const OUTCOME_SCHEMA_VERSION: &str = "palisade.run-outcome/v1";
-
-/// What happened to a launched command: appended after its decision record by `palisade run`.
-///
-/// The decision record is written (and synced) before anything is launched; this line follows
-/// when the run is over, bound to the decision by its digest and to the run by its id.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OutcomeRecord {
-    pub schema_version: String,
-    pub run_id: String,
-    /// The `outputDigest` of the decision record this run was launched under.
-    pub decision_digest: String,
-    /// UTC, RFC 3339, when the run ended.
-    pub time: String,
-    /// The supervisor's account: exit status or signal, why it ended, duration, reaping.
-    pub outcome: serde_json::Value,
-}
-
-/// Which engine made a decision, and how it was run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EngineIdentity {
-    pub component_sha256: String,
-    pub engine_version: String,
-    pub wit_version: String,
-    pub schema_version: String,
-    pub wasmtime_version: String,
-    pub determinism: serde_json::Value,
-}
-
-impl EngineIdentity {
-    /// The identity of a loaded component.
-    pub fn new(component_sha256: &str, info: &EngineInfo, settings: &DeterminismSettings) -> Self {
-        EngineIdentity {
-            component_sha256: component_sha256.to_owned(),
-            engine_version: info.engine_version.clone(),
-            wit_version: info.wit_version.clone(),
-            schema_version: info.schema_version.clone(),
-            wasmtime_version: settings.wasmtime_version.clone(),
-            determinism: serde_json::to_value(settings).unwrap_or(serde_json::Value::Null),
-        }
+/// The identity of a loaded component, for its records.
+pub fn engine_identity(
+    component_sha256: &str,
+    info: &EngineInfo,
+    settings: &DeterminismSettings,
+) -> EngineIdentity {
+    EngineIdentity {
+        component_sha256: component_sha256.to_owned(),
+        engine_version: info.engine_version.clone(),
+        wit_version: info.wit_version.clone(),
+        schema_version: info.schema_version.clone(),
+        wasmtime_version: settings.wasmtime_version.clone(),
+        determinism: serde_json::to_value(settings).unwrap_or(serde_json::Value::Null),
     }
 }
 
-/// Where and when a record was made.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct RecordContext {
-    /// UTC, RFC 3339, second precision.
-    pub time: String,
-    pub host_name: String,
-    pub palisade_version: String,
-    /// The subcommand that made the record (`decide`, `run`).
-    pub command: String,
-    /// How the probes were obtained: `fresh`, `cache`, `facts-file` or `input-file`.
-    pub probe_source: String,
-    /// The run this decision launched (`palisade run`); absent for `decide`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    /// The host configuration in force: files read with their SHA-256, and every effective
-    /// value with its origin. Absent when the input came from `--facts` or `--input`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_config: Option<serde_json::Value>,
-    /// Who asked for an unsandboxed (`--execution-mode workspace`) decision or run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requested_by: Option<serde_json::Value>,
-}
-
-impl RecordContext {
-    /// A context stamped now.
-    pub fn now(command: &str, probe_source: &str) -> Self {
-        RecordContext {
-            time: utc_now_rfc3339(),
-            host_name: host_name(),
-            palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
-            command: command.to_owned(),
-            probe_source: probe_source.to_owned(),
-            run_id: None,
-            host_config: None,
-            requested_by: None,
-        }
+/// A record context stamped now, on this host.
+pub fn context_now(command: &str, probe_source: &str) -> RecordContext {
+    RecordContext {
+        time: utc_now_rfc3339(),
+        host_name: host_name(),
+        palisade_version: env!("CARGO_PKG_VERSION").to_owned(),
+        command: command.to_owned(),
+        probe_source: probe_source.to_owned(),
+        run_id: None,
+        host_config: None,
+        requested_by: None,
     }
 }
 
@@ -169,69 +99,32 @@ fn append_line<T: Serialize>(path: &Path, record: &T) -> Result<(), AuditError> 
     file.sync_data().map_err(|e| write_error(e.to_string()))
 }
 
-/// One line of an audit file: a record, or why that line is not one.
-pub type RecordLine = Result<AuditRecord, String>;
-
-/// One parsed line of an audit file.
-#[derive(Debug)]
-pub enum AuditLine {
-    /// A decision record (replayable), or why the line is not a valid one.
-    Decision(Box<RecordLine>),
-    /// A run outcome (not replayed; checked to refer to an earlier decision).
-    Outcome(OutcomeRecord),
-}
-
 /// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
 /// calls it INVALID) rather than aborting the whole file.
 pub fn read_all(path: &Path) -> Result<Vec<(usize, AuditLine)>, AuditError> {
     Ok(read_lines(path)?
         .into_iter()
-        .map(|(number, text)| (number, parse_line(&text)))
+        .map(|(number, text)| {
+            let line = match text {
+                Ok(text) => parse_line(&text),
+                Err(reason) => AuditLine::Decision(Box::new(Err(reason))),
+            };
+            (number, line)
+        })
         .collect())
 }
 
 /// Every non-empty line of a JSON Lines file with its 1-based number, as written (the text is
-/// what in-toto export embeds verbatim).
-pub fn read_lines(path: &Path) -> Result<Vec<(usize, String)>, AuditError> {
+/// what in-toto export embeds verbatim); a line over [`MAX_LINE_BYTES`] or not UTF-8 is reported
+/// in its place ([`palisade_formats::audit::read_lines`]).
+pub fn read_lines(path: &Path) -> Result<Vec<(usize, LineText)>, AuditError> {
     let read_error = |reason: String| AuditError::Read {
         path: path.display().to_string(),
         reason,
     };
     let file = std::fs::File::open(path).map_err(|e| read_error(e.to_string()))?;
-    let mut lines = Vec::new();
-    for (index, line) in BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| read_error(e.to_string()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        lines.push((index + 1, line));
-    }
-    Ok(lines)
-}
-
-/// Parses one audit file line: a run outcome, or a decision record (or why it is not one).
-pub fn parse_line(line: &str) -> AuditLine {
-    let is_outcome = serde_json::from_str::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| {
-            v.get("schemaVersion")
-                .and_then(|s| s.as_str())
-                .map(str::to_owned)
-        })
-        .is_some_and(|schema| schema == OUTCOME_SCHEMA_VERSION);
-    if is_outcome {
-        match serde_json::from_str::<OutcomeRecord>(line) {
-            Ok(outcome) => AuditLine::Outcome(outcome),
-            Err(e) => AuditLine::Decision(Box::new(Err(format!("malformed run outcome: {e}")))),
-        }
-    } else {
-        AuditLine::Decision(Box::new(parse_record(line)))
-    }
-}
-
-/// Parses one decision record.
-pub fn parse_record(text: &str) -> RecordLine {
-    serde_json::from_str::<AuditRecord>(text).map_err(|e| e.to_string())
+    palisade_formats::audit::read_lines(BufReader::new(file), MAX_LINE_BYTES)
+        .map_err(|e| read_error(e.to_string()))
 }
 
 /// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.

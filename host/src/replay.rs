@@ -15,11 +15,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use crate::audit::{AUDIT_SCHEMA_VERSION, AuditRecord, RecordLine};
+use palisade_engine::reader::quote;
+
+use crate::audit::{AUDIT_SCHEMA_VERSION, RecordLine};
 use crate::runtime::{
     EMBEDDED_COMPONENT_SHA256, EngineInfo, EngineInstance, EngineRuntime, LoadOptions,
 };
@@ -42,6 +43,21 @@ pub struct ReplayReport {
     pub details: Vec<String>,
     /// Set when the record was made by a different engine component than the one replaying it.
     pub engine_note: Option<String>,
+}
+
+impl ReplayReport {
+    /// A line that is not a record (or statement) at all: why, in one line.
+    pub fn invalid(line: usize, detail: String) -> ReplayReport {
+        ReplayReport {
+            line,
+            status: ReplayStatus::Invalid,
+            recorded_digest: None,
+            replayed_digest: None,
+            replayed_with: None,
+            details: vec![detail],
+            engine_note: None,
+        }
+    }
 }
 
 /// The verdict for one record.
@@ -217,23 +233,24 @@ pub fn replay_line(
     report.recorded_digest = Some(record.output_digest.clone());
     if record.schema_version != AUDIT_SCHEMA_VERSION {
         report.details.push(format!(
-            "unknown audit schema `{}`; this palisade reads `{AUDIT_SCHEMA_VERSION}`",
-            record.schema_version
+            "unknown audit schema {}; this palisade reads `{AUDIT_SCHEMA_VERSION}`",
+            quote(&record.schema_version)
         ));
         return report;
     }
     let recomputed = palisade_engine::output::sha256_hex(record.output.as_bytes());
     if recomputed != record.output_digest {
         report.details.push(format!(
-            "recorded digest `{}` does not match the recorded output (its sha-256 is `{recomputed}`)",
-            record.output_digest
+            "recorded digest {} does not match the recorded output (its sha-256 is `{recomputed}`)",
+            quote(&record.output_digest)
         ));
         return report;
     }
     let recorded_engine = &record.engine.component_sha256;
     if !is_sha256_hex(recorded_engine) {
         report.details.push(format!(
-            "recorded engine component `{recorded_engine}` is not a sha-256 digest"
+            "recorded engine component {} is not a sha-256 digest",
+            quote(recorded_engine)
         ));
         return report;
     }
@@ -270,7 +287,9 @@ pub fn replay_line(
         for (field, recorded, actual) in claimed {
             if recorded != actual {
                 report.details.push(format!(
-                    "the record says engine {field} `{recorded}`, but component `{recorded_engine}` reports `{actual}`"
+                    "the record says engine {field} {}, but component `{recorded_engine}` reports {}",
+                    quote(recorded),
+                    quote(actual)
                 ));
             }
         }
@@ -316,79 +335,11 @@ pub fn replay_line(
 }
 
 // ---------------------------------------------------------------------------------------------
-// in-toto statements
+// in-toto statements: the format is `palisade_formats::statement`.
 
-/// The in-toto Statement type this palisade writes and reads.
-pub const IN_TOTO_STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
-
-/// The predicate type: the predicate is one `palisade.audit/v1` record, verbatim.
-pub const PREDICATE_TYPE: &str = "https://loopwright.dev/palisade/decision-record/v1";
-
-/// The subject's name: the artefact attested is the engine's canonical output.
-pub const SUBJECT_NAME: &str = "palisade-decision.json";
-
-/// An in-toto Statement v1 (serialized in this field order).
-#[derive(Debug, Serialize)]
-struct StatementOut<'a> {
-    #[serde(rename = "_type")]
-    statement_type: &'static str,
-    subject: [SubjectOut<'a>; 1],
-    #[serde(rename = "predicateType")]
-    predicate_type: &'static str,
-    predicate: &'a RawValue,
-}
-
-#[derive(Debug, Serialize)]
-struct SubjectOut<'a> {
-    name: &'static str,
-    digest: DigestSet<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct DigestSet<'a> {
-    sha256: &'a str,
-}
-
-/// The statement for one audit record: subject = the output digest, predicate = `record_text`
-/// (the record's line) verbatim, so the input, the engine identity and the output bytes are
-/// exactly those recorded. One line of JSON, no trailing newline.
-pub fn statement_for(record_text: &str, record: &AuditRecord) -> Result<String, String> {
-    let predicate = RawValue::from_string(record_text.trim().to_owned())
-        .map_err(|e| format!("the record is not json: {e}"))?;
-    serde_json::to_string(&StatementOut {
-        statement_type: IN_TOTO_STATEMENT_TYPE,
-        subject: [SubjectOut {
-            name: SUBJECT_NAME,
-            digest: DigestSet {
-                sha256: &record.output_digest,
-            },
-        }],
-        predicate_type: PREDICATE_TYPE,
-        predicate: &predicate,
-    })
-    .map_err(|e| format!("cannot serialize the statement: {e}"))
-}
-
-/// An in-toto statement as read back.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatementIn {
-    #[serde(rename = "_type")]
-    statement_type: String,
-    subject: Vec<SubjectIn>,
-    #[serde(rename = "predicateType")]
-    predicate_type: String,
-    predicate: Box<RawValue>,
-}
-
-/// A subject (an in-toto ResourceDescriptor; fields other than these are allowed and ignored).
-#[derive(Debug, Deserialize)]
-struct SubjectIn {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    digest: BTreeMap<String, String>,
-}
+pub use palisade_formats::statement::{
+    IN_TOTO_STATEMENT_TYPE, PREDICATE_TYPE, SUBJECT_NAME, statement_for,
+};
 
 /// Verifies one statement line: it is a statement of [`PREDICATE_TYPE`] with exactly one
 /// subject whose only digest is the SHA-256 of the recorded output bytes, and its predicate (an
@@ -404,60 +355,19 @@ pub fn verify_statement(engines: &mut dyn EngineSource, line: usize, text: &str)
         details: vec![detail],
         engine_note: None,
     };
-    let statement: StatementIn = match serde_json::from_str(text) {
+    let statement = match palisade_formats::statement::parse(text) {
         Ok(statement) => statement,
-        Err(e) => return invalid(format!("not an in-toto statement: {e}"), None),
+        Err(detail) => return invalid(detail, None),
     };
-    if statement.statement_type != IN_TOTO_STATEMENT_TYPE {
-        return invalid(
-            format!(
-                "statement `_type` is `{}`, expected `{IN_TOTO_STATEMENT_TYPE}`",
-                statement.statement_type
-            ),
-            None,
-        );
-    }
-    if statement.predicate_type != PREDICATE_TYPE {
-        return invalid(
-            format!(
-                "`predicateType` is `{}`, expected `{PREDICATE_TYPE}`",
-                statement.predicate_type
-            ),
-            None,
-        );
-    }
-    let subject_digest = match statement.subject.as_slice() {
-        [only] if only.name.as_deref() == Some(SUBJECT_NAME) => {
-            match (only.digest.len(), only.digest.get("sha256")) {
-                (1, Some(digest)) => digest.clone(),
-                _ => {
-                    return invalid(
-                        String::from("the subject must carry exactly one digest, `sha256`"),
-                        None,
-                    );
-                }
-            }
-        }
-        [_] => {
-            return invalid(format!("the subject must be named `{SUBJECT_NAME}`"), None);
-        }
-        subjects => {
-            return invalid(
-                format!(
-                    "a palisade statement has exactly one subject, this one has {}",
-                    subjects.len()
-                ),
-                None,
-            );
-        }
-    };
+    let subject_digest = statement.subject_sha256;
     let record = crate::audit::parse_record(statement.predicate.get());
     if let Ok(record) = &record {
         let output_sha256 = palisade_engine::output::sha256_hex(record.output.as_bytes());
         if subject_digest != output_sha256 {
             return invalid(
                 format!(
-                    "subject digest `{subject_digest}` is not the sha-256 of the recorded output (`{output_sha256}`)"
+                    "subject digest {} is not the sha-256 of the recorded output (`{output_sha256}`)",
+                    quote(&subject_digest)
                 ),
                 Some(subject_digest),
             );

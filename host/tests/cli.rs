@@ -1274,3 +1274,235 @@ fn a_deeply_nested_document_is_an_invalid_policy_and_is_recorded() {
         stderr(&out)
     );
 }
+
+/// The last record of an audit file, and its output.
+fn last_record(path: &Path) -> (Value, Value) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let line: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let output: Value = serde_json::from_str(line["output"].as_str().unwrap()).unwrap();
+    (line, output)
+}
+
+/// Issue 16: a taskpack or task contract nested 20 000 or 100 000 levels deep, of any kind, or
+/// larger than the engine takes, is an invalid policy refused before parsing and recorded —
+/// never an internal failure without a record. Before: 20 000 `[` ran the component out of
+/// fuel, 520 000 `? ` (1 MiB) and a 60 MB file out of memory, all `PALISADE_INTERNAL`.
+#[test]
+fn deep_and_oversized_documents_are_invalid_policies_and_recorded() {
+    let env = Env::new();
+    let facts = env.facts(linux_probes());
+    let record = env.path("decisions.jsonl");
+    let head = "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  sandbox:\n    deniedReadPaths: ";
+    let decide = |taskpack: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "decide",
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--facts",
+            facts.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert!(stderr(&out).contains("error[SANDBOX_POLICY_INVALID]"));
+        last_record(&record)
+    };
+    for levels in [20_000, 100_000] {
+        for (kind, value) in [
+            (
+                "flow",
+                format!("{}{}", "[".repeat(levels), "]".repeat(levels)),
+            ),
+            (
+                "flow-mapping",
+                format!("{}x{}", "{a: ".repeat(levels), "}".repeat(levels)),
+            ),
+            ("flow-pair", format!("[{}x", "[a: ".repeat(levels))),
+            ("block", format!("\n      {}x", "- ".repeat(levels))),
+            ("complex-key", format!("\n      {}x", "? ".repeat(levels))),
+            (
+                "sequence-of-keys",
+                format!("\n      {}x", "- ? ".repeat(levels)),
+            ),
+        ] {
+            let taskpack = env.write("deep.yaml", format!("{head}{value}\n"));
+            let (_, output) = decide(&taskpack, &[]);
+            assert_eq!(output["code"], "SANDBOX_POLICY_INVALID", "{kind} {levels}");
+            assert_eq!(output["errors"][0]["path"], "document", "{kind} {levels}");
+            let message = output["errors"][0]["message"].as_str().unwrap();
+            assert!(
+                message.contains("nest deeper than 64"),
+                "{kind} {levels}: {message}"
+            );
+        }
+    }
+
+    // The task contract goes through the same reader.
+    let plain = env.write("plain.yaml", format!("{head}[/srv/secret]\n"));
+    let contract = env.write(
+        "contract.yaml",
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: TaskContract\nmetadata: {{name: c}}\nspec:\n  budgets: {}\n",
+            "? ".repeat(100_000)
+        ),
+    );
+    let (_, output) = decide(&plain, &["--task-contract", contract.to_str().unwrap()]);
+    assert_eq!(output["errors"][0]["path"], "taskContract");
+    assert!(
+        output["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nest deeper than 64")
+    );
+
+    // 100 MiB (sparse): only the first bytes past the limit are read and handed over, so the
+    // refusal is recorded with what the engine saw.
+    let big = env.path("big.yaml");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(100 * 1024 * 1024)
+        .unwrap();
+    let (line, output) = decide(&big, &[]);
+    assert_eq!(output["errors"][0]["path"], "document");
+    assert_eq!(
+        output["errors"][0]["message"],
+        "document is larger than 1048576 bytes"
+    );
+    let recorded = line["input"]["document"].as_str().unwrap().len();
+    assert!((1_048_577..=1_048_580).contains(&recorded), "{recorded}");
+    // A cut never splits a character: the record holds valid text, and the engine still
+    // sees more than the limit.
+    let accented = env.write("accented.yaml", "é".repeat(600_000));
+    let (line, output) = decide(&accented, &[]);
+    assert_eq!(
+        output["errors"][0]["message"],
+        "document is larger than 1048576 bytes"
+    );
+    let recorded = line["input"]["document"].as_str().unwrap();
+    assert!(recorded.len() > 1_048_576 && recorded.chars().all(|c| c == 'é'));
+
+    // `run --audit` records the same refusal before it would launch anything.
+    let audit = env.path("run.jsonl");
+    let deep = env.write("deep.yaml", format!("{head}{}\n", "[".repeat(20_000)));
+    let out = env.run(&[
+        "run",
+        "--taskpack",
+        deep.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo launched",
+    ]);
+    // 125: palisade refused; nothing was launched.
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("error[SANDBOX_POLICY_INVALID]"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("launched"));
+    let (_, output) = last_record(&audit);
+    assert_eq!(output["code"], "SANDBOX_POLICY_INVALID");
+    assert_eq!(output["errors"][0]["path"], "document");
+}
+
+/// The JSON inputs (`--input`, `--facts`) are refused before parsing when larger than the
+/// engine takes, and nesting stops at the JSON parser's 128 levels: an input error with a code,
+/// quickly, never an internal failure.
+#[test]
+fn oversized_or_deep_json_inputs_are_input_errors() {
+    let env = Env::new();
+    let big = env.path("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(17 * 1024 * 1024)
+        .unwrap();
+    for flag in ["--input", "--facts"] {
+        let out = env.run(&["decide", flag, big.to_str().unwrap()]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("error[PALISADE_INPUT_INVALID]"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("is larger than 16777216 bytes"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // Every field of the input is typed and closed, so deep JSON is refused where it stops
+    // fitting the schema (at the first level here), long before the parser's 128 levels.
+    for levels in [20_000, 100_000] {
+        for text in [
+            format!("{}1{}", "{\"host\":".repeat(levels), "}".repeat(levels)),
+            format!("{}{}", "[".repeat(levels), "]".repeat(levels)),
+        ] {
+            let deep = env.write("deep.json", text);
+            for flag in ["--input", "--facts"] {
+                let out = env.run(&["decide", flag, deep.to_str().unwrap()]);
+                assert!(
+                    stderr(&out).contains("error[PALISADE_INPUT_INVALID]"),
+                    "{}",
+                    stderr(&out)
+                );
+            }
+        }
+    }
+}
+
+/// An audit file with lines that are not records (not UTF-8, not JSON, nested past the JSON
+/// parser's depth) still replays its other lines; each bad one is INVALID in place.
+#[test]
+fn replay_reports_unreadable_lines_in_place() {
+    let env = Env::new();
+    let facts = env.facts(linux_probes());
+    let taskpack = env.write("t.yaml", TASKPACK);
+    let record = env.path("decisions.jsonl");
+    let out = env.run(&[
+        "decide",
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--facts",
+        facts.to_str().unwrap(),
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let good = std::fs::read(&record).unwrap();
+    let mut file = good.clone();
+    file.extend_from_slice(b"\xff\xfe not utf-8\n");
+    file.extend_from_slice(format!("{{\"input\":{}\n", "[".repeat(100_000)).as_bytes());
+    // Found by the `audit_records` fuzz target: reasons quoted the line raw, so this one
+    // printed a forged `REPRODUCED` line in the text report.
+    file.extend_from_slice(b"{\"x\\nREPRODUCED line 9 sha256:00\":1}\n");
+    file.extend_from_slice(&good);
+    std::fs::write(&record, file).unwrap();
+    let out = env.run(&["replay", "--json", record.to_str().unwrap()]);
+    let results: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let statuses: Vec<&str> = results
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["REPRODUCED", "INVALID", "INVALID", "INVALID", "REPRODUCED"]
+    );
+    let detail = |i: usize| results[i]["details"][0].as_str().unwrap().to_owned();
+    assert!(detail(1).contains("not valid utf-8"));
+    assert!(detail(2).contains("recursion limit"));
+    assert!(
+        stderr(&out).contains("error[PALISADE_REPLAY_DIVERGED]"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["replay", record.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let statuses = text.lines().filter(|l| !l.starts_with("  ")).count();
+    assert_eq!(statuses, 5, "{text}");
+    let reproduced = text.lines().filter(|l| l.starts_with("REPRODUCED")).count();
+    assert_eq!(reproduced, 2, "{text}");
+}

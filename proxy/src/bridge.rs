@@ -291,11 +291,11 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<BridgeRoute>, Vec<OsString>)
             Some("--proxy") => RouteKind::Proxy,
             Some("--forward") => RouteKind::LoopbackPort,
             Some("--") => break,
-            _ => return Err(format!("unexpected argument `{}`", arg.to_string_lossy())),
+            _ => return Err(format!("unexpected argument `{}`", shown(arg))),
         };
         let value = rest
             .next()
-            .ok_or_else(|| format!("{} needs ADDR=SOCKET", arg.to_string_lossy()))?;
+            .ok_or_else(|| format!("{} needs ADDR=SOCKET", shown(arg)))?;
         routes.push(parse_route(value, kind)?);
     }
     let command: Vec<OsString> = rest.cloned().collect();
@@ -305,11 +305,17 @@ pub fn parse_args(args: &[OsString]) -> Result<(Vec<BridgeRoute>, Vec<OsString>)
     Ok((routes, command))
 }
 
+/// An argument as a message quotes it: one line, control characters escaped (argv may hold any
+/// bytes, and the message goes to a log line).
+fn shown(arg: &OsStr) -> String {
+    arg.to_string_lossy().escape_debug().to_string()
+}
+
 /// `ADDR=SOCKET`: a loopback socket address (the bridge never listens elsewhere) and an
 /// absolute socket path.
 fn parse_route(value: &OsStr, kind: RouteKind) -> Result<BridgeRoute, String> {
     let bytes = value.as_bytes();
-    let bad = || format!("`{}` is not ADDR=SOCKET", value.to_string_lossy());
+    let bad = || format!("`{}` is not ADDR=SOCKET", shown(value));
     let mut halves = bytes.splitn(2, |b| *b == b'=');
     let (Some(addr), Some(socket)) = (halves.next(), halves.next()) else {
         return Err(bad());
@@ -376,6 +382,28 @@ mod tests {
         ] {
             assert!(parse_args(&args(bad)).is_err(), "{bad}");
         }
+    }
+
+    /// Found by the `bridge_args` fuzz target: an argument with a control character was quoted
+    /// raw, so the error was not one line (a newline in argv could forge log lines).
+    #[test]
+    fn refusals_quote_arguments_on_one_line() {
+        use std::os::unix::ffi::OsStringExt;
+        for args in [
+            vec![OsString::from("--p:3128=/run/palisa$e\u{15}")],
+            vec![OsString::from("--proxy\nforged")],
+            vec![
+                OsString::from("--proxy"),
+                OsString::from("127.0.0.1:1=/s\nforged"),
+            ],
+            vec![OsString::from("--proxy"), OsString::from("x\ny=/s")],
+            vec![OsString::from_vec(b"--\xff\n".to_vec())],
+        ] {
+            let error = parse_args(&args).unwrap_err();
+            assert!(!error.chars().any(char::is_control), "{error:?}");
+        }
+        let error = parse_args(&[OsString::from("--p\u{15}")]).unwrap_err();
+        assert_eq!(error, "unexpected argument `--p\\u{15}`");
     }
 
     #[test]

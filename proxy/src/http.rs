@@ -10,9 +10,9 @@ use crate::record::{Refusal, RefusalCode};
 use crate::relay::Stream;
 
 /// The largest request head accepted, terminator included.
-pub(crate) const MAX_HEAD: usize = 64 * 1024;
+pub const MAX_HEAD: usize = 64 * 1024;
 /// The most header lines accepted.
-pub(crate) const MAX_HEADERS: usize = 128;
+pub const MAX_HEADERS: usize = 128;
 
 /// Why no head was read.
 #[derive(Debug)]
@@ -88,7 +88,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// What the client asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Target {
+pub enum Target {
     /// `CONNECT host:port`.
     Connect { host: Host, port: u16 },
     /// `METHOD http://authority/path`: `authority` is what the upstream's `Host` header gets.
@@ -102,7 +102,7 @@ pub(crate) enum Target {
 
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Request {
+pub struct Request {
     pub method: String,
     pub target: Target,
     pub version: &'static str,
@@ -120,7 +120,7 @@ impl Request {
 /// The method and host:port of a head, when the request line gets that far, for records of
 /// requests refused as unsupported.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Partial {
+pub struct Partial {
     pub method: Option<String>,
 }
 
@@ -137,7 +137,7 @@ fn is_tchar(b: u8) -> bool {
 }
 
 /// Parses a head read by [`read_head`]. On refusal, `partial` says what was understood.
-pub(crate) fn parse(head: &[u8], partial: &mut Partial) -> Result<Request, Refusal> {
+pub fn parse(head: &[u8], partial: &mut Partial) -> Result<Request, Refusal> {
     // Keep the last line's CR so that every line, the request line included, ends in CR.
     let body = head
         .strip_suffix(b"\n\r\n")
@@ -313,7 +313,7 @@ fn is_framing(name: &str) -> bool {
 }
 
 /// The origin-form head sent upstream for an absolute-form request.
-pub(crate) fn rewrite_for_upstream(request: &Request) -> Vec<u8> {
+pub fn rewrite_for_upstream(request: &Request) -> Vec<u8> {
     let (authority, path) = match &request.target {
         Target::Http {
             authority, path, ..
@@ -486,10 +486,20 @@ mod tests {
 #[cfg(test)]
 mod properties {
     use proptest::prelude::*;
+    use proptest::test_runner::FileFailurePersistence;
 
     use super::*;
 
     proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            // Failures are saved next to this file (`http.proptest-regressions`) and committed.
+            failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+                "proptest-regressions",
+            ))),
+            ..ProptestConfig::default()
+        })]
+
         // Client bytes never panic the parser, and a parsed head always names a host and port.
         #[test]
         fn arbitrary_heads_parse_or_refuse(

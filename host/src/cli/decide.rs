@@ -7,7 +7,7 @@ use palisade_engine::output::{
 use palisade_engine::{DecisionInput, ExecutionMode, Outcome, RecordedFacts, Verdict};
 use serde_json::Value;
 
-use crate::audit::RecordContext;
+use crate::audit;
 use crate::execmode;
 use crate::exit::Exit;
 use crate::facts;
@@ -18,7 +18,7 @@ use crate::report::{ErrorCode, Failure};
 use super::args::DecideArgs;
 use super::engine::{decide_recorded, refusal_failure};
 use super::inputs::{
-    budget_flags, execution, narrowing, read_document, read_file_limited, read_input,
+    budget_flags, execution, narrowing, read_document, read_input, read_json_file,
     read_task_contract,
 };
 use super::setup::{facts_failure, host_setup, probe_options};
@@ -56,7 +56,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
 
     let (document, document_name) = read_document(&args.taskpack, &args.host)?;
     if let Some(path) = &args.facts {
-        let bytes = read_file_limited(path, "facts file")?;
+        let bytes = read_json_file(path, "facts file")?;
         let recorded: RecordedFacts =
             serde_json::from_slice(&bytes).map_err(|e| {
                 Failure::new(
@@ -106,7 +106,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
 /// `palisade decide`.
 pub fn decide(args: &DecideArgs) -> CommandResult {
     let gathered = gather_input(args)?;
-    let mut context = RecordContext::now("decide", gathered.probe_source);
+    let mut context = audit::context_now("decide", gathered.probe_source);
     context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
     context.requested_by = execution(&args.exec).1;
     let outcome = decide_recorded(&gathered.input, args.record.as_deref(), context)?;

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use palisade_engine::{DecisionInput, Outcome, Verdict};
 
-use crate::audit::{self, AuditRecord, EngineIdentity, RecordContext};
+use crate::audit::{self, AuditRecord, RecordContext};
 use crate::report::{ErrorCode, Failure};
 use crate::runtime::{self, EngineRuntime, LoadOptions};
 
@@ -46,7 +46,7 @@ pub(super) fn decide_recorded(
         })?;
         let record = AuditRecord {
             schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
-            engine: EngineIdentity::new(engine.component_sha256(), &info, engine.settings()),
+            engine: audit::engine_identity(engine.component_sha256(), &info, engine.settings()),
             input,
             output: outcome.canonical_json.clone(),
             output_digest: outcome.digest.clone(),

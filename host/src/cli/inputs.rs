@@ -23,35 +23,67 @@ pub(super) fn execution(exec: &ExecArgs) -> (ExecutionMode, Option<Value>) {
     (mode, requester)
 }
 
+/// The most bytes read from a file the CLI is handed (a component, a facts file, a decision
+/// input): each format refuses far less itself, this keeps a runaway file from exhausting memory.
+const READ_LIMIT: usize = 64 * 1024 * 1024;
+
 pub(super) fn read_file_limited(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
-    // Generous cap: the engine refuses documents above 1 MiB itself (and records that refusal);
-    // this only keeps a runaway file from exhausting memory.
-    const READ_LIMIT: u64 = 64 * 1024 * 1024;
-    let file = std::fs::File::open(path).map_err(|e| {
+    read_bounded(path, what, READ_LIMIT)
+}
+
+/// The file's bytes, refused (`INPUT_INVALID`) if there are more than `limit`.
+fn read_bounded(path: &Path, what: &str, limit: usize) -> Result<Vec<u8>, Failure> {
+    let (bytes, cut) = read_prefix(path, what, limit)?;
+    if cut {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!("{what} `{}` is larger than {limit} bytes", path.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// At most `limit` bytes of the file, and whether it holds more.
+fn read_prefix(path: &Path, what: &str, limit: usize) -> Result<(Vec<u8>, bool), Failure> {
+    let unreadable = |e: std::io::Error| {
         Failure::new(
             ErrorCode::InputInvalid,
             format!("cannot read {what} `{}`: {e}", path.display()),
         )
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(unreadable)?;
     let mut bytes = Vec::new();
-    file.take(READ_LIMIT + 1)
+    file.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| {
-            Failure::new(
-                ErrorCode::InputInvalid,
-                format!("cannot read {what} `{}`: {e}", path.display()),
-            )
-        })?;
-    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > READ_LIMIT {
-        return Err(Failure::new(
-            ErrorCode::InputInvalid,
-            format!(
-                "{what} `{}` is larger than {READ_LIMIT} bytes",
-                path.display()
-            ),
-        ));
+        .map_err(unreadable)?;
+    let cut = bytes.len() > limit;
+    bytes.truncate(limit);
+    Ok((bytes, cut))
+}
+
+/// A document the engine reads (the taskpack, the task contract), as text. A file larger than
+/// the engine accepts is handed over cut just past [`palisade_engine::MAX_DOCUMENT_BYTES`] (at a
+/// character boundary): the engine refuses it as too large and that refusal is recorded, while
+/// neither this process nor the component ever holds the rest.
+fn read_engine_document(path: &Path, what: &str) -> Result<String, Failure> {
+    // One more character at most: enough to be over the limit after a cut character is dropped.
+    let (mut bytes, _) = read_prefix(path, what, palisade_engine::MAX_DOCUMENT_BYTES + 4)?;
+    if bytes.len() > palisade_engine::MAX_DOCUMENT_BYTES
+        && let Err(e) = std::str::from_utf8(&bytes)
+        && e.error_len().is_none()
+    {
+        bytes.truncate(e.valid_up_to());
     }
-    Ok(bytes)
+    String::from_utf8(bytes).map_err(|e| {
+        Failure::new(
+            ErrorCode::SandboxPolicyInvalid,
+            format!(
+                "{what} `{}` is not valid utf-8 (byte {})",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 /// `--allow-domain` entries as the engine's narrowing list (absent when none were given).
@@ -67,17 +99,7 @@ pub(super) fn read_task_contract(
     let Some(path) = &budgets.task_contract else {
         return Ok(None);
     };
-    let bytes = read_file_limited(path, "task contract")?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        Failure::new(
-            ErrorCode::SandboxPolicyInvalid,
-            format!(
-                "task contract `{}` is not valid utf-8 (byte {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })?;
+    let text = read_engine_document(path, "task contract")?;
     Ok(Some(palisade_engine::model::NamedDocument {
         name: path.display().to_string(),
         text,
@@ -109,17 +131,7 @@ pub(super) fn read_document(
             default
         }
     };
-    let bytes = read_file_limited(&path, "taskpack")?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        Failure::new(
-            ErrorCode::SandboxPolicyInvalid,
-            format!(
-                "taskpack `{}` is not valid utf-8 (byte {})",
-                path.display(),
-                e.utf8_error().valid_up_to()
-            ),
-        )
-    })?;
+    let text = read_engine_document(&path, "taskpack")?;
     Ok((Some(text), path.display().to_string()))
 }
 
@@ -159,15 +171,33 @@ pub(super) fn read_input(source: &str) -> Result<palisade_engine::DecisionInput,
     })
 }
 
-/// The bytes of `--input`: a file, or stdin for `-`.
+/// The bytes of `--input`: a file, or stdin for `-`; no more than the engine takes as JSON
+/// ([`palisade_engine::MAX_INPUT_BYTES`]), refused before parsing.
 fn read_json_source(source: &str) -> Result<Vec<u8>, Failure> {
+    let limit = palisade_engine::MAX_INPUT_BYTES;
     if source == "-" {
         let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map_err(|e| {
-            Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
-        })?;
+        std::io::stdin()
+            .take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| {
+                Failure::new(ErrorCode::InputInvalid, format!("cannot read stdin: {e}"))
+            })?;
+        if bytes.len() > limit {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                format!("input on stdin is larger than {limit} bytes"),
+            ));
+        }
         Ok(bytes)
     } else {
-        read_file_limited(Path::new(source), "input")
+        read_json_file(Path::new(source), "input")
     }
+}
+
+/// A JSON file the engine's input is made from (`--input`, `--facts`), no more than
+/// [`palisade_engine::MAX_INPUT_BYTES`]: refused before parsing. Nesting is bounded by the JSON
+/// parser (128 levels).
+pub(super) fn read_json_file(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
+    read_bounded(path, what, palisade_engine::MAX_INPUT_BYTES)
 }

@@ -1,6 +1,8 @@
 //! `palisade replay`: re-run recorded decisions through the engine that made them and compare
 //! the bytes; export or verify in-toto statements.
 
+use palisade_engine::reader::one_line;
+
 use crate::audit;
 use crate::exit::Exit;
 use crate::replay::{self, EngineChoice, Engines, ReplayStatus};
@@ -60,6 +62,17 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     let mut statements = String::new();
     let mut exported = 0usize;
     for (line, text) in &lines {
+        let text = match text {
+            Ok(text) => text,
+            Err(reason) => {
+                // Too long or not UTF-8: invalid in place; the rest of the file still replays.
+                let result = replay::ReplayReport::invalid(*line, reason.clone());
+                failed += 1;
+                replayed += 1;
+                report_line(&mut out, &result, args.json);
+                continue;
+            }
+        };
         let result = if args.in_toto {
             replay::verify_statement(&mut engines, *line, text)
         } else {
@@ -73,7 +86,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
                         out.push_str(&format!(
                             "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
                             ReplayStatus::Invalid.as_str(),
-                            outcome.decision_digest
+                            one_line(&outcome.decision_digest)
                         ));
                     }
                     continue;
@@ -100,23 +113,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
         if result.status != ReplayStatus::Reproduced {
             failed += 1;
         }
-        if args.json {
-            out.push_str(&serde_json::to_string(&result).unwrap_or_default());
-            out.push('\n');
-        } else {
-            out.push_str(&format!(
-                "{:<10} line {} sha256:{}\n",
-                result.status.as_str(),
-                result.line,
-                result.recorded_digest.as_deref().unwrap_or("-")
-            ));
-            if let Some(note) = &result.engine_note {
-                out.push_str(&format!("  note: {note}\n"));
-            }
-            for detail in &result.details {
-                out.push_str(&format!("  {detail}\n"));
-            }
-        }
+        report_line(&mut out, &result, args.json);
     }
     if let Some(path) = &args.export_in_toto {
         std::fs::write(path, statements.as_bytes()).map_err(|e| {
@@ -149,5 +146,28 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
             ));
         }
         Err(failure)
+    }
+}
+
+/// One line's result, as JSON or as text. Every text line is one line: details quote recorded
+/// values (diff pointers hold recorded keys), and a line break there would let an audit file
+/// forge lines of this report.
+fn report_line(out: &mut String, result: &replay::ReplayReport, json: bool) {
+    if json {
+        out.push_str(&serde_json::to_string(result).unwrap_or_default());
+        out.push('\n');
+        return;
+    }
+    out.push_str(&format!(
+        "{:<10} line {} sha256:{}\n",
+        result.status.as_str(),
+        result.line,
+        one_line(result.recorded_digest.as_deref().unwrap_or("-"))
+    ));
+    if let Some(note) = &result.engine_note {
+        out.push_str(&format!("  note: {}\n", one_line(note)));
+    }
+    for detail in &result.details {
+        out.push_str(&format!("  {}\n", one_line(detail)));
     }
 }

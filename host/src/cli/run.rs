@@ -7,7 +7,7 @@ use palisade_engine::{Backend, DecisionInput, ExecutionMode, Verdict};
 use palisade_shims::plan::LandlockProc;
 use serde_json::Value;
 
-use crate::audit::{self, RecordContext};
+use crate::audit;
 use crate::denials::Denials;
 use crate::envpolicy;
 use crate::execmode;
@@ -368,7 +368,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         .transpose()?;
 
     // The decision is on disk before anything is launched.
-    let mut context = RecordContext::now("run", probe_source);
+    let mut context = audit::context_now("run", probe_source);
     context.run_id = Some(run_id.clone());
     context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();

@@ -26,7 +26,6 @@
 mod flags;
 mod layering;
 mod load;
-mod parse;
 
 use std::path::PathBuf;
 
@@ -38,66 +37,14 @@ pub use flags::{Forbidden, HostFlags, fact_options, host_choices};
 pub use layering::{merge, tighten_errors};
 pub use load::{Locations, load, user_path};
 pub use palisade_engine::output::FieldError;
-pub use parse::parse;
+// The file's format (its text to a [`Spec`]) is `palisade_formats::hostconfig`, apart from the
+// CLI so that tests and fuzz targets reach it without wasmtime.
+pub use palisade_formats::hostconfig::{
+    API_VERSION, BUDGET_FIELDS, Ceilings, HostConfigError, KIND, MAX_BYTES, MAX_PATHS, Spec, parse,
+};
 
-/// The `apiVersion` a host configuration must carry.
-pub const API_VERSION: &str = "palisade.dev/v1alpha1";
-/// The `kind` a host configuration must carry.
-pub const KIND: &str = "HostConfig";
 /// The system-wide file.
 pub const SYSTEM_PATH: &str = "/etc/palisade/host.yaml";
-/// The largest file accepted, in bytes: a host configuration is a few hundred bytes.
-pub const MAX_BYTES: u64 = 64 * 1024;
-/// The most entries a path list (`writableRoots`, `taskTempDirs`) may hold.
-pub const MAX_PATHS: usize = 64;
-
-/// Each budget ceiling with its inclusive upper bound: a taskpack's `spec.budgets` fields.
-const BUDGET_FIELDS: [(&str, u64); 4] = palisade_engine::budgets::FIELDS;
-
-/// Why the host configuration cannot be used. Every variant is `HOST_CONFIG_INVALID`.
-#[derive(Debug, thiserror::Error)]
-pub enum HostConfigError {
-    #[error("cannot read host configuration `{path}`: {reason}")]
-    Read { path: String, reason: String },
-    #[error("host configuration `{path}` is larger than {MAX_BYTES} bytes")]
-    TooLarge { path: String },
-    #[error("host configuration `{path}` is not safe to trust: {reason}")]
-    Unsafe { path: String, reason: String },
-    #[error("host configuration `{path}` is invalid: {summary}")]
-    Invalid {
-        path: String,
-        summary: String,
-        errors: Vec<FieldError>,
-    },
-    #[error("host configuration `{path}` loosens the system configuration: {summary}")]
-    Loosens {
-        path: String,
-        summary: String,
-        errors: Vec<FieldError>,
-    },
-}
-
-impl HostConfigError {
-    /// A file with these offending fields.
-    fn invalid(path: String, errors: Errors) -> HostConfigError {
-        HostConfigError::Invalid {
-            path,
-            summary: errors.summary(),
-            errors: errors.into_listed(),
-        }
-    }
-
-    /// The field errors, for detail lines.
-    pub fn field_errors(&self) -> &[FieldError] {
-        match self {
-            HostConfigError::Invalid { errors, .. } | HostConfigError::Loosens { errors, .. } => {
-                errors
-            }
-            _ => &[],
-        }
-    }
-}
-
 /// Where a configuration file came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -131,56 +78,6 @@ pub struct ConfigFile {
     pub path: String,
     pub sha256: String,
     pub bytes: u64,
-}
-
-/// Budget ceilings: a run's budget is never above these.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ceilings {
-    pub timeout_seconds: Option<u64>,
-    #[serde(rename = "memoryMiB")]
-    pub memory_mib: Option<u64>,
-    pub max_processes: Option<u64>,
-    pub cpu_seconds: Option<u64>,
-}
-
-impl Ceilings {
-    fn get(&self, field: &str) -> Option<u64> {
-        match field {
-            "timeoutSeconds" => self.timeout_seconds,
-            "memoryMiB" => self.memory_mib,
-            "maxProcesses" => self.max_processes,
-            _ => self.cpu_seconds,
-        }
-    }
-
-    fn slot(&mut self, field: &str) -> &mut Option<u64> {
-        match field {
-            "timeoutSeconds" => &mut self.timeout_seconds,
-            "memoryMiB" => &mut self.memory_mib,
-            "maxProcesses" => &mut self.max_processes,
-            _ => &mut self.cpu_seconds,
-        }
-    }
-}
-
-/// What one file sets; `None` = the file leaves the field alone.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Spec {
-    pub session_kind: Option<SessionKind>,
-    pub default_backend_order: Option<Vec<Backend>>,
-    pub allow_direct_dedicated: Option<bool>,
-    pub allow_workspace_mode: Option<bool>,
-    pub allow_home_writable: Option<bool>,
-    pub writable_roots: Option<Vec<String>>,
-    pub task_temp_dirs: Option<Vec<String>>,
-    pub results_dir: Option<String>,
-    pub docker_runtime_profiles: Option<String>,
-    pub environment: Option<Vec<String>>,
-    pub denied_read_paths: Option<Vec<String>>,
-    pub exempt_denied_read_paths: Option<Vec<String>>,
-    pub loopback_ports: Option<Vec<u16>>,
-    pub budgets: Ceilings,
 }
 
 /// One effective value and where it came from.

@@ -369,17 +369,8 @@ pub fn describe_http(err: ApiError, timeout: Duration) -> String {
     }
 }
 
-/// A reference `docker` would accept, restricted to characters that need no escaping in a URL
-/// path (`name[:tag][@digest]` with `/`-separated components).
-pub fn valid_image_name(image: &str) -> bool {
-    !image.is_empty()
-        && image.len() <= 512
-        && !image.starts_with(['/', '-', '.'])
-        && !image.contains("..")
-        && image
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | ':' | '@'))
-}
+/// A reference `docker` would accept (`palisade_formats::profiles`, where profiles are read).
+pub use palisade_formats::profiles::valid_image_name;
 
 #[derive(Deserialize)]
 struct VersionBody {

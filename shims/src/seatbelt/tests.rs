@@ -9,6 +9,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 use super::profile::{named_paths, normal};
 use super::*;
@@ -350,7 +351,10 @@ fn check_structure(plan: &LaunchPlan, facts: &SeatbeltFacts, text: &str) -> Vec<
             .iter()
             .rposition(|f| f.head() == Some(if allow { "allow" } else { "deny" }) && f.has_atom(op))
     };
+    // The profile names every path normalised (no `.` components: Seatbelt matches resolved
+    // paths, which have none), so the expectation is spelled the same way.
     let deny_after = |op: &str, filter: &str, path: &Path, after: Option<usize>| {
+        let path = normal(path);
         let path = path.to_str().unwrap();
         let at = forms.iter().rposition(|f| {
             f.head() == Some("deny") && f.has_atom(op) && f.has_filter(filter, path)
@@ -948,7 +952,14 @@ fn component() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig {
+        cases: 256,
+        // Failures are saved next to this file (`tests.proptest-regressions`) and committed.
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn arbitrary_paths_never_change_the_profile_structure(
@@ -957,49 +968,91 @@ proptest! {
         root in component(),
         real in component(),
     ) {
-        let mut weird = plan(Network::HostLoopback);
-        weird.writable_roots.push(PathBuf::from("/Volumes").join(&root));
-        weird.protected_paths = vec![weird.workspace.join(&protected)];
-        weird.denied_read_paths = vec![PathBuf::from("/Users/dev/d").join(&denied)];
-        let weird_facts = facts(&weird, &[(
+        arbitrary_paths_case(&denied, &protected, &root, &real)?;
+    }
+}
+
+/// The property above for one set of names. A name may also be `.` (the directory itself, which
+/// the profile writes normalised) or `..` (refused): both are legal component text that changes
+/// what the path means, so the expectation says what each one does. The further writable root
+/// lives under `/Volumes/w`, apart from the denied path's real location under `/Volumes/r`, so
+/// no generated name puts one inside the other (that would add pins: another shape, rightly).
+fn arbitrary_paths_case(
+    denied: &str,
+    protected: &str,
+    root: &str,
+    real: &str,
+) -> Result<(), TestCaseError> {
+    let mut weird = plan(Network::HostLoopback);
+    weird
+        .writable_roots
+        .push(PathBuf::from("/Volumes/w").join(root));
+    weird.protected_paths = vec![weird.workspace.join(protected)];
+    weird.denied_read_paths = vec![PathBuf::from("/Users/dev/d").join(denied)];
+    let weird_facts = facts(
+        &weird,
+        &[(
             weird.denied_read_paths[0].to_str().unwrap(),
-            dir(PathBuf::from("/Volumes/r").join(&real).to_str().unwrap()),
-        )]);
+            dir(PathBuf::from("/Volumes/r").join(real).to_str().unwrap()),
+        )],
+    );
 
-        // The same plan with tame names: the profile must have the same shape.
-        let mut tame = plan(Network::HostLoopback);
-        tame.writable_roots.push("/Volumes/root".into());
-        tame.protected_paths = vec![tame.workspace.join("protected")];
-        tame.denied_read_paths = vec!["/Users/dev/d/denied".into()];
-        let tame_facts = facts(&tame, &[("/Users/dev/d/denied", dir("/Volumes/r/real"))]);
-        let tame_text = profile(&tame, &tame_facts, &token()).unwrap();
-        let tame_forms = parse(&tame_text).unwrap();
+    // The same plan with tame names: the profile must have the same shape.
+    let mut tame = plan(Network::HostLoopback);
+    tame.writable_roots.push("/Volumes/w/root".into());
+    tame.protected_paths = vec![tame.workspace.join("protected")];
+    tame.denied_read_paths = vec!["/Users/dev/d/denied".into()];
+    let tame_facts = facts(&tame, &[("/Users/dev/d/denied", dir("/Volumes/r/real"))]);
+    let tame_text = profile(&tame, &tame_facts, &token()).unwrap();
+    let tame_forms = parse(&tame_text).unwrap();
 
-        let has_control = [&denied, &protected, &root, &real]
-            .iter()
-            .any(|c| c.chars().any(char::is_control));
-        match profile(&weird, &weird_facts, &token()) {
-            Err(SeatbeltError::ControlCharacter(_)) => prop_assert!(has_control),
-            Err(other) => prop_assert!(false, "unexpected refusal: {other}"),
-            Ok(text) => {
-                prop_assert!(!has_control);
-                let forms = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-                let shape: Vec<Form> = forms.iter().map(Form::skeleton).collect();
-                let tame_shape: Vec<Form> = tame_forms.iter().map(Form::skeleton).collect();
-                prop_assert_eq!(shape, tame_shape);
-                // And the user's text arrives intact, inside string literals.
-                let mut strings = Vec::new();
-                forms.iter().for_each(|f| f.strings(&mut strings));
-                for expected in [
-                    &weird.denied_read_paths[0],
-                    &weird.protected_paths[0],
-                    &weird.writable_roots[2],
-                ] {
-                    let expected = normal(expected);
-                    prop_assert!(strings.iter().any(|s| Path::new(s) == expected));
-                }
-                check_structure(&weird, &weird_facts, &text);
+    let names = [denied, protected, root, real];
+    let has_control = names.iter().any(|c| c.chars().any(char::is_control));
+    let has_parent = names.contains(&"..");
+    // `workspace/.` is the workspace: a protected path containing a writable root.
+    let protects_workspace = protected == ".";
+    match profile(&weird, &weird_facts, &token()) {
+        Err(SeatbeltError::ControlCharacter(_)) => prop_assert!(has_control),
+        Err(SeatbeltError::ParentComponent(_)) => prop_assert!(has_parent),
+        Err(SeatbeltError::MaskContainsWritable { .. }) => prop_assert!(protects_workspace),
+        Err(other) => prop_assert!(false, "unexpected refusal: {other}"),
+        Ok(text) => {
+            prop_assert!(!has_control && !has_parent && !protects_workspace);
+            let forms = parse(&text).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+            let shape: Vec<Form> = forms.iter().map(Form::skeleton).collect();
+            let tame_shape: Vec<Form> = tame_forms.iter().map(Form::skeleton).collect();
+            prop_assert_eq!(shape, tame_shape);
+            // And the user's text arrives intact, inside string literals.
+            let mut strings = Vec::new();
+            forms.iter().for_each(|f| f.strings(&mut strings));
+            for expected in [
+                &weird.denied_read_paths[0],
+                &weird.protected_paths[0],
+                &weird.writable_roots[2],
+            ] {
+                let expected = normal(expected);
+                prop_assert!(strings.iter().any(|s| Path::new(s) == expected));
             }
+            check_structure(&weird, &weird_facts, &text);
         }
     }
+    Ok(())
+}
+
+/// Issue 16: proptest once drew `real = "."` (with `denied = protected = "\""`, `root =
+/// "\u{2028}"`). The profile rightly denies `/Volumes/r`, the normal spelling of `/Volumes/r/.`;
+/// the checker looked for the unnormalised spelling, so the run failed one time in many.
+#[test]
+fn a_dot_component_is_denied_at_its_normal_spelling() {
+    arbitrary_paths_case("\"", "\"", "\u{2028}", ".").unwrap();
+    arbitrary_paths_case(".", "a", ".", ".").unwrap();
+}
+
+/// The other names the generator can draw that change a path's meaning: `..` is refused, and a
+/// protected `.` is the workspace itself, which a read-only mask would make unwritable.
+#[test]
+fn parent_components_and_a_protected_workspace_are_refused() {
+    arbitrary_paths_case("..", "a", "a", "a").unwrap();
+    arbitrary_paths_case("a", "a", "a", "..").unwrap();
+    arbitrary_paths_case("a", ".", "a", "a").unwrap();
 }

@@ -1,14 +1,124 @@
-//! One host configuration file's text to a [`Spec`], with the engine's reader: every offending
-//! field reported at its path, unknown keys rejected with a "did you mean" hint.
+//! The host configuration file (`kind: HostConfig`): its text to a [`Spec`], with the engine's
+//! reader: every offending field reported at its path, unknown keys rejected with a "did you
+//! mean" hint, size and nesting bounded before the YAML parser runs. Which files are read, who
+//! may own them and how two files layer is the CLI's (`palisade::hostconfig`).
 
 use palisade_engine::environment;
+use palisade_engine::output::FieldError;
 use palisade_engine::reader::{
     self, Errors, Node, bounded_integer, check_absolute_path, each_entry, expect_bool,
     expect_exact, expect_list, expect_mapping, expect_str, index_path, quote, unknown_field,
 };
 use palisade_engine::{Backend, SessionKind};
+use serde::Serialize;
 
-use super::{API_VERSION, BUDGET_FIELDS, Ceilings, HostConfigError, KIND, MAX_PATHS, Spec};
+/// The `apiVersion` a host configuration must carry.
+pub const API_VERSION: &str = "palisade.dev/v1alpha1";
+/// The `kind` a host configuration must carry.
+pub const KIND: &str = "HostConfig";
+/// The largest file accepted, in bytes: a host configuration is a few hundred bytes.
+pub const MAX_BYTES: u64 = 64 * 1024;
+/// The most entries a path list (`writableRoots`, `taskTempDirs`) may hold.
+pub const MAX_PATHS: usize = 64;
+
+/// Each budget ceiling with its inclusive upper bound: a taskpack's `spec.budgets` fields.
+pub const BUDGET_FIELDS: [(&str, u64); 4] = palisade_engine::budgets::FIELDS;
+
+/// Why the host configuration cannot be used. Every variant is `HOST_CONFIG_INVALID`.
+#[derive(Debug, thiserror::Error)]
+pub enum HostConfigError {
+    #[error("cannot read host configuration `{path}`: {reason}")]
+    Read { path: String, reason: String },
+    #[error("host configuration `{path}` is larger than {MAX_BYTES} bytes")]
+    TooLarge { path: String },
+    #[error("host configuration `{path}` is not safe to trust: {reason}")]
+    Unsafe { path: String, reason: String },
+    #[error("host configuration `{path}` is invalid: {summary}")]
+    Invalid {
+        path: String,
+        summary: String,
+        errors: Vec<FieldError>,
+    },
+    #[error("host configuration `{path}` loosens the system configuration: {summary}")]
+    Loosens {
+        path: String,
+        summary: String,
+        errors: Vec<FieldError>,
+    },
+}
+
+impl HostConfigError {
+    /// A file with these offending fields.
+    pub fn invalid(path: String, errors: Errors) -> HostConfigError {
+        HostConfigError::Invalid {
+            path,
+            summary: errors.summary(),
+            errors: errors.into_listed(),
+        }
+    }
+
+    /// The field errors, for detail lines.
+    pub fn field_errors(&self) -> &[FieldError] {
+        match self {
+            HostConfigError::Invalid { errors, .. } | HostConfigError::Loosens { errors, .. } => {
+                errors
+            }
+            _ => &[],
+        }
+    }
+}
+
+/// Budget ceilings: a run's budget is never above these.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ceilings {
+    pub timeout_seconds: Option<u64>,
+    #[serde(rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub cpu_seconds: Option<u64>,
+}
+
+impl Ceilings {
+    /// The ceiling named as in `spec.budgets` (`timeoutSeconds`, …).
+    pub fn get(&self, field: &str) -> Option<u64> {
+        match field {
+            "timeoutSeconds" => self.timeout_seconds,
+            "memoryMiB" => self.memory_mib,
+            "maxProcesses" => self.max_processes,
+            _ => self.cpu_seconds,
+        }
+    }
+
+    /// The slot of the ceiling named as in `spec.budgets`.
+    pub fn slot(&mut self, field: &str) -> &mut Option<u64> {
+        match field {
+            "timeoutSeconds" => &mut self.timeout_seconds,
+            "memoryMiB" => &mut self.memory_mib,
+            "maxProcesses" => &mut self.max_processes,
+            _ => &mut self.cpu_seconds,
+        }
+    }
+}
+
+/// What one file sets; `None` = the file leaves the field alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Spec {
+    pub session_kind: Option<SessionKind>,
+    pub default_backend_order: Option<Vec<Backend>>,
+    pub allow_direct_dedicated: Option<bool>,
+    pub allow_workspace_mode: Option<bool>,
+    pub allow_home_writable: Option<bool>,
+    pub writable_roots: Option<Vec<String>>,
+    pub task_temp_dirs: Option<Vec<String>>,
+    pub results_dir: Option<String>,
+    pub docker_runtime_profiles: Option<String>,
+    pub environment: Option<Vec<String>>,
+    pub denied_read_paths: Option<Vec<String>>,
+    pub exempt_denied_read_paths: Option<Vec<String>>,
+    pub loopback_ports: Option<Vec<u16>>,
+    pub budgets: Ceilings,
+}
 
 /// The top-level keys.
 const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
@@ -34,6 +144,11 @@ const SPEC_FIELDS: [&str; 14] = [
 /// Parses and validates one file's text. `shown` names the file in the error.
 pub fn parse(text: &str, shown: &str) -> Result<Spec, HostConfigError> {
     let mut errors = Errors::default();
+    // The loader reads no more than this; the parser holds to it too, whoever calls it.
+    if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_BYTES {
+        errors.push("document", format!("is larger than {MAX_BYTES} bytes"));
+        return Err(HostConfigError::invalid(shown.to_owned(), errors));
+    }
     let spec = match reader::parse(text) {
         Ok(node) => walk_document(&node, &mut errors),
         Err(message) => {
