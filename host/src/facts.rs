@@ -145,6 +145,14 @@ pub fn current_uid() -> u32 {
     }
 }
 
+/// The kernel's clock ticks per second (`/proc/<pid>/stat` times), 100 if it cannot be read.
+pub fn clock_ticks_per_second() -> u64 {
+    #[allow(unsafe_code)]
+    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(hz).ok().filter(|&hz| hz > 0).unwrap_or(100)
+}
+
 /// Canonicalizes an existing directory into the normalised absolute form the engine expects.
 fn real_directory(path: &Path) -> Result<String, String> {
     let resolved = std::fs::canonicalize(path).map_err(|e| e.to_string())?;

@@ -504,15 +504,24 @@ pub fn new_run_id() -> String {
 /// It lives in `$XDG_RUNTIME_DIR` or the system temp dir, under a per-user `palisade-<uid>`
 /// directory that must be ours, a real directory and closed to others — a directory another user
 /// planted there (or a symlink) is refused rather than used.
+///
+/// A supervisor killed outright (SIGKILL, a power cut) cannot remove its directory, so each run
+/// holds an exclusive `flock` on `run-<id>.lock` beside it for as long as it lives, and every
+/// new run first removes the directories whose lock is free: the kernel drops a lock with its
+/// holder, however it died, so a live run is never swept.
 #[derive(Debug)]
 pub struct RunTempDir {
     path: PathBuf,
+    lock_path: PathBuf,
+    /// Held for the run's lifetime (close-on-exec: no sandboxed process inherits it).
+    _lock: std::fs::File,
 }
 
 impl RunTempDir {
-    /// Creates `<base>/palisade-<uid>/run-<id>` with mode 0700.
+    /// Creates `<base>/palisade-<uid>/run-<id>` with mode 0700, after sweeping the directories
+    /// of runs that died without removing theirs.
     pub fn create(run_id: &str) -> Result<RunTempDir, std::io::Error> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
         let base = std::env::var_os("XDG_RUNTIME_DIR")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_dir())
@@ -531,10 +540,37 @@ impl RunTempDir {
                 parent.display()
             )));
         }
+        sweep_dead_runs(&parent);
+        let lock_path = parent.join(format!("run-{run_id}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&lock_path)?;
+        if let Err(e) = lock.try_lock() {
+            let _ = std::fs::remove_file(&lock_path);
+            return Err(std::io::Error::other(format!(
+                "cannot lock `{}`: {e}",
+                lock_path.display()
+            )));
+        }
         let path = parent.join(format!("run-{run_id}"));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        let path = std::fs::canonicalize(&path)?;
-        Ok(RunTempDir { path })
+        let created = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .and_then(|()| std::fs::canonicalize(&path));
+        match created {
+            Ok(path) => Ok(RunTempDir {
+                path,
+                lock_path,
+                _lock: lock,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&lock_path);
+                Err(e)
+            }
+        }
     }
 
     /// The directory.
@@ -546,7 +582,100 @@ impl RunTempDir {
 impl Drop for RunTempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+        let _ = std::fs::remove_file(&self.lock_path);
     }
+}
+
+/// Removes what dead runs left in `parent`: `run-<id>` and its siblings `run-<id>.<suffix>`
+/// (the docker backend's bound files) when `run-<id>.lock` is there and nobody holds it (its
+/// supervisor is gone), or when there is no lock file at all (made by a palisade before these
+/// locks) and the supervisor pid, the id's second part, no longer exists. Best effort: what
+/// cannot be removed now is tried again by the next run.
+fn sweep_dead_runs(parent: &std::path::Path) {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // id → the entries named after it.
+    let mut runs: BTreeMap<String, Vec<std::fs::DirEntry>> = BTreeMap::new();
+    for entry in entries.flatten() {
+        let id = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.strip_prefix("run-"))
+            .map(|rest| rest.split('.').next().unwrap_or(rest).to_owned());
+        if let Some(id) = id {
+            runs.entry(id).or_default().push(entry);
+        }
+    }
+    for (id, entries) in runs {
+        let lock_path = parent.join(format!("run-{id}.lock"));
+        // Held until the entries are gone, so a sweeper that starts now waits out this one.
+        let lock = if entries.iter().any(|e| e.path() == lock_path) {
+            let Ok(lock) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&lock_path)
+            else {
+                continue;
+            };
+            if lock.try_lock().is_err() {
+                continue;
+            }
+            Some(lock)
+        } else {
+            if !supervisor_gone(&id) {
+                continue;
+            }
+            None
+        };
+        for entry in entries.iter().filter(|e| e.path() != lock_path) {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            } else {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        if lock.is_some() {
+            let _ = std::fs::remove_file(&lock_path);
+        }
+    }
+}
+
+/// Whether the supervisor of run `<nanos hex>-<pid>[-…]` is gone: no process has its pid, or
+/// the one that has it started after the run did (the pid was reused). An id in another form
+/// is never judged gone.
+fn supervisor_gone(id: &str) -> bool {
+    let mut parts = id.split('-');
+    let (Some(Ok(nanos)), Some(Ok(pid))) = (
+        parts.next().map(|n| u128::from_str_radix(n, 16)),
+        parts.next().map(str::parse::<u32>),
+    ) else {
+        return false;
+    };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return pid > 0;
+    };
+    // Field 22, counted after the command name's closing parenthesis: start time in clock
+    // ticks after boot.
+    let ticks = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse::<u64>().ok());
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    });
+    let (Some(ticks), Some(boot)) = (ticks, boot) else {
+        return false;
+    };
+    let hz = crate::facts::clock_ticks_per_second();
+    let started_secs = boot.saturating_add(ticks / hz.max(1));
+    let run_secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    // Whole seconds on both sides: a process started two seconds after the run is another.
+    started_secs > run_secs.saturating_add(1)
 }
 
 /// Parses a duration: `90`, `90s`, `1500ms`, `5m`, `2h`.

@@ -67,6 +67,8 @@ pub enum ReplayStatus {
     Reproduced,
     Diverged,
     Invalid,
+    /// Not a verdict on a decision: the run it launched recorded no outcome.
+    Interrupted,
 }
 
 impl ReplayStatus {
@@ -76,6 +78,7 @@ impl ReplayStatus {
             ReplayStatus::Reproduced => "REPRODUCED",
             ReplayStatus::Diverged => "DIVERGED",
             ReplayStatus::Invalid => "INVALID",
+            ReplayStatus::Interrupted => "INTERRUPTED",
         }
     }
 }

@@ -59,6 +59,9 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     let mut failed = 0usize;
     let mut replayed = 0usize;
     let mut digests_seen = Vec::new();
+    // Each run's decision (line, digest) and whether an outcome followed it.
+    let mut runs: std::collections::BTreeMap<String, (usize, String, bool)> =
+        std::collections::BTreeMap::new();
     let mut statements = String::new();
     let mut exported = 0usize;
     for (line, text) in &lines {
@@ -81,7 +84,11 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
                 audit::AuditLine::Outcome(outcome) => {
                     // Outcomes are not decisions: nothing to replay, but each must follow the
                     // decision it claims to have been launched under.
-                    if !digests_seen.contains(&outcome.decision_digest) {
+                    if let Some(run) = runs.get_mut(&outcome.run_id)
+                        && run.1 == outcome.decision_digest
+                    {
+                        run.2 = true;
+                    } else if !digests_seen.contains(&outcome.decision_digest) {
                         failed += 1;
                         out.push_str(&format!(
                             "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
@@ -95,6 +102,12 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
             let result = replay::replay_line(&mut engines, *line, &record);
             if let Ok(record) = record.as_ref() {
                 digests_seen.push(record.output_digest.clone());
+                // Only a decision launches anything; a refusal's run never had an outcome.
+                let launched = serde_json::from_str::<serde_json::Value>(&record.output)
+                    .is_ok_and(|output| output.get("outcome").is_some_and(|o| o == "decision"));
+                if let Some(run_id) = record.context.run_id.as_ref().filter(|_| launched) {
+                    runs.insert(run_id.clone(), (*line, record.output_digest.clone(), false));
+                }
                 if args.export_in_toto.is_some() && result.status == ReplayStatus::Reproduced {
                     let statement = replay::statement_for(text, record).map_err(|reason| {
                         Failure::new(
@@ -113,6 +126,23 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
         if result.status != ReplayStatus::Reproduced {
             failed += 1;
         }
+        report_line(&mut out, &result, args.json);
+    }
+    // A run whose decision has no outcome was stopped before its supervisor could write one
+    // (SIGKILL, a power cut), or is still going: said, not a failure of the decision.
+    for (run_id, (line, digest, _)) in runs.iter().filter(|(_, run)| !run.2) {
+        let result = replay::ReplayReport {
+            line: *line,
+            status: ReplayStatus::Interrupted,
+            recorded_digest: Some(digest.clone()),
+            replayed_digest: None,
+            replayed_with: None,
+            details: vec![format!(
+                "run {} has no outcome: it is still going, or its supervisor was stopped before it could write one",
+                one_line(run_id)
+            )],
+            engine_note: None,
+        };
         report_line(&mut out, &result, args.json);
     }
     if let Some(path) = &args.export_in_toto {
