@@ -106,7 +106,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
 }
 
 /// The invoking user's home: `$HOME` when absolute, else the password database.
-fn home_dir() -> Result<String, FactsError> {
+pub fn home_dir() -> Result<String, FactsError> {
     let from_env = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());

@@ -522,10 +522,20 @@ impl RunTempDir {
     /// of runs that died without removing theirs.
     pub fn create(run_id: &str) -> Result<RunTempDir, std::io::Error> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute() && p.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
+        let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+            None => std::env::temp_dir(),
+            Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
+            // Set but unusable: said, rather than quietly putting the run somewhere else.
+            Some(dir) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "XDG_RUNTIME_DIR `{}` is not an absolute path to a directory; fix or unset it",
+                        dir.display()
+                    ),
+                ));
+            }
+        };
         let uid = crate::facts::current_uid();
         let parent = base.join(format!("palisade-{uid}"));
         match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
@@ -729,8 +739,9 @@ pub fn parse_size(text: &str) -> Result<u64, LaunchError> {
     Ok(bytes)
 }
 
+/// The digits and the unit, as written: no surrounding space or line break is tolerated (the
+/// value goes into the record; a flag that reads differently from how it is recorded is wrong).
 fn split_unit(text: &str) -> (&str, &str) {
-    let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());

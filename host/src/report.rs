@@ -19,6 +19,9 @@ pub enum ErrorCode {
     HostConfigInvalid,
     /// A command-line flag asks for what the host configuration forbids. Nothing was decided.
     HostConfigForbidden,
+    /// The command line does not parse: an unknown flag, a flag value of the wrong type, a
+    /// missing argument (clap's own usage errors).
+    UsageInvalid,
     /// A file or argument Palisade was given could not be used (unreadable, not JSON, …).
     InputInvalid,
     /// A decision input (`run --input`) claims more than this host measured.
@@ -41,7 +44,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::SandboxPolicyInvalid,
         ErrorCode::SandboxBackendUnavailable,
         ErrorCode::SandboxCapabilityInsufficient,
@@ -50,6 +53,7 @@ impl ErrorCode {
         ErrorCode::SandboxWritableRootUnsafe,
         ErrorCode::HostConfigInvalid,
         ErrorCode::HostConfigForbidden,
+        ErrorCode::UsageInvalid,
         ErrorCode::InputInvalid,
         ErrorCode::HostFactsMismatch,
         ErrorCode::Internal,
@@ -72,6 +76,7 @@ impl ErrorCode {
             ErrorCode::SandboxWritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
             ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
             ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
+            ErrorCode::UsageInvalid => "PALISADE_USAGE_INVALID",
             ErrorCode::InputInvalid => "PALISADE_INPUT_INVALID",
             ErrorCode::HostFactsMismatch => "HOST_FACTS_MISMATCH",
             ErrorCode::Internal => "PALISADE_INTERNAL",
@@ -104,6 +109,7 @@ impl ErrorCode {
             | ErrorCode::DockerImageMismatch
             | ErrorCode::DockerDaemonUnavailable => Exit::Internal,
             ErrorCode::ReplayDiverged => Exit::Diverged,
+            ErrorCode::UsageInvalid => Exit::Usage,
         }
     }
 

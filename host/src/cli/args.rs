@@ -22,7 +22,7 @@ pub struct Cli {
 pub(crate) const EXIT_HELP: &str = "Exit status: 0 success; 1 palisade failed or an input is \
 unusable (PALISADE_INTERNAL, PALISADE_INPUT_INVALID, HOST_FACTS_INVALID, HOST_CONFIG_INVALID, \
 DOCKER_PROFILE_INVALID, DOCKER_IMAGE_UNPINNED, DOCKER_IMAGE_MISSING, DOCKER_IMAGE_MISMATCH, \
-DOCKER_DAEMON_UNAVAILABLE); 2 usage; 3 SANDBOX_POLICY_INVALID; 4 refused \
+DOCKER_DAEMON_UNAVAILABLE); 2 usage (PALISADE_USAGE_INVALID); 3 SANDBOX_POLICY_INVALID; 4 refused \
 (SANDBOX_BACKEND_UNAVAILABLE, SANDBOX_CAPABILITY_INSUFFICIENT, SANDBOX_WRITABLE_ROOT_UNSAFE, \
 EXECUTION_MODE_FORBIDDEN, HOST_CONFIG_FORBIDDEN, HOST_FACTS_MISMATCH); 5 replay diverged \
 (PALISADE_REPLAY_DIVERGED). `palisade run` exits with the command's status (128+N for signal \
@@ -139,8 +139,9 @@ pub struct ExecArgs {
     /// process-tree cleanup, the environment allowlist); a host configuration may forbid it.
     #[arg(long, value_name = "MODE", value_parser = ["sandbox", "workspace"], default_value = "sandbox")]
     pub execution_mode: String,
-    /// Who asked for a `workspace` run, recorded in the audit next to the invoking user.
-    #[arg(long, value_name = "TEXT")]
+    /// Who asked for a `workspace` run, recorded in the audit next to the invoking user (one
+    /// line of at most 256 characters; only with `--execution-mode workspace`).
+    #[arg(long, value_name = "TEXT", value_parser = one_line_text)]
     pub requested_by: Option<String>,
 }
 
@@ -282,6 +283,18 @@ pub struct ComponentArgs {
     /// `palisade replay --component-store DIR`.
     #[arg(long, value_name = "DIR")]
     pub archive: Option<PathBuf>,
+}
+
+/// A short free text that goes into records and reports: one line, printable, at most 256
+/// characters (a line break could forge lines of a report that prints it).
+fn one_line_text(text: &str) -> Result<String, String> {
+    if text.chars().any(char::is_control) {
+        return Err("must be one line without control characters".to_owned());
+    }
+    if text.chars().count() > 256 {
+        return Err("must be at most 256 characters".to_owned());
+    }
+    Ok(text.to_owned())
 }
 
 #[cfg(test)]

@@ -72,7 +72,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
                 host: recorded.host,
                 probes: recorded.probes,
                 narrow_allowed_domains: narrowing(&args.allow_domains),
-                execution_mode: execmode::input_field(execution(&args.exec).0),
+                execution_mode: execmode::input_field(execution(&args.exec)?.0),
                 budget_flags: budget_flags(&args.budgets)?,
                 task_contract: read_task_contract(&args.budgets)?,
             },
@@ -94,7 +94,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
             host,
             probes: probes.probes,
             narrow_allowed_domains: narrowing(&args.allow_domains),
-            execution_mode: execmode::input_field(execution(&args.exec).0),
+            execution_mode: execmode::input_field(execution(&args.exec)?.0),
             budget_flags: budget_flags(&args.budgets)?,
             task_contract: read_task_contract(&args.budgets)?,
         },
@@ -108,8 +108,14 @@ pub fn decide(args: &DecideArgs) -> CommandResult {
     let gathered = gather_input(args)?;
     let mut context = audit::context_now("decide", gathered.probe_source);
     context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
-    context.requested_by = execution(&args.exec).1;
-    let outcome = decide_recorded(&gathered.input, args.record.as_deref(), context)?;
+    context.requested_by = execution(&args.exec)?.1;
+    let cache = super::setup::cache_path()?;
+    let outcome = decide_recorded(
+        &gathered.input,
+        args.record.as_deref(),
+        context,
+        cache.as_deref(),
+    )?;
 
     if args.json {
         let mut text = outcome.canonical_json.clone();

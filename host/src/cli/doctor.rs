@@ -18,7 +18,7 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
     let host = facts::gather(&setup.facts).map_err(facts_failure)?;
     // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
     let probes = probe::probe_all(&probe_options(&args.host, &setup, false)?);
-    let engine = load_runtime(None).ok();
+    let engine = load_runtime(None, setup.cache.as_ref().map(|c| c.path.as_path())).ok();
     let mut out = String::new();
     if args.json {
         let value = serde_json::json!({

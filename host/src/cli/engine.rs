@@ -9,12 +9,14 @@ use crate::audit::{self, AuditRecord, RecordContext};
 use crate::report::{ErrorCode, Failure};
 use crate::runtime::{self, EngineRuntime, LoadOptions};
 
-use super::setup::cache_dir;
-
-pub(super) fn load_runtime(component: Option<Vec<u8>>) -> Result<EngineRuntime, Failure> {
+/// Loads the engine, compiled or from the compiled-component cache in `cache_dir`.
+pub(super) fn load_runtime(
+    component: Option<Vec<u8>>,
+    cache_dir: Option<&Path>,
+) -> Result<EngineRuntime, Failure> {
     EngineRuntime::load(&LoadOptions {
         component,
-        cache_dir: cache_dir(),
+        cache_dir: cache_dir.map(Path::to_path_buf),
         ..LoadOptions::default()
     })
     .map_err(|error| {
@@ -32,11 +34,12 @@ pub(super) fn decide_recorded(
     input: &DecisionInput,
     audit: Option<&Path>,
     context: RecordContext,
+    cache_dir: Option<&Path>,
 ) -> Result<Outcome, Failure> {
     let engine_failed = |e: runtime::RuntimeError| {
         Failure::new(ErrorCode::Internal, format!("the engine failed: {e}"))
     };
-    let engine = load_runtime(None)?;
+    let engine = load_runtime(None, cache_dir)?;
     let mut instance = engine.instantiate().map_err(engine_failed)?;
     let outcome = instance.decide(input).map_err(engine_failed)?;
     if let Some(path) = audit {

@@ -15,12 +15,19 @@ use crate::report::{ErrorCode, Failure};
 use super::args::{BudgetArgs, ExecArgs, HostArgs};
 
 /// `--execution-mode`, and the audit's requester entry for a `workspace` request.
-pub(super) fn execution(exec: &ExecArgs) -> (ExecutionMode, Option<Value>) {
+pub(super) fn execution(exec: &ExecArgs) -> Result<(ExecutionMode, Option<Value>), Failure> {
     let mode = execmode::parse(&exec.execution_mode).unwrap_or(ExecutionMode::Sandbox);
+    if exec.requested_by.is_some() && mode != ExecutionMode::Workspace {
+        // Recorded only for workspace runs: accepted anywhere else it would vanish unsaid.
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            "`--requested-by` applies only with `--execution-mode workspace`",
+        ));
+    }
     let requester = (mode == ExecutionMode::Workspace).then(|| {
         serde_json::to_value(execmode::requester(exec.requested_by.as_deref())).unwrap_or_default()
     });
-    (mode, requester)
+    Ok((mode, requester))
 }
 
 /// The most bytes read from a file the CLI is handed (a component, a facts file, a decision

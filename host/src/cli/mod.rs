@@ -40,13 +40,30 @@ pub type CommandResult = Result<Exit, Failure>;
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(error) => {
-            // clap prints help/version to stdout and usage errors to stderr.
+        Err(error) if !error.use_stderr() => {
+            // Help and version, on stdout.
             let _ = error.print();
-            return if error.use_stderr() {
-                Exit::Usage.into()
+            return Exit::Success.into();
+        }
+        Err(error) => {
+            // A usage error is reported like every other failure, with its code; under `run`
+            // it is 125 like them, so the command's own statuses stay the command's.
+            let text = error.render().to_string();
+            let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+            let first = lines.next().unwrap_or("the command line does not parse");
+            let mut failure = Failure::new(
+                ErrorCode::UsageInvalid,
+                first.strip_prefix("error: ").unwrap_or(first),
+            );
+            for line in lines {
+                failure = failure.detail(line.trim());
+            }
+            let _ = std::io::stderr().write_all(failure.render().as_bytes());
+            let is_run = std::env::args_os().nth(1).is_some_and(|a| a == "run");
+            return if is_run {
+                Exit::NotLaunched.into()
             } else {
-                Exit::Success.into()
+                Exit::Usage.into()
             };
         }
     };

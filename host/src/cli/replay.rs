@@ -11,7 +11,7 @@ use crate::store::ComponentStore;
 
 use super::args::ReplayArgs;
 use super::inputs::read_file_limited;
-use super::setup::cache_dir;
+use super::setup::cache_path;
 use super::{CommandResult, write_stdout};
 
 /// `palisade replay`.
@@ -30,7 +30,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     } else {
         EngineChoice::Embedded
     };
-    let mut engines = Engines::new(choice, cache_dir());
+    let mut engines = Engines::new(choice, cache_path()?);
     engines
         .preload()
         .map_err(|reason| Failure::new(ErrorCode::Internal, reason))?;

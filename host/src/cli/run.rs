@@ -269,6 +269,12 @@ fn audit_outside_writable_roots(
             parent.join(audit.file_name().unwrap_or_default())
         }
     };
+    if resolved.exists() && !resolved.is_file() {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!("audit file `{}` is not a regular file", audit.display()),
+        ));
+    }
     let roots = std::iter::once(&host.workspace_dir).chain(&host.writable_roots);
     for root in roots {
         if resolved.starts_with(root) {
@@ -285,6 +291,60 @@ fn audit_outside_writable_roots(
     Ok(())
 }
 
+/// The caches hold compiled native code and the probes the decision trusts: where the command
+/// can write, it could make the next run execute its code or choose weaker isolation. A cache
+/// named by `PALISADE_CACHE_DIR` inside the workspace or a writable root is refused; the
+/// default one there is not used for this run, and that is said.
+fn cache_outside_writable_roots(setup: &mut super::setup::HostSetup) -> Result<(), Failure> {
+    let Some(cache) = &setup.cache else {
+        return Ok(());
+    };
+    // The deepest part that exists, resolved, and the rest as named.
+    let mut existing = cache.path.clone();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = std::fs::canonicalize(&existing).unwrap_or(existing);
+    resolved.extend(rest.iter().rev());
+    let workspace = match &setup.facts.workspace {
+        Some(dir) => Some(dir.clone()),
+        None => std::env::current_dir().ok(),
+    };
+    // `/` and the directories above the home are never writable roots (the engine refuses them
+    // with their own code); every other root is checked.
+    let home = crate::facts::home_dir().ok().map(std::path::PathBuf::from);
+    let roots = workspace.iter().chain(&setup.facts.writable_roots);
+    for root in roots {
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.clone());
+        let above_home = home
+            .as_ref()
+            .is_some_and(|home| home.starts_with(&root) && *home != root);
+        if !resolved.starts_with(&root) || root.parent().is_none() || above_home {
+            continue;
+        }
+        let problem = format!(
+            "cache directory `{}` is inside writable root `{}`: the command could rewrite the compiled engine or the probes the next run trusts",
+            resolved.display(),
+            root.display()
+        );
+        if cache.explicit {
+            return Err(Failure::new(ErrorCode::InputInvalid, problem)
+                .hint("set PALISADE_CACHE_DIR outside the workspace and every writable root"));
+        }
+        eprintln!("palisade: {problem}; this run uses no cache");
+        setup.cache = None;
+        return Ok(());
+    }
+    Ok(())
+}
+
 /// `palisade run`.
 pub fn run(args: &RunArgs) -> CommandResult {
     // First, while single-threaded: what the command is denied, Palisade itself still holds;
@@ -296,7 +356,8 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let mut interrupts = palisade_shims::signals::Interrupts::install()
         .map_err(|e| Failure::new(ErrorCode::Internal, format!("signal handlers: {e}")))?;
     let mut setup = host_setup(&args.host)?;
-    let (mode, requester) = execution(&args.exec);
+    cache_outside_writable_roots(&mut setup)?;
+    let (mode, requester) = execution(&args.exec)?;
     let budget_flags = budget_flags(&args.budgets)?;
     let overrides = args
         .proxy_resolve
@@ -306,8 +367,14 @@ pub fn run(args: &RunArgs) -> CommandResult {
         .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
     let run_id = launch::new_run_id();
     // The run's private temp dir is a writable root of the decision, so the audit shows it.
-    let temp = launch::RunTempDir::create(&run_id)
-        .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
+    let temp = launch::RunTempDir::create(&run_id).map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::InvalidInput {
+            ErrorCode::InputInvalid
+        } else {
+            ErrorCode::Internal
+        };
+        Failure::new(code, e.to_string())
+    })?;
 
     let probe_opts = probe_options(&args.host, &setup, !args.no_cache)?;
     let probes = probe::probe_all(&probe_opts);
@@ -372,7 +439,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
     context.run_id = Some(run_id.clone());
     context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();
-    let outcome = decide_recorded(&input, args.audit.as_deref(), context)?;
+    let outcome = decide_recorded(
+        &input,
+        args.audit.as_deref(),
+        context,
+        setup.cache.as_ref().map(|c| c.path.as_path()),
+    )?;
     let stopped = |signal: i32, json_out: &mut Option<std::fs::File>| {
         eprintln!("palisade: stopped by signal {signal} before the command started; nothing ran");
         let record = serde_json::json!({

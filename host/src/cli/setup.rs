@@ -15,11 +15,50 @@ use crate::runtime;
 
 use super::args::HostArgs;
 
-/// The per-user cache directory: `$PALISADE_CACHE_DIR`, else the platform default.
-pub(super) fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os("PALISADE_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(runtime::default_cache_dir)
+/// Where the per-user caches (compiled engine, probes) live, and who chose it.
+#[derive(Clone, Debug)]
+pub(super) struct CacheDir {
+    pub(super) path: PathBuf,
+    /// Named by `PALISADE_CACHE_DIR` rather than the platform default.
+    pub(super) explicit: bool,
+}
+
+/// The per-user cache directory: `$PALISADE_CACHE_DIR`, else the platform default. An explicit
+/// value must be absolute and, if it exists, a directory: a relative one would put compiled
+/// native code wherever the command happens to start (often the workspace it may rewrite).
+pub(super) fn cache_dir() -> Result<Option<CacheDir>, Failure> {
+    let Some(value) = std::env::var_os("PALISADE_CACHE_DIR") else {
+        return Ok(runtime::default_cache_dir().map(|path| CacheDir {
+            path,
+            explicit: false,
+        }));
+    };
+    let path = PathBuf::from(&value);
+    let problem = if value.is_empty() {
+        Some("is empty")
+    } else if !path.is_absolute() {
+        Some("is not an absolute path")
+    } else if path.exists() && !path.is_dir() {
+        Some("is not a directory")
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!("PALISADE_CACHE_DIR `{}` {problem}", path.display()),
+        )
+        .hint("name an absolute directory outside every writable root, or unset it")),
+        None => Ok(Some(CacheDir {
+            path,
+            explicit: true,
+        })),
+    }
+}
+
+/// [`cache_dir`]'s path alone, for the subcommands that launch nothing.
+pub(super) fn cache_path() -> Result<Option<PathBuf>, Failure> {
+    Ok(cache_dir()?.map(|cache| cache.path))
 }
 
 /// What a subcommand knows about its host before measuring anything: the host configuration in
@@ -28,6 +67,9 @@ pub(super) struct HostSetup {
     pub(super) config: HostConfig,
     pub(super) facts: FactOptions,
     pub(super) profile: Option<docker::RuntimeProfile>,
+    /// The caches' directory; `None`: no caching (none could be found, or `run` found it
+    /// inside a writable root).
+    pub(super) cache: Option<CacheDir>,
 }
 
 pub(super) fn probe_options(
@@ -57,7 +99,7 @@ pub(super) fn probe_options(
         docker_image_pin: profile.map(|profile| profile.pin.clone()),
         docker_egress_bridge: profile.and_then(|profile| profile.egress_bridge.clone()),
         timeout: Duration::from_secs(2),
-        cache_dir: cache_dir(),
+        cache_dir: setup.cache.as_ref().map(|cache| cache.path.clone()),
         use_cache,
         ..ProbeOptions::default()
     })
@@ -209,6 +251,7 @@ pub(super) fn host_setup(host: &HostArgs) -> Result<HostSetup, Failure> {
         config,
         facts,
         profile,
+        cache: cache_dir()?,
     })
 }
 
