@@ -2,7 +2,8 @@
 //! one workspace and in separate ones, mixed backends, some ended by a budget and some by a
 //! signal, as root and as an unprivileged user. Each run's exit status is its own; the shared
 //! audit file holds only whole lines, each decision before its outcome and every decision with
-//! an outcome; afterwards no run left a temp directory, a cgroup or a mount behind.
+//! an outcome; afterwards no run left a temp directory, a cgroup, a mount or (docker runs,
+//! under root) a container behind.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,6 +12,8 @@
     reason = "test code: a failed step should fail the test loudly"
 )]
 
+#[path = "support/docker_image.rs"]
+mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
 #[path = "support/reachable.rs"]
@@ -154,6 +157,62 @@ fn run_mix(user: User) {
         }
         planned.push(run);
     }
+    // Docker runs in the mix, under root (the daemon's socket is root's): exit statuses, a
+    // budget and a signal, half of them in the shared workspace.
+    let mut docker_used = None;
+    if user.is_root() {
+        match docker_image::ensure() {
+            Ok(image) => {
+                let profiles = root.join("profiles.yaml");
+                image.write_profile(&profiles, &[]);
+                escape_kit::chmod(&profiles, 0o644);
+                let docker = taskpack(&root, "docker");
+                for i in 0..6 {
+                    let own = root.join(format!("docker-ws-{i}"));
+                    std::fs::create_dir_all(&own).unwrap();
+                    let workspace = if i % 2 == 0 { shared.clone() } else { own };
+                    let mut run = Planned {
+                        backend: "docker",
+                        workspace: workspace.clone(),
+                        args: vec![
+                            "--taskpack".into(),
+                            docker.display().to_string(),
+                            "--runtime-profiles".into(),
+                            profiles.display().to_string(),
+                            "--docker-socket".into(),
+                            image.socket.display().to_string(),
+                        ],
+                        command: format!("exit {}", 80 + i),
+                        expect: 80 + i,
+                        terminate_when: None,
+                    };
+                    match i {
+                        2 | 3 => {
+                            run.args.extend(["--timeout".into(), "2s".into()]);
+                            run.command = "sleep 30".into();
+                            run.expect = 143;
+                        }
+                        4 | 5 => {
+                            run.command = format!("touch docker-started-{i} && exec sleep 30");
+                            run.expect = 143;
+                            run.terminate_when =
+                                Some(workspace.join(format!("docker-started-{i}")));
+                        }
+                        _ => {}
+                    }
+                    planned.push(run);
+                }
+                docker_used = Some(image);
+            }
+            Err(why) => {
+                assert!(
+                    !docker_image::required(),
+                    "PALISADE_REQUIRE_DOCKER=1 but: {why}"
+                );
+                eprintln!("docker runs skipped: {why}");
+            }
+        }
+    }
     for dir in std::fs::read_dir(&root).unwrap().flatten() {
         escape_kit::chown_tree(&dir.path(), user);
     }
@@ -281,7 +340,16 @@ fn run_mix(user: User) {
             planned.len()
         ));
     }
-    let after = leftovers(user, &run_ids, &root);
+    let mut after = leftovers(user, &run_ids, &root);
+    if let Some(image) = &docker_used {
+        after.extend(
+            image
+                .containers()
+                .into_iter()
+                .filter(|name| name.starts_with("palisade-"))
+                .map(|name| format!("container {name}")),
+        );
+    }
     if !after.is_empty() {
         failures.push(format!("left behind: {after:?}"));
     }
