@@ -316,6 +316,8 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         // are its cgroup's (a limitation the probe lists).
         denials: crate::launch::budget_denials(&done.outcome, plan),
         dropped: 0,
+        // No start signal through `docker run`: the container's setup counts in `command`.
+        marks: done.outcome.marks,
     })
 }
 

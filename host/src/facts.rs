@@ -153,6 +153,22 @@ pub fn clock_ticks_per_second() -> u64 {
     u64::try_from(hz).ok().filter(|&hz| hz > 0).unwrap_or(100)
 }
 
+/// The CPU time this process has used so far (`CLOCK_PROCESS_CPUTIME_ID`; across `execve`, so
+/// at `main` it is what exec, dynamic loading and the runtime's start took), `None` if the
+/// clock cannot be read.
+pub fn process_cpu_time() -> Option<std::time::Duration> {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: clock_gettime writes one timespec to a valid, exclusively borrowed pointer.
+    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
+    let secs = u64::try_from(now.tv_sec).ok()?;
+    let nanos = u32::try_from(now.tv_nsec).ok()?;
+    (status == 0).then(|| std::time::Duration::new(secs, nanos))
+}
+
 /// Canonicalizes an existing directory into the normalised absolute form the engine expects.
 fn real_directory(path: &Path) -> Result<String, String> {
     let resolved = std::fs::canonicalize(path).map_err(|e| e.to_string())?;

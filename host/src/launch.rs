@@ -58,6 +58,9 @@ pub struct Launched {
     pub denials: Vec<crate::denials::Denial>,
     /// Denials an observer counted but did not keep.
     pub dropped: u64,
+    /// When the supervisor saw the launch's steps (for the run's phase timings); all `None`
+    /// when nothing was launched.
+    pub marks: palisade_shims::supervise::Marks,
 }
 
 /// The fd on which the sandbox says it is about to exec the command (see [`exec_signal`]).
@@ -152,6 +155,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         cwd: Some(plan.workspace.clone()),
         fds: Vec::new(),
         kind: supervise::LaunchKind::Plain,
+        started: None,
     };
     let outcome = supervised(
         pgroup::run(
@@ -171,6 +175,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         record,
         denials: budget_denials(&outcome, plan),
         dropped: 0,
+        marks: outcome.marks,
     })
 }
 
@@ -246,6 +251,8 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 cwd: Some(PathBuf::from("/")),
                 fds,
                 kind: supervise::LaunchKind::Bwrap,
+                // The supervisor notes when the byte arrives; it is read here after the run.
+                started: started.try_clone().ok().map(std::os::fd::OwnedFd::from),
             };
             let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
             // Mountpoints bwrap had to create in writable roots go, whatever happened.
@@ -313,6 +320,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 record,
                 denials,
                 dropped: observed.map_or(0, |o| o.dropped),
+                marks: outcome.marks,
             })
         }
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
@@ -366,6 +374,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 record,
                 denials,
                 dropped: setup.observed.map_or(0, |o| o.dropped),
+                marks: outcome.marks,
             })
         }
     }
@@ -417,6 +426,7 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
         }),
         denials: Vec::new(),
         dropped: 0,
+        marks: palisade_shims::supervise::Marks::default(),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod replay;
 pub mod report;
 pub mod runtime;
 pub mod store;
+pub mod timings;
 pub mod translate;
 
 /// The engine's WIT contract, as `palisade wit` prints it.

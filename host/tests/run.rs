@@ -154,6 +154,111 @@ fn exit_status_passes_through_on_every_backend() {
 }
 
 #[test]
+fn every_outcome_has_its_timings_and_timings_prints_them_after_the_command() {
+    const PHASES: [&str; 12] = [
+        "configurationUs",
+        "probesUs",
+        "filesystemFactsUs",
+        "componentLoadUs",
+        "decideUs",
+        "auditWriteUs",
+        "planUs",
+        "spawnUs",
+        "sandboxSetupUs",
+        "commandUs",
+        "reapAndVerifyUs",
+        "cleanupUs",
+    ];
+    for backend in BACKENDS {
+        let env = Env::new();
+        let taskpack = taskpack_for(&env, backend);
+        let audit = env.path("audit.jsonl");
+        let json = env.path("outcome.json");
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--timings", "--json", json.to_str().unwrap()]);
+        args.extend(["--", "sh", "-c", "echo out; echo err >&2"]);
+        let out = env.run(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{backend}: {stderr}");
+        assert_eq!(text(&out.stdout), "out\n", "{backend}");
+        // The table follows the command's output, one row per phase, the total last but one.
+        let table = stderr
+            .find("palisade: timings")
+            .unwrap_or_else(|| panic!("{backend}: no table in {stderr}"));
+        assert!(stderr.find("err\n").unwrap() < table, "{backend}: {stderr}");
+        let rows: Vec<&str> = stderr[table..].lines().skip(1).collect();
+        let labels: Vec<&str> = rows
+            .iter()
+            .map(|row| row.get(2..19).unwrap().trim())
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "process start",
+                "configuration",
+                "probes",
+                "filesystem facts",
+                "component load",
+                "decide",
+                "audit write",
+                "plan",
+                "spawn",
+                "sandbox setup",
+                "command",
+                "reap and verify",
+                "cleanup",
+                "total",
+                "outcome write",
+            ],
+            "{backend}: {stderr}"
+        );
+
+        // The record holds the same figures: whole microseconds, every phase observed on these
+        // backends (the start signal included), adding up to the total.
+        let timings = &env.audit_lines()[1]["outcome"]["timings"];
+        let keys: Vec<&str> = timings
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected: Vec<&str> = PHASES.to_vec();
+        expected.extend(["processStartUs", "totalUs"]);
+        expected.sort_unstable();
+        assert_eq!(keys, expected, "{backend}");
+        let sum: u64 = PHASES
+            .iter()
+            .map(|key| {
+                timings[key]
+                    .as_u64()
+                    .unwrap_or_else(|| panic!("{backend}: {key} in {timings}"))
+            })
+            .sum();
+        assert_eq!(
+            Some(sum),
+            timings["totalUs"].as_u64(),
+            "{backend}: {timings}"
+        );
+        assert!(timings["processStartUs"].is_u64(), "{backend}: {timings}");
+        for (row, key) in rows.iter().skip(1).zip(PHASES) {
+            let printed: u64 = row.get(19..29).unwrap().trim().parse().unwrap();
+            assert_eq!(Some(printed), timings[key].as_u64(), "{backend}: {row}");
+        }
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(&written["outcome"]["timings"], timings, "{backend}");
+
+        // Without the flag: recorded all the same, not printed.
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--", "true"]);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(0), "{backend}");
+        assert!(!text(&out.stderr).contains("timings"), "{backend}");
+        assert!(env.audit_lines()[3]["outcome"]["timings"]["totalUs"].is_u64());
+    }
+}
+
+#[test]
 fn a_refusal_launches_nothing_and_exits_125() {
     let env = Env::new();
     // Landlock cannot enforce loopback-only: the only candidate is insufficient.

@@ -39,7 +39,8 @@ use crate::plan::Budgets;
 use crate::signals::SignalPipe;
 use crate::supervise::{
     Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind,
-    Outcome, SuperviseError, SuperviseOptions, Supervised, Usage, supervise_until_exit,
+    Marks, Outcome, StartWatch, SuperviseError, SuperviseOptions, Supervised, Usage,
+    supervise_until_exit,
 };
 use crate::sys;
 
@@ -71,7 +72,7 @@ pub trait Members {
 /// the group is empty and, when `members` is given, once it finds no process left. See the
 /// module documentation.
 pub fn run(
-    launch: Launch,
+    mut launch: Launch,
     budgets: &Budgets,
     options: &SuperviseOptions,
     members: Option<&dyn Members>,
@@ -154,6 +155,7 @@ pub fn run(
     if let Some(fd) = tty {
         sys::give_tty(fd, pid);
     }
+    let spawned = Instant::now();
     // `child` is dropped without waiting: the loop below reaps the pid itself (with its rusage).
     drop(child);
 
@@ -163,6 +165,8 @@ pub fn run(
         options: options.clone(),
         signals,
         start,
+        start_watch: StartWatch::new(launch.started.take()),
+        exited_at: None,
         status: None,
         ending: Ending::new(options.grace),
         killed: std::collections::BTreeSet::new(),
@@ -215,6 +219,12 @@ pub fn run(
             peak_processes: sup.peak_processes,
         },
         notes: sup.notes,
+        marks: Marks {
+            spawned: Some(spawned),
+            started: sup.start_watch.at,
+            exited: sup.exited_at,
+            verified: Some(end),
+        },
     };
     if remaining > 0 {
         return Err(SuperviseError::TreeNotEmpty {
@@ -232,6 +242,9 @@ struct Supervisor {
     options: SuperviseOptions,
     signals: SignalPipe,
     start: Instant,
+    start_watch: StartWatch,
+    /// When the command was reaped.
+    exited_at: Option<Instant>,
     status: Option<i32>,
     ending: Ending,
     killed: std::collections::BTreeSet<libc::pid_t>,
@@ -250,6 +263,10 @@ impl Supervised for Supervisor {
         &self.signals
     }
 
+    fn start_watch(&mut self) -> &mut StartWatch {
+        &mut self.start_watch
+    }
+
     fn poll_interval(&self) -> Duration {
         self.options.poll_interval
     }
@@ -264,6 +281,7 @@ impl Supervised for Supervisor {
         }
         if let Some((status, cpu)) = sys::wait_nohang(self.pid) {
             self.status = Some(status);
+            self.exited_at = Some(Instant::now());
             self.cpu = Some(cpu);
         }
     }
@@ -494,6 +512,7 @@ mod tests {
             cwd: Some(PathBuf::from("/")),
             fds: Vec::new(),
             kind: LaunchKind::Plain,
+            started: None,
         }
     }
 

@@ -60,9 +60,15 @@ impl SignalPipe {
         out
     }
 
-    /// Waits until a signal arrives or `timeout` passes.
-    pub(crate) fn wait(&self, timeout: Duration) {
-        sys::poll_readable(self.read.as_raw_fd(), timeout);
+    /// Waits until a signal arrives, `also` (when given) is readable or hung up, or `timeout`
+    /// passes.
+    pub(crate) fn wait(&self, timeout: Duration, also: Option<std::os::fd::RawFd>) {
+        match also {
+            None => {
+                sys::poll_readable(self.read.as_raw_fd(), timeout);
+            }
+            Some(fd) => sys::poll_either(self.read.as_raw_fd(), fd, timeout),
+        }
     }
 }
 
@@ -126,7 +132,7 @@ mod tests {
         sys::restore_handler(libc::SIGHUP, &before);
         let pipe = SignalPipe::install().unwrap();
         sys::raise(libc::SIGHUP);
-        pipe.wait(Duration::from_secs(5));
+        pipe.wait(Duration::from_secs(5), None);
         assert_eq!(pipe.drain(), [libc::SIGHUP]);
         assert!(pipe.drain().is_empty());
         drop(pipe);

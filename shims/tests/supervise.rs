@@ -248,6 +248,7 @@ fn launch(mode: Mode, script: &str, dir: &Path) -> (Launch, Option<InitReport>) 
                 cwd: Some(dir.to_path_buf()),
                 fds: Vec::new(),
                 kind: LaunchKind::Plain,
+                started: None,
             },
             None,
         ),
@@ -268,6 +269,7 @@ fn init_spec(command: Vec<OsString>, dir: &Path) -> InitSpec {
         confinement: Confinement::None,
         report_fd: None,
         observe_fd: None,
+        started_fd: None,
     }
 }
 
@@ -1158,6 +1160,7 @@ fn only_stdio_and_passed_descriptors_reach_the_command() {
             target: 5,
         }],
         kind: LaunchKind::Plain,
+        started: None,
     };
     let outcome = supervise::run(
         launch,
@@ -1182,6 +1185,7 @@ fn launch_failures_are_errors_and_nothing_runs() {
         cwd: Some(cwd),
         fds: Vec::new(),
         kind: LaunchKind::Plain,
+        started: None,
     };
     let err = supervise::run(
         plain("no-such-program-palisade", dir.path().into()),
@@ -1324,4 +1328,62 @@ fn reap_1000_sleeping_processes() {
         );
         assert!(marker.pids().is_empty());
     }
+}
+
+#[test]
+fn the_outcome_marks_spawn_start_exit_and_verification_in_order() {
+    let _serial = serial();
+    let dir = tempdir();
+    for mode in MODES {
+        // The init writes the start byte itself; a plain command is given the pipe.
+        let script = match mode.via {
+            Via::Plain => "printf x >&5; sleep 0.05",
+            Via::Init => "sleep 0.05",
+        };
+        let (mut launch, _report) = launch(mode, script, dir.path());
+        let read = match mode.via {
+            Via::Plain => {
+                let (read, write) = std::io::pipe().unwrap();
+                launch.fds.push(PassFd {
+                    fd: write.into(),
+                    target: 5,
+                });
+                launch.started = Some(read.try_clone().unwrap().into());
+                Some(read)
+            }
+            Via::Init => None,
+        };
+        let outcome = supervise::run(
+            launch,
+            &Budgets::default(),
+            &mode.options(Duration::from_secs(1)),
+        )
+        .unwrap();
+        let marks = outcome.marks;
+        let (Some(spawned), Some(started), Some(exited), Some(verified)) =
+            (marks.spawned, marks.started, marks.exited, marks.verified)
+        else {
+            panic!("{mode:?}: {marks:?}");
+        };
+        assert!(
+            spawned <= started && started <= exited && exited <= verified,
+            "{mode:?}"
+        );
+        // The supervisor only looked: the byte is still there for the launcher.
+        if let Some(mut read) = read {
+            let mut byte = [0_u8; 1];
+            assert_eq!(read.read(&mut byte).unwrap(), 1, "{mode:?}");
+        }
+    }
+
+    // No start signal: the start is not marked, everything else is.
+    let (launch, _) = launch(MODES[1], "true", dir.path());
+    let outcome = supervise::run(
+        launch,
+        &Budgets::default(),
+        &MODES[1].options(Duration::from_secs(1)),
+    )
+    .unwrap();
+    assert_eq!(outcome.marks.started, None);
+    assert!(outcome.marks.spawned.is_some() && outcome.marks.verified.is_some());
 }

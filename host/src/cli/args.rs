@@ -219,6 +219,10 @@ pub struct RunArgs {
     /// denied); warnings before the command and errors still print.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// When the run ends, print where its time went (one line per phase, in µs) on stderr.
+    /// The outcome record carries the same figures as `timings` with or without this flag.
+    #[arg(long)]
+    pub timings: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     /// Probe afresh instead of using the probe cache.

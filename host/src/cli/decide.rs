@@ -115,7 +115,8 @@ pub fn decide(args: &DecideArgs) -> CommandResult {
         args.record.as_deref(),
         context,
         cache.as_deref(),
-    )?;
+    )?
+    .outcome;
 
     if args.json {
         let mut text = outcome.canonical_json.clone();

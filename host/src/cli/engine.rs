@@ -2,6 +2,7 @@
 //! and turn a refusal into the failure to print.
 
 use std::path::Path;
+use std::time::Instant;
 
 use palisade_engine::{DecisionInput, Outcome, Verdict};
 
@@ -27,6 +28,19 @@ pub(super) fn load_runtime(
     })
 }
 
+/// A decision and when [`decide_recorded`] finished each of its steps (a run's phase timings:
+/// component load, decide, audit write).
+#[derive(Debug)]
+pub(super) struct Recorded {
+    pub(super) outcome: Outcome,
+    /// The engine was loaded (compiled, or from the compiled-component cache).
+    pub(super) loaded: Instant,
+    /// The component decided (instantiation included).
+    pub(super) decided: Instant,
+    /// The record was appended and synced (or, with no audit file, the decision was made).
+    pub(super) recorded: Instant,
+}
+
 /// Runs the input through a fresh instance of the embedded component and, when `audit` is
 /// given, appends the record (synced) before returning: `decide` and `run` share this path, so a
 /// run's decision is exactly what `decide` would have recorded.
@@ -35,13 +49,15 @@ pub(super) fn decide_recorded(
     audit: Option<&Path>,
     context: RecordContext,
     cache_dir: Option<&Path>,
-) -> Result<Outcome, Failure> {
+) -> Result<Recorded, Failure> {
     let engine_failed = |e: runtime::RuntimeError| {
         Failure::new(ErrorCode::Internal, format!("the engine failed: {e}"))
     };
     let engine = load_runtime(None, cache_dir)?;
+    let loaded = Instant::now();
     let mut instance = engine.instantiate().map_err(engine_failed)?;
     let outcome = instance.decide(input).map_err(engine_failed)?;
+    let decided = Instant::now();
     if let Some(path) = audit {
         let info = instance.info().map_err(engine_failed)?;
         let input = serde_json::to_value(input).map_err(|e| {
@@ -58,7 +74,12 @@ pub(super) fn decide_recorded(
         audit::append(path, &record)
             .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
     }
-    Ok(outcome)
+    Ok(Recorded {
+        outcome,
+        loaded,
+        decided,
+        recorded: Instant::now(),
+    })
 }
 
 /// The failure to report for a refusal, or `None` for a decision.

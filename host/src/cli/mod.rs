@@ -38,6 +38,7 @@ pub type CommandResult = Result<Exit, Failure>;
 
 /// Parses the command line, runs the subcommand and turns its result into the exit status.
 pub fn main() -> ExitCode {
+    crate::timings::mark_main();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => {

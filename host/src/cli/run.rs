@@ -17,6 +17,7 @@ use crate::launch;
 use crate::network;
 use crate::probe;
 use crate::report::{ErrorCode, Failure};
+use crate::timings::{Clock, Phase, Timings};
 use crate::translate;
 
 use super::CommandResult;
@@ -347,6 +348,7 @@ fn cache_outside_writable_roots(setup: &mut super::setup::HostSetup) -> Result<(
 
 /// `palisade run`.
 pub fn run(args: &RunArgs) -> CommandResult {
+    let mut clock = Clock::start();
     // First, while single-threaded: what the command is denied, Palisade itself still holds;
     // keep it out of `/proc/<pid>/environ` (see envpolicy).
     let scrubbed = envpolicy::scrub_own_environ();
@@ -377,7 +379,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
     })?;
 
     let probe_opts = probe_options(&args.host, &setup, !args.no_cache)?;
+    clock.end(Phase::Configuration);
     let probes = probe::probe_all(&probe_opts);
+    clock.end(Phase::Probes);
     if let Some(signal) = interrupts.received() {
         eprintln!("palisade: stopped by signal {signal} before anything was decided; nothing ran");
         return Ok(Exit::Command(exit_for_signal(signal)));
@@ -423,6 +427,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
             (input, if probes.from_cache { "cache" } else { "fresh" })
         }
     };
+    clock.end(Phase::FilesystemFacts);
     if let Some(audit) = &args.audit {
         audit_outside_writable_roots(audit, &input.host)?;
     }
@@ -439,13 +444,17 @@ pub fn run(args: &RunArgs) -> CommandResult {
     context.run_id = Some(run_id.clone());
     context.host_config = Some(setup.config.record());
     context.requested_by = requester.clone();
-    let outcome = decide_recorded(
+    let recorded = decide_recorded(
         &input,
         args.audit.as_deref(),
         context,
         setup.cache.as_ref().map(|c| c.path.as_path()),
     )?;
-    let stopped = |signal: i32, json_out: &mut Option<std::fs::File>| {
+    clock.end_at(Phase::ComponentLoad, Some(recorded.loaded));
+    clock.end_at(Phase::Decide, Some(recorded.decided));
+    clock.end_at(Phase::AuditWrite, Some(recorded.recorded));
+    let outcome = recorded.outcome;
+    let stopped = |signal: i32, json_out: &mut Option<std::fs::File>, clock: &mut Clock| {
         eprintln!("palisade: stopped by signal {signal} before the command started; nothing ran");
         let record = serde_json::json!({
             "endedBy": "not-launched",
@@ -454,11 +463,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
             "signal": signal,
             "denials": Denials::default(),
         });
-        write_outcome(args, &run_id, &outcome.digest, json_out, &record);
+        let written = write_outcome(args, &run_id, &outcome.digest, json_out, &record, clock);
+        print_timings(args, &written);
         Ok(Exit::Command(exit_for_signal(signal)))
     };
     if let Some(signal) = interrupts.received() {
-        return stopped(signal, &mut json_out);
+        return stopped(signal, &mut json_out, &mut clock);
     }
     let plan = match &outcome.verdict {
         Verdict::Decision(plan) => plan,
@@ -534,8 +544,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
         if let Some(session) = bridge {
             drop(network::BridgeSession::finish(session));
         }
-        return stopped(signal, &mut json_out);
+        return stopped(signal, &mut json_out, &mut clock);
     }
+    clock.end(Phase::Plan);
     let mut result = launch::execute(
         &launch_plan,
         &launch::ExecuteOptions {
@@ -543,6 +554,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
             docker: docker.map(|(spec, _)| spec),
         },
     );
+    if let Ok(launched) = &result {
+        clock.end_at(Phase::Spawn, launched.marks.spawned);
+        clock.end_at(Phase::SandboxSetup, launched.marks.started);
+        clock.end_at(Phase::Command, launched.marks.exited);
+        clock.end_at(Phase::ReapAndVerify, launched.marks.verified);
+    }
     // What the sandbox refused, as the supervisor and the network bridge saw it.
     let bridge_account = bridge.map(network::BridgeSession::finish);
     let mut denials = Denials::default();
@@ -593,18 +610,27 @@ pub fn run(args: &RunArgs) -> CommandResult {
         }
     }
     let mut record_outcome = |record: &Value| {
-        write_outcome(args, &run_id, &outcome.digest, &mut json_out, record);
+        let written = write_outcome(
+            args,
+            &run_id,
+            &outcome.digest,
+            &mut json_out,
+            record,
+            &mut clock,
+        );
         // After the command, never interleaved with its output.
         if !args.quiet {
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
                 eprintln!("{line}");
             }
         }
+        print_timings(args, &written);
     };
     match result {
         Ok(launched) => {
-            record_outcome(&launched.record);
+            // Removed before the outcome is written, so that its time is in the record.
             drop(temp);
+            record_outcome(&launched.record);
             Ok(Exit::Command(launched.exit_code))
         }
         Err(launch::LaunchError::TreeNotEmpty { remaining, record }) => {
@@ -631,22 +657,40 @@ fn exit_for_signal(signal: i32) -> u8 {
     u8::try_from(128 + signal).unwrap_or(125)
 }
 
+/// An outcome as written: the run's timings in it, and how long writing it took.
+struct Written {
+    timings: Timings,
+    write: std::time::Duration,
+}
+
 /// Appends the run's outcome line to the audit file and writes it to `--json`'s destination.
 /// The command already ran (or never will): a failure to record is reported, not its status.
+/// The run's last phase (cleanup) ends here, and its timings go into the outcome as `timings`.
 fn write_outcome(
     args: &RunArgs,
     run_id: &str,
     decision_digest: &str,
     json_out: &mut Option<std::fs::File>,
     record: &Value,
-) {
+    clock: &mut Clock,
+) -> Written {
+    clock.end(Phase::Cleanup);
+    let timings = clock.timings();
+    let mut outcome = record.clone();
+    if let Value::Object(map) = &mut outcome {
+        map.insert(
+            "timings".to_owned(),
+            serde_json::to_value(&timings).unwrap_or_default(),
+        );
+    }
     let line = audit::OutcomeRecord {
         schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
         run_id: run_id.to_owned(),
         decision_digest: decision_digest.to_owned(),
         time: audit::utc_now_rfc3339(),
-        outcome: record.clone(),
+        outcome,
     };
+    let writing = std::time::Instant::now();
     if let Some(path) = &args.audit
         && let Err(error) = audit::append_outcome(path, &line)
     {
@@ -656,6 +700,20 @@ fn write_outcome(
         && let Err(error) = write_json_outcome(out, &line)
     {
         eprintln!("warning: cannot write the outcome to `--json`: {error}");
+    }
+    Written {
+        timings,
+        write: writing.elapsed(),
+    }
+}
+
+/// With `--timings`, the phase table on stderr: the last thing the run prints (even with
+/// `--quiet`, which silences only the denial summary).
+fn print_timings(args: &RunArgs, written: &Written) {
+    if args.timings {
+        for line in written.timings.table(Some(written.write)) {
+            eprintln!("{line}");
+        }
     }
 }
 

@@ -92,6 +92,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             confinement: Confinement::None,
             report_fd: None,
             observe_fd: None,
+            started_fd: None,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         init::launch(&spec, &exe).map_err(|e| e.to_string())?.0
@@ -130,6 +131,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             cwd: None,
             fds: Vec::new(),
             kind: LaunchKind::Bwrap,
+            started: None,
         }
     } else {
         Launch {
@@ -139,6 +141,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             cwd: Some(cwd),
             fds: Vec::new(),
             kind: LaunchKind::Plain,
+            started: None,
         }
     };
     let outcome = match supervise::run(launch, &budgets, &options) {

@@ -109,6 +109,7 @@ pub fn run(
         cwd: Some(PathBuf::from("/")),
         fds,
         kind: LaunchKind::Plain,
+        started: None,
     };
     // Memory, processes and CPU are the container's (its cgroup, its rlimits); the client is
     // one small process, so only the wall clock applies to it.

@@ -77,6 +77,9 @@ pub const REPORT_FD: RawFd = 4;
 /// The descriptor [`launch`] passes the seccomp observer's socket on: the command child sends
 /// its filter's listener over it ([`seccomp::install_observed`]).
 pub const OBSERVE_FD: RawFd = 5;
+/// The descriptor [`launch`] passes the start signal's pipe on: the command child writes one
+/// byte to it just before it execs the command ([`InitSpec::started_fd`]).
+pub const STARTED_FD: RawFd = 6;
 
 /// Exit status for a failure of init itself (nothing was executed), as `env` and `docker run`.
 pub const EXIT_SETUP_FAILED: i32 = 125;
@@ -109,6 +112,11 @@ pub struct InitSpec {
     /// when the confinement has a filter).
     #[serde(default)]
     pub observe_fd: Option<RawFd>,
+    /// Where the command child writes one byte just before it execs the command (set by
+    /// [`launch`]): how the supervisor learns when the sandbox was set up
+    /// ([`Launch::started`]). Nothing depends on it but the launcher's phase timings.
+    #[serde(default)]
+    pub started_fd: Option<RawFd>,
 }
 
 /// What the command child applies just before `execve`.
@@ -246,6 +254,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         confinement,
         report_fd: None,
         observe_fd: None,
+        started_fd: None,
     })
 }
 
@@ -253,10 +262,12 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
 /// [`main`]) with `spec` on [`SPEC_FD`] (a memfd) and the report pipe on [`REPORT_FD`]. When the
 /// confinement has a seccomp filter, it is installed observed: the command child sends its
 /// listener over [`OBSERVE_FD`] to a [`seccomp::observe::Observer`] started here. Keep the
-/// [`InitReport`] and [`InitReport::collect`] it after the run.
+/// [`InitReport`] and [`InitReport::collect`] it after the run. The start signal's pipe is on
+/// [`STARTED_FD`], its read end in [`Launch::started`].
 pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitError> {
     let mut spec = spec.clone();
     spec.report_fd = Some(REPORT_FD);
+    spec.started_fd = Some(STARTED_FD);
     let mut fds = Vec::new();
     let observer = match &spec.confinement {
         Confinement::Landlock {
@@ -293,6 +304,11 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         fd: report_write,
         target: REPORT_FD,
     });
+    let (started_read, started_write) = sys::pipe_cloexec().map_err(io_err("start pipe"))?;
+    fds.push(PassFd {
+        fd: started_write,
+        target: STARTED_FD,
+    });
     let launch = Launch {
         program: exe.to_path_buf(),
         args: vec![OsString::from(SUBCOMMAND)],
@@ -300,6 +316,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         cwd: None,
         fds,
         kind: LaunchKind::SandboxInit,
+        started: Some(started_read),
     };
     Ok((
         launch,
@@ -390,7 +407,8 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     if let Some(fd) = spec.report_fd {
         report.0 = Some(File::from(take_fd(fd)?));
     }
-    let prepared = Prepared::new(&spec)?;
+    let mut prepared = Prepared::new(&spec)?;
+    prepared.started = spec.started_fd.map(take_fd).transpose()?.map(File::from);
     let landlock = prepared.landlock.is_some();
     enter_pid_namespace(if landlock { LANDLOCK_NAMESPACES } else { 0 })?;
     // The `/proc` the probe found and the decision records, or nothing: never the other one.
@@ -520,6 +538,11 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
             report.fail(&format!("seccomp: {e}"));
         }
     }
+    if let Some(mut started) = prepared.started.as_ref() {
+        // The supervisor's sign that the command starts now (for timings only: a failure to
+        // write it changes nothing else). The exec closes it.
+        let _ = started.write_all(b"x");
+    }
     let code = prepared.exec();
     drop(report.0.take());
     sys::exit_now(code)
@@ -539,6 +562,8 @@ struct Prepared {
     proc: Option<LandlockProc>,
     seccomp: Option<seccomp::Program>,
     observe_fd: Option<RawFd>,
+    /// The start signal's pipe ([`InitSpec::started_fd`]), close-on-exec.
+    started: Option<File>,
 }
 
 impl Prepared {
@@ -618,6 +643,7 @@ impl Prepared {
             proc,
             seccomp,
             observe_fd: spec.observe_fd,
+            started: None,
         })
     }
 
@@ -821,7 +847,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);

@@ -16,7 +16,8 @@ use super::child::ChildPlan;
 use super::procfs::proc_tree;
 use super::{
     Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind,
-    Outcome, RUN_LOCK, SuperviseError, SuperviseOptions, Supervised, Usage, supervise_until_exit,
+    Marks, Outcome, RUN_LOCK, StartWatch, SuperviseError, SuperviseOptions, Supervised, Usage,
+    supervise_until_exit,
 };
 use crate::cgroup::{self, Controller, RunCgroup};
 use crate::path;
@@ -27,7 +28,7 @@ use crate::sys::{self, RlimitResource};
 /// Launches `launch`, supervises it under `budgets`, and returns once every process of the
 /// tree has been reaped. See the [module documentation](super).
 pub fn run(
-    launch: Launch,
+    mut launch: Launch,
     budgets: &Budgets,
     options: &SuperviseOptions,
 ) -> Result<Outcome, SuperviseError> {
@@ -83,7 +84,9 @@ pub fn run(
 
     let start = Instant::now();
     let pid = child.spawn(&program)?;
+    let spawned = Instant::now();
     drop(cgroup_files);
+    let start_watch = StartWatch::new(launch.started.take());
     drop(launch);
 
     let mut sup = Supervisor {
@@ -96,6 +99,11 @@ pub fn run(
         enforcing: plan,
         signals,
         start,
+        start_watch,
+        marks: Marks {
+            spawned: Some(spawned),
+            ..Marks::default()
+        },
         status: None,
         ending: Ending::new(options.grace),
         reaped: 0,
@@ -228,6 +236,8 @@ struct Supervisor {
     enforcing: Enforcing,
     signals: SignalPipe,
     start: Instant,
+    start_watch: StartWatch,
+    marks: Marks,
     /// The launched process's raw wait status once reaped.
     status: Option<i32>,
     ending: Ending,
@@ -251,6 +261,10 @@ impl Supervised for Supervisor {
 
     fn signals(&self) -> &SignalPipe {
         &self.signals
+    }
+
+    fn start_watch(&mut self) -> &mut StartWatch {
+        &mut self.start_watch
     }
 
     fn poll_interval(&self) -> Duration {
@@ -371,6 +385,7 @@ impl Supervisor {
         }
         if child.pid == self.pid {
             self.status = Some(child.status);
+            self.marks.exited = Some(Instant::now());
         }
     }
 
@@ -474,8 +489,9 @@ impl Supervisor {
         cleanup.push(Cleanup::SubreaperKillLoop);
 
         let remaining = self.kill_and_reap(exited_at + self.options.cleanup_timeout);
-        let cleanup_time = exited_at.elapsed();
-        let duration = self.start.elapsed();
+        let verified = Instant::now();
+        let cleanup_time = verified.saturating_duration_since(exited_at);
+        let duration = verified.saturating_duration_since(self.start);
 
         let mut usage = Usage {
             cpu_ms: None,
@@ -521,6 +537,11 @@ impl Supervisor {
             cleanup: cleanup_time,
             usage,
             notes: std::mem::take(&mut self.notes),
+            marks: Marks {
+                started: self.start_watch.at,
+                verified: Some(verified),
+                ..self.marks
+            },
         };
         if remaining == 0 {
             Ok(outcome)

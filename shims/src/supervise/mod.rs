@@ -28,7 +28,7 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -64,6 +64,11 @@ pub struct Launch {
     pub fds: Vec<PassFd>,
     /// What kind of process this is, which decides how signals reach the command.
     pub kind: LaunchKind,
+    /// The read end of the launch's start signal, when it has one: a pipe the sandbox writes
+    /// one byte to just before it execs the command (bwrap's stub or shell step, the Landlock
+    /// init's command child). The supervisor only polls it, to note when the command started
+    /// ([`Marks::started`]); it never reads the byte, which stays for the launcher.
+    pub started: Option<OwnedFd>,
 }
 
 /// A descriptor handed to the launched program as number `target`.
@@ -228,6 +233,7 @@ impl Ending {
 pub(crate) trait Supervised {
     fn ending(&mut self) -> &mut Ending;
     fn signals(&self) -> &SignalPipe;
+    fn start_watch(&mut self) -> &mut StartWatch;
     fn poll_interval(&self) -> Duration;
     /// When the wall-clock budget runs out, if there is one.
     fn wall_clock_end(&self) -> Option<Instant>;
@@ -249,6 +255,8 @@ pub(crate) trait Supervised {
 /// is exhausted, and sleeps until a signal, the next poll or the next deadline.
 pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
     loop {
+        // Before reaping: a start and an exit seen at one wake-up are noted in that order.
+        s.start_watch().check();
         s.reap();
         if s.exited() {
             return;
@@ -268,6 +276,7 @@ pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
         if s.ending().kill_at.is_some_and(|at| now >= at) {
             s.kill_all();
         }
+        s.start_watch().check();
         s.reap();
         if s.exited() {
             return;
@@ -280,7 +289,8 @@ pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
         for deadline in [s.ending().kill_at, wall].into_iter().flatten() {
             timeout = timeout.min(deadline.saturating_duration_since(Instant::now()));
         }
-        s.signals().wait(timeout);
+        let started = s.start_watch().pending();
+        s.signals().wait(timeout, started);
     }
 }
 
@@ -383,6 +393,59 @@ pub struct Outcome {
     pub usage: Usage,
     /// Why a stronger mechanism was not used (e.g. cgroups unavailable as non-root).
     pub notes: Vec<String>,
+    /// When the supervisor saw each step, for the launcher's phase timings. Instants of this
+    /// process's monotonic clock: not part of the record (the launcher records durations).
+    #[serde(skip)]
+    pub marks: Marks,
+}
+
+/// When a supervised run reached each step, as the supervisor saw it (`None`: not reached, or
+/// not observable by this launch). In order: spawned ≤ started ≤ exited ≤ verified.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// `execve` of the launched program (bwrap, init, the command) succeeded.
+    pub spawned: Option<Instant>,
+    /// The launch's start signal ([`Launch::started`]) arrived: the sandbox is set up and the
+    /// command is being executed. Noted when the supervisor wakes for it (no later than the
+    /// launched process's exit is noted).
+    pub started: Option<Instant>,
+    /// The launched process was reaped.
+    pub exited: Option<Instant>,
+    /// The final kill-and-reap ended: the tree verified empty (or the cleanup gave up).
+    pub verified: Option<Instant>,
+}
+
+/// Watches a launch's start signal ([`Launch::started`]) until it arrives or can no longer.
+#[derive(Debug, Default)]
+pub(crate) struct StartWatch {
+    fd: Option<OwnedFd>,
+    pub(crate) at: Option<Instant>,
+}
+
+impl StartWatch {
+    pub(crate) fn new(fd: Option<OwnedFd>) -> Self {
+        StartWatch { fd, at: None }
+    }
+
+    /// The descriptor to wait on while the start has not been seen.
+    pub(crate) fn pending(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Notes the start when its byte is there (without reading it). A hang-up without a byte
+    /// means nothing will start: the watch ends either way.
+    pub(crate) fn check(&mut self) {
+        let Some(fd) = self.pending() else {
+            return;
+        };
+        let events = crate::sys::poll_events(fd, Duration::ZERO);
+        if events & libc::POLLIN != 0 {
+            self.at = Some(Instant::now());
+            self.fd = None;
+        } else if events != 0 {
+            self.fd = None;
+        }
+    }
 }
 
 impl Outcome {

@@ -41,6 +41,7 @@ fn outcome_serializes_for_the_audit_record() {
         cleanup: Duration::from_millis(4),
         usage: Usage::default(),
         notes: vec![],
+        marks: Marks::default(),
     };
     let json = serde_json::to_string(&outcome).unwrap();
     assert_eq!(

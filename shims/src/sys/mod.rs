@@ -256,12 +256,40 @@ pub(crate) fn poll_readable(fd: RawFd, timeout: Duration) -> bool {
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // Round up so a sub-millisecond remainder does not spin.
-    let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
     // SAFETY: one valid pollfd.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    let r = unsafe { libc::poll(&mut pfd, 1, poll_millis(timeout)) };
     r > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0
+}
+
+/// The `revents` of `fd` (`POLLIN`, `POLLHUP`, `POLLERR`) once it has an event, or 0 when
+/// `timeout` passes first (or a signal interrupts the wait).
+pub(crate) fn poll_events(fd: RawFd, timeout: Duration) -> libc::c_short {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, poll_millis(timeout)) };
+    if r > 0 { pfd.revents } else { 0 }
+}
+
+/// Waits until `first` or `second` is readable (or at end of file) or `timeout` passes. A
+/// signal interrupting the wait is simply a wake-up.
+pub(crate) fn poll_either(first: RawFd, second: RawFd, timeout: Duration) {
+    let mut pfds = [first, second].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    // SAFETY: two valid pollfds.
+    unsafe { libc::poll(pfds.as_mut_ptr(), 2, poll_millis(timeout)) };
+}
+
+/// A poll timeout in milliseconds, rounded up so a sub-millisecond remainder does not spin.
+fn poll_millis(timeout: Duration) -> libc::c_int {
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    if ms == 0 && !timeout.is_zero() { 1 } else { ms }
 }
 
 #[cfg(target_os = "linux")]
