@@ -690,9 +690,19 @@ fn bwrap_launches_are_reaped_and_signalled() {
             marker.pids()
         );
         if cgroups && is_root() {
-            // The next run sweeps the dead supervisor's (now empty) cgroup.
+            // The next run sweeps the dead supervisor's cgroup once it is empty: bwrap and its
+            // PID 1 may still be exiting when the command's processes are gone.
             let stale =
                 Path::new("/sys/fs/cgroup/pids/palisade").join(format!("run-{}-0", guard.0.id()));
+            assert!(
+                wait_until(Duration::from_secs(20), || fs::read_to_string(
+                    stale.join("cgroup.procs")
+                )
+                .unwrap_or_default()
+                .trim()
+                .is_empty()),
+                "the dead supervisor's cgroup did not empty"
+            );
             let mode = Mode {
                 via: Via::Plain,
                 cgroups: true,
