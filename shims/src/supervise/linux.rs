@@ -556,6 +556,12 @@ impl Supervisor {
     /// Kills every remaining process and reaps every child until none is left or `deadline`
     /// passes; returns how many processes are still alive (0 = verified empty).
     fn kill_and_reap(&mut self, deadline: Instant) -> usize {
+        // Usually nothing is left by now (a PID namespace dies with its init): verified without
+        // killing anything or scanning `/proc`.
+        self.reap_nonblocking();
+        if self.verified_empty() {
+            return 0;
+        }
         let mut pause = Duration::from_micros(200);
         loop {
             if let Some(cg) = &self.cgroup {
@@ -573,9 +579,7 @@ impl Supervisor {
                 }
             }
             self.reap_nonblocking();
-            let no_children = sys::has_no_children();
-            let cgroup_empty = self.cgroup.as_ref().is_none_or(|cg| cg.pids().is_empty());
-            if no_children && cgroup_empty && proc_tree().is_empty() {
+            if self.verified_empty() {
                 return 0;
             }
             if Instant::now() >= deadline {
@@ -583,11 +587,27 @@ impl Supervisor {
                 if let Some(cg) = &self.cgroup {
                     left.extend(cg.pids());
                 }
-                return left.len().max(usize::from(!no_children));
+                return left.len().max(usize::from(!sys::has_no_children()));
             }
             thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
         }
+    }
+
+    /// Whether the tree is verified empty: the supervisor has no child left, not even a zombie,
+    /// and the run's cgroup (if any) has no member.
+    ///
+    /// INVARIANT: no child means no descendant, so this needs no scan of `/proc` (which reads
+    /// every process of the host). A process's parent stays its parent until the process is
+    /// reaped; when a parent exits first, its children re-parent — during that exit, before
+    /// the exiting process can be reaped — to the nearest child subreaper among their
+    /// ancestors (the supervisor, at the latest) or to the init of a PID namespace below the
+    /// supervisor, which outlives every other member of its namespace. So every descendant
+    /// hangs from a child of the supervisor, alive or a zombie, and `waitid` reports `ECHILD`
+    /// only when there is none. The cgroup is checked besides: a member that is not a
+    /// descendant is a survivor too.
+    fn verified_empty(&self) -> bool {
+        sys::has_no_children() && self.cgroup.as_ref().is_none_or(|cg| cg.pids().is_empty())
     }
 }
 
