@@ -213,8 +213,10 @@ fn cache_directory_is_private() {
         .mode();
     assert_eq!(mode & 0o777, 0o700);
     let entry = &cached_entries(cache.path())[0];
-    let mode = std::fs::metadata(entry).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o600);
+    for file in [entry.clone(), entry.with_extension("check")] {
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+    }
 }
 
 #[test]
@@ -230,27 +232,35 @@ fn corrupt_cache_entries_are_recompiled() {
     let entry = cached_entries(cache.path())[0].clone();
     let good = std::fs::read(&entry).unwrap();
 
-    // A flipped bit in the compiled code, a truncated file, garbage, an empty file, and a
-    // header whose digest matches a payload wasmtime rejects.
+    let check = entry.with_extension("check");
+    let good_check = std::fs::read_to_string(&check).unwrap();
+
+    // A flipped bit in the compiled code, a truncated file, garbage, an empty file, and bytes
+    // whose digest the check file holds but which wasmtime rejects.
     let mut flipped = good.clone();
     let last = flipped.len() - 1;
     flipped[last] ^= 0x01;
     let truncated = good[..good.len() / 2].to_vec();
-    let magic = b"palisade compiled component v1\n";
-    let bogus_payload = b"\x7fELF not really a compiled component";
-    let mut forged = magic.to_vec();
-    forged.extend_from_slice(palisade_engine::output::sha256_hex(bogus_payload).as_bytes());
-    forged.push(b'\n');
-    forged.extend_from_slice(bogus_payload);
+    let bogus = b"\x7fELF not really a compiled component".to_vec();
+    let forged_check = format!(
+        "palisade compiled component v2\nsha256 {}\n",
+        palisade_engine::output::sha256_hex(&bogus)
+    );
 
-    for (label, bytes) in [
-        ("flipped", flipped),
-        ("truncated", truncated),
-        ("garbage", b"garbage".to_vec()),
-        ("empty", Vec::new()),
-        ("forged", forged),
+    for (label, bytes, check_text) in [
+        ("flipped", flipped, &good_check),
+        ("truncated", truncated, &good_check),
+        ("garbage", b"garbage".to_vec(), &good_check),
+        ("empty", Vec::new(), &good_check),
+        ("forged", bogus, &forged_check),
+        (
+            "no digest",
+            good.clone(),
+            &"palisade compiled component v2\n".to_owned(),
+        ),
     ] {
         std::fs::write(&entry, &bytes).unwrap();
+        std::fs::write(&check, check_text).unwrap();
         let runtime = EngineRuntime::load(&options(cache.path()))
             .unwrap_or_else(|e| panic!("{label}: a bad cache entry must not be fatal: {e}"));
         assert!(!runtime.cache_hit(), "{label}: not a hit");
@@ -272,6 +282,61 @@ fn corrupt_cache_entries_are_recompiled() {
             "{label}"
         );
     }
+}
+
+/// A load that verified an entry records the file's identity, and later loads of that very
+/// file skip hashing it; a file changed in place since is still verified, and rejected.
+#[test]
+fn a_verified_entry_is_recognised_and_a_change_in_place_is_not() {
+    let cache = tempfile::tempdir().unwrap();
+    EngineRuntime::load(&options(cache.path())).unwrap();
+    let entry = cached_entries(cache.path())[0].clone();
+    let check = entry.with_extension("check");
+    let written = std::fs::read_to_string(&check).unwrap();
+    assert_eq!(written.lines().count(), 2, "{written}");
+    // An identity is recorded only for a file that has not changed for two seconds.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert!(
+        EngineRuntime::load(&options(cache.path()))
+            .unwrap()
+            .cache_hit()
+    );
+    let verified = std::fs::read_to_string(&check).unwrap();
+    assert!(
+        verified.starts_with(&written)
+            && verified
+                .lines()
+                .nth(2)
+                .unwrap()
+                .starts_with("verified dev="),
+        "{verified}"
+    );
+    assert!(
+        EngineRuntime::load(&options(cache.path()))
+            .unwrap()
+            .cache_hit()
+    );
+    assert_eq!(std::fs::read_to_string(&check).unwrap(), verified);
+
+    // The same bytes with one bit flipped, written in place (same inode, same size).
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&entry)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes))
+        .unwrap();
+    let runtime = EngineRuntime::load(&options(cache.path())).unwrap();
+    assert!(!runtime.cache_hit());
+    assert!(
+        runtime
+            .cache_problem()
+            .unwrap_or_default()
+            .contains("digest mismatch"),
+        "{:?}",
+        runtime.cache_problem()
+    );
 }
 
 #[cfg(unix)]
@@ -447,7 +512,21 @@ fn timings() {
     for _ in 0..20 {
         runtime = Some(EngineRuntime::load(&options(cache.path())).unwrap());
     }
-    println!("load, cache hit: {:?} each", start.elapsed() / 20);
+    println!(
+        "load, cache hit, verified in full: {:?} each",
+        start.elapsed() / 20
+    );
+    // Two seconds after it was written, a load records the entry's identity as verified.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    drop(EngineRuntime::load(&options(cache.path())).unwrap());
+    let start = Instant::now();
+    for _ in 0..20 {
+        runtime = Some(EngineRuntime::load(&options(cache.path())).unwrap());
+    }
+    println!(
+        "load, cache hit, identity verified before: {:?} each",
+        start.elapsed() / 20
+    );
     let runtime = runtime.unwrap();
     assert!(runtime.cache_hit());
 
