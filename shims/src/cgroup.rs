@@ -185,6 +185,18 @@ pub fn detect_from(mountinfo: &str, proc_cgroup: &str) -> Result<Hierarchy, Cgro
     ))
 }
 
+impl Hierarchy {
+    /// The same hierarchy with only the controllers in `keep` (a run's cgroup then has
+    /// directories, or enables controllers, for those alone).
+    pub fn restricted_to(mut self, keep: &BTreeSet<Controller>) -> Hierarchy {
+        match &mut self {
+            Hierarchy::V1 { own } => own.retain(|controller, _| keep.contains(controller)),
+            Hierarchy::V2 { controllers, .. } => controllers.retain(|c| keep.contains(c)),
+        }
+        self
+    }
+}
+
 /// One run's cgroup (one directory per v1 controller, or one v2 directory).
 #[derive(Debug)]
 pub struct RunCgroup {
@@ -731,6 +743,28 @@ mod tests {
 1:cpu:/
 0::/
 ";
+
+    #[test]
+    fn a_restricted_hierarchy_keeps_only_the_controllers_asked_for() {
+        let keep = BTreeSet::from([Controller::Memory, Controller::Freezer]);
+        let v1 = detect_from(HYBRID_MOUNTINFO, HYBRID_CGROUP)
+            .unwrap()
+            .restricted_to(&keep);
+        let Hierarchy::V1 { own } = v1 else {
+            panic!("{v1:?}");
+        };
+        assert_eq!(own.keys().copied().collect::<BTreeSet<_>>(), keep);
+        let v2 = Hierarchy::V2 {
+            own: PathBuf::from("/sys/fs/cgroup"),
+            controllers: Controller::ALL.into_iter().collect(),
+            is_root: true,
+        }
+        .restricted_to(&keep);
+        let Hierarchy::V2 { controllers, .. } = v2 else {
+            panic!("{v2:?}");
+        };
+        assert_eq!(controllers, keep);
+    }
 
     #[test]
     fn v1_hybrid_nests_under_own_cgroup_per_controller() {

@@ -89,9 +89,18 @@ const MODES: [Mode; 4] = [
 ];
 
 impl Mode {
-    /// Whether this mode really gets a cgroup (requested, and root).
+    /// Whether this mode really gets a cgroup (requested, and root) when a budget needs one.
     fn cgroup(self) -> bool {
         self.cgroups && is_root()
+    }
+
+    /// Whether a run under `budgets` gets a cgroup: through the init (a PID namespace) only
+    /// when a budget needs a controller; launched directly, always.
+    fn cgroup_for(self, budgets: &Budgets) -> bool {
+        let needed = budgets.memory_bytes.is_some()
+            || budgets.max_processes.is_some()
+            || budgets.cpu_seconds.is_some();
+        self.cgroup() && (self.via == Via::Plain || needed)
     }
 
     fn options(self, grace: Duration) -> SuperviseOptions {
@@ -278,7 +287,7 @@ fn run(mode: Mode, script: &str, dir: &Path, budgets: &Budgets, grace: Duration)
     let (launch, report) = launch(mode, script, dir);
     let outcome = supervise::run(launch, budgets, &mode.options(grace))
         .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
-    check_common(mode, &outcome);
+    check_common(mode, budgets, &outcome);
     if let Some(report) = report {
         let report = report.collect();
         assert_eq!(
@@ -300,7 +309,7 @@ fn spawn_run(
     thread::spawn(move || run(mode, &script, &dir, &budgets, grace))
 }
 
-fn check_common(mode: Mode, outcome: &Outcome) {
+fn check_common(mode: Mode, budgets: &Budgets, outcome: &Outcome) {
     assert!(outcome.tree_empty, "{mode:?}: tree not empty: {outcome:?}");
     let cleanup = &outcome.cleanup_mechanisms;
     assert_eq!(
@@ -310,10 +319,19 @@ fn check_common(mode: Mode, outcome: &Outcome) {
     );
     assert_eq!(
         cleanup.contains(&Cleanup::CgroupFreezer),
-        mode.cgroup(),
+        mode.cgroup_for(budgets),
         "{mode:?}: {cleanup:?} {:?}",
         outcome.notes
     );
+    if mode.cgroup() && !mode.cgroup_for(budgets) {
+        assert!(
+            outcome
+                .notes
+                .contains(&supervise::NO_CGROUP_NEEDED.to_owned()),
+            "{mode:?}: {:?}",
+            outcome.notes
+        );
+    }
     assert!(cleanup.contains(&Cleanup::SubreaperKillLoop));
     if mode.cgroups && !is_root() {
         assert!(
@@ -628,7 +646,10 @@ fn bwrap_launches_are_reaped_and_signalled() {
     );
     for cgroups in [true, false] {
         let mut flags = vec!["--bwrap", "--grace-ms", "10000"];
-        if !cgroups {
+        if cgroups {
+            // A budget that needs a controller: bwrap's PID namespace alone gets no cgroup.
+            flags.extend(["--procs", "10000"]);
+        } else {
             flags.push("--no-cgroups");
         }
         // A setsid daemon inside the sandbox is gone after the run.

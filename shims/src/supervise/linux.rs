@@ -39,17 +39,25 @@ pub fn run(
     let mut notes = Vec::new();
 
     // Cgroup first: the child joins it before it execs.
-    let cgroup = if options.use_cgroups {
-        match create_cgroup(budgets, launch.kind) {
+    let cgroup = match (
+        options.use_cgroups,
+        cgroup_controllers(budgets, launch.kind),
+    ) {
+        (false, _) => {
+            notes.push("cgroup not used: disabled by the caller".to_string());
+            None
+        }
+        (true, None) => {
+            notes.push(NO_CGROUP_NEEDED.to_string());
+            None
+        }
+        (true, Some(controllers)) => match create_cgroup(budgets, launch.kind, &controllers) {
             Ok(cg) => Some(cg),
             Err(e) => {
                 notes.push(format!("cgroup not used: {e}"));
                 None
             }
-        }
-    } else {
-        notes.push("cgroup not used: disabled by the caller".to_string());
-        None
+        },
     };
     let plan = Enforcing::new(budgets, cgroup.as_ref());
 
@@ -138,8 +146,49 @@ pub fn data_fd(name: &str, bytes: &[u8]) -> io::Result<OwnedFd> {
 /// Distinguishes the cgroups of successive runs of one supervisor process.
 static RUN_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-fn create_cgroup(budgets: &Budgets, kind: LaunchKind) -> Result<RunCgroup, cgroup::CgroupError> {
-    let hierarchy = cgroup::detect()?;
+/// Why a launch in a PID namespace without a budget that needs a controller has no cgroup.
+pub const NO_CGROUP_NEEDED: &str =
+    "cgroup not used: no budget needs one, and the PID namespace removes the tree";
+
+/// The controllers a run's cgroup needs, or `None` when it needs none.
+///
+/// Without a PID namespace the cgroup is part of the cleanup (the kill with the tree frozen,
+/// the members listed whatever their ancestry): every available controller, as always. In a
+/// PID namespace the kernel kills every process of the namespace when its init dies (and the
+/// init dies with the supervisor), so the tree's removal does not depend on a cgroup: only
+/// the controllers a budget uses are created — the memory limit, `pids.max`, the CPU time —
+/// with the freezer, so that ending a budget's run still kills the tree frozen. With no such
+/// budget there is no cgroup at all (creating and removing one per controller is a few
+/// directory operations in each hierarchy, on the critical path of every run); the outcome
+/// then has no cgroup peaks (`peakMemoryBytes`, `peakProcesses` are null) and the CPU time is
+/// the reaped processes' own accounting.
+pub(super) fn cgroup_controllers(
+    budgets: &Budgets,
+    kind: LaunchKind,
+) -> Option<BTreeSet<Controller>> {
+    if !kind.pid_namespace() {
+        return Some(Controller::ALL.into_iter().collect());
+    }
+    let used: BTreeSet<Controller> = [
+        (budgets.memory_bytes.is_some(), Controller::Memory),
+        (budgets.max_processes.is_some(), Controller::Pids),
+        (budgets.cpu_seconds.is_some(), Controller::Cpuacct),
+    ]
+    .into_iter()
+    .filter_map(|(used, controller)| used.then_some(controller))
+    .collect();
+    if used.is_empty() {
+        return None;
+    }
+    Some(used.into_iter().chain([Controller::Freezer]).collect())
+}
+
+fn create_cgroup(
+    budgets: &Budgets,
+    kind: LaunchKind,
+    controllers: &BTreeSet<Controller>,
+) -> Result<RunCgroup, cgroup::CgroupError> {
+    let hierarchy = cgroup::detect()?.restricted_to(controllers);
     let name = format!(
         "run-{}-{}",
         std::process::id(),
@@ -154,8 +203,8 @@ fn create_cgroup(budgets: &Budgets, kind: LaunchKind) -> Result<RunCgroup, cgrou
     let cg = RunCgroup::create(&hierarchy, &name, &limits)?;
     // Without the pids controller the tree cannot be listed reliably; without cpuacct a CPU
     // budget cannot be read. Use the cgroup anyway (freezer, memory) — the checks below pick
-    // the poll path per budget.
-    if !cg.has(Controller::Pids) && !cg.has(Controller::Freezer) {
+    // the poll path per budget. (In a PID namespace the cgroup is not what removes the tree.)
+    if !kind.pid_namespace() && !cg.has(Controller::Pids) && !cg.has(Controller::Freezer) {
         return Err(cgroup::CgroupError::Unavailable(
             "neither the pids nor the freezer controller is available".into(),
         ));

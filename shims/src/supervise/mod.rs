@@ -8,11 +8,12 @@
 //! Key design decisions:
 //! - The supervisor is a child subreaper, so orphans (double-forked `setsid` daemons) re-parent
 //!   to it instead of to the host's init, and the final kill loop can find and reap them.
-//! - As root, every run gets its own cgroup ([`crate::cgroup`]): `pids.max` and the memory limit
+//! - As root, a run gets its own cgroup ([`crate::cgroup`]): `pids.max` and the memory limit
 //!   are enforced by the kernel, CPU time is read from `cpuacct`, and the final kill is done with
-//!   the tree frozen. Otherwise budgets fall back to rlimits set in the child plus polling the
-//!   tree through `/proc`, and the kill to a loop over the supervisor's descendants. The
-//!   outcome records which mechanism enforced what.
+//!   the tree frozen. A launch with a PID namespace gets only the controllers its budgets use,
+//!   and no cgroup when none does: the namespace removes its tree. Otherwise budgets fall back
+//!   to rlimits set in the child plus polling the tree through `/proc`, and the kill to a loop
+//!   over the supervisor's descendants. The outcome records which mechanism enforced what.
 //! - Between `fork` and `execve` the child only makes async-signal-safe system calls on data
 //!   prepared before the fork (no allocation, no locks): the host process is multi-threaded.
 //! - Signal handlers only write the signal number to a self-pipe; the supervisor loop polls it.
@@ -45,7 +46,7 @@ mod linux;
 mod procfs;
 
 #[cfg(target_os = "linux")]
-pub use linux::{data_fd, run};
+pub use linux::{NO_CGROUP_NEEDED, data_fd, run};
 
 /// What to start: a program, its arguments, environment, working directory and the file
 /// descriptors it gets besides stdin, stdout and stderr.

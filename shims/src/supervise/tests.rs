@@ -53,3 +53,42 @@ fn outcome_serializes_for_the_audit_record() {
     let exited: EndReason = serde_json::from_str(r#""command-exited""#).unwrap();
     assert_eq!(exited, EndReason::CommandExited);
 }
+
+#[test]
+fn a_pid_namespace_gets_only_the_controllers_a_budget_uses() {
+    use crate::cgroup::Controller::{self, Cpuacct, Freezer, Memory, Pids};
+    use crate::plan::Budgets;
+    let wall_clock_only = Budgets {
+        wall_clock: Some(Duration::from_secs(5)),
+        ..Budgets::default()
+    };
+    let memory = Budgets {
+        memory_bytes: Some(1 << 20),
+        ..Budgets::default()
+    };
+    let all: Vec<Controller> = Controller::ALL.to_vec();
+    let controllers = |budgets: &Budgets, kind| {
+        super::linux::cgroup_controllers(budgets, kind)
+            .map(|set| set.into_iter().collect::<Vec<_>>())
+    };
+    // Launched directly, the cgroup is part of the cleanup: every controller, always.
+    assert_eq!(
+        controllers(&Budgets::default(), LaunchKind::Plain),
+        Some(all)
+    );
+    for kind in [LaunchKind::Bwrap, LaunchKind::SandboxInit] {
+        assert_eq!(controllers(&Budgets::default(), kind), None);
+        assert_eq!(controllers(&wall_clock_only, kind), None);
+        assert_eq!(controllers(&memory, kind), Some(vec![Memory, Freezer]));
+        let every = Budgets {
+            memory_bytes: Some(1 << 20),
+            max_processes: Some(10),
+            cpu_seconds: Some(1),
+            ..Budgets::default()
+        };
+        assert_eq!(
+            controllers(&every, kind),
+            Some(vec![Pids, Memory, Cpuacct, Freezer])
+        );
+    }
+}
