@@ -1,5 +1,7 @@
 //! Decision cost: native engine vs the component (warm and fresh instance), and a whole
-//! `palisade decide` process with and without its caches.
+//! `palisade decide` process with and without its caches beside a bare process spawn. At the
+//! end it prints the figures (#17): one decision in the component vs native (target
+//! ≤ 1.5×) and a whole `palisade decide` process with warm caches (target ≤ 2 ms median).
 //!
 //! Run with `cargo bench -p palisade-suite --bench decision` (builds the release `palisade`
 //! binary first: `cargo build --release -p palisade`). Under `cargo test --all-targets` each
@@ -16,6 +18,8 @@ use std::process::Command;
 use criterion::{Criterion, criterion_group, criterion_main};
 use palisade::runtime::{EngineRuntime, LoadOptions};
 use palisade_engine::{DecisionInput, RecordedFacts};
+
+mod support;
 
 const TASKPACK: &str = include_str!("../tests/fixtures/taskpack.yaml");
 
@@ -64,6 +68,20 @@ fn in_process(c: &mut Criterion) {
         b.iter(|| runtime.instantiate().unwrap().decide(&input).unwrap())
     });
     group.finish();
+    support::print_ratio(
+        "decision",
+        "decision",
+        "component-warm-instance",
+        "native",
+        Some(1.5),
+    );
+    support::print_ratio(
+        "decision (fresh instance)",
+        "decision",
+        "component-fresh-instance",
+        "native",
+        None,
+    );
 }
 
 /// The `palisade` binary next to this bench's profile directory, if it was built.
@@ -102,6 +120,9 @@ fn whole_process(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("process");
     group.sample_size(20);
+    group.bench_function("bare-spawn", |b| {
+        b.iter(|| assert!(Command::new("true").status().unwrap().success()))
+    });
     group.bench_function("decide-warm-caches", |b| b.iter(|| decide(&cache, &[])));
     group.bench_function("decide-no-probe-cache", |b| {
         b.iter(|| decide(&cache, &["--no-cache"]))
@@ -114,6 +135,18 @@ fn whole_process(c: &mut Criterion) {
         })
     });
     group.finish();
+    println!("load (1, 5, 15 min): {}", support::load());
+    if let (Some(decide), Some(spawn)) = (
+        support::median_ns("process", "decide-warm-caches"),
+        support::median_ns("process", "bare-spawn"),
+    ) {
+        println!(
+            "whole `palisade decide` process, warm caches: median {:.2} ms (target ≤ 2 ms: {}); a bare process spawn: {:.2} ms",
+            decide / 1e6,
+            if decide <= 2e6 { "met" } else { "not met" },
+            spawn / 1e6
+        );
+    }
 }
 
 criterion_group!(benches, in_process, whole_process);
