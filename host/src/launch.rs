@@ -561,15 +561,24 @@ impl RunTempDir {
             )));
         }
         sweep_dead_runs(&parent);
+        // The lock is taken under a name sweepers ignore and then renamed into place (the lock
+        // goes with the file): a `run-<id>.lock` a sweeper can lock is a dead run's, so it must
+        // never be visible unlocked -- a concurrent run's sweep would take it for one and remove
+        // it between its creation and its lock.
         let lock_path = parent.join(format!("run-{run_id}.lock"));
+        let pending = parent.join(format!("{PENDING_LOCK_PREFIX}{run_id}.lock"));
         let lock = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&lock_path)?;
-        if let Err(e) = lock.try_lock() {
-            let _ = std::fs::remove_file(&lock_path);
+            .open(&pending)?;
+        if let Err(e) = lock
+            .try_lock()
+            .map_err(std::io::Error::from)
+            .and_then(|()| std::fs::rename(&pending, &lock_path))
+        {
+            let _ = std::fs::remove_file(&pending);
             return Err(std::io::Error::other(format!(
                 "cannot lock `{}`: {e}",
                 lock_path.display()
@@ -606,6 +615,9 @@ impl Drop for RunTempDir {
     }
 }
 
+/// How a run's lock file is named until it is locked ([`RunTempDir::create`]).
+const PENDING_LOCK_PREFIX: &str = ".pending-run-";
+
 /// Removes what dead runs left in `parent`: `run-<id>` and its siblings `run-<id>.<suffix>`
 /// (the docker backend's bound files) when `run-<id>.lock` is there and nobody holds it (its
 /// supervisor is gone), or when there is no lock file at all (made by a palisade before these
@@ -620,10 +632,21 @@ fn sweep_dead_runs(parent: &std::path::Path) {
     // id → the entries named after it.
     let mut runs: BTreeMap<String, Vec<std::fs::DirEntry>> = BTreeMap::new();
     for entry in entries.flatten() {
-        let id = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.strip_prefix("run-"))
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or_default();
+        // A lock not yet renamed into place: its run is starting, unless its supervisor died
+        // in that instant.
+        if let Some(id) = name
+            .strip_prefix(PENDING_LOCK_PREFIX)
+            .and_then(|rest| rest.strip_suffix(".lock"))
+        {
+            if supervisor_gone(id) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        let id = name
+            .strip_prefix("run-")
             .map(|rest| rest.split('.').next().unwrap_or(rest).to_owned());
         if let Some(id) = id {
             runs.entry(id).or_default().push(entry);
@@ -762,6 +785,32 @@ fn split_unit(text: &str) -> (&str, &str) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
+
+    /// A run's lock is visible only once it is held, so a concurrent run's sweep never takes a
+    /// starting run for a dead one; a pending lock left by a supervisor that died at that very
+    /// instant is swept by the pid check.
+    #[test]
+    fn a_starting_runs_lock_is_never_swept_and_a_dead_ones_pending_lock_is() {
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        // A dead run's pending lock: its pid does not exist.
+        let dead = parent.join(format!("{PENDING_LOCK_PREFIX}1-2147483646.lock"));
+        std::fs::write(&dead, b"").unwrap();
+        // A live one's: this process.
+        let live = parent.join(format!("{PENDING_LOCK_PREFIX}{}.lock", new_run_id()));
+        std::fs::write(&live, b"").unwrap();
+        // A run's held lock, as `create` leaves it.
+        let held = parent.join("run-2-1.lock");
+        let file = std::fs::File::create(&held).unwrap();
+        file.try_lock().unwrap();
+        sweep_dead_runs(parent);
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert!(held.exists());
+        drop(file);
+        sweep_dead_runs(parent);
+        assert!(!held.exists(), "a lock nobody holds is a dead run's");
+    }
 
     #[test]
     fn durations_and_sizes() {
