@@ -696,6 +696,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, LaunchError> {
         reason: reason.to_owned(),
     };
     let (number, unit) = split_unit(text);
+    if unit.starts_with(['.', ',']) {
+        return Err(error("whole numbers only: write `1500ms` for 1.5 s"));
+    }
     let value: u64 = number
         .parse()
         .map_err(|_| error("expected a whole number with s, ms, m or h"))?;

@@ -236,8 +236,9 @@ pub struct RunArgs {
     pub exec: ExecArgs,
     #[command(flatten)]
     pub host: HostArgs,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments; everything from the first argument that is not one of
+    /// Palisade's options on is the command's (`--` before it is optional).
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
 }
 

@@ -65,7 +65,16 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
                 modes.push("domains");
             }
             let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
-            let detail = if p.available {
+            // Available, but the negotiation skips it unless the host opts in.
+            let opt_in_only = p.available
+                && p.backend == palisade_engine::Backend::DirectDedicated
+                && !host.allow_direct_dedicated;
+            let detail = if opt_in_only {
+                format!(
+                    "{}; selectable only by opt-in (`--allow-direct-dedicated` or `allowDirectDedicated: true`)",
+                    caps.join(", ")
+                )
+            } else if p.available {
                 caps.join(", ")
             } else {
                 p.reason.clone()
@@ -73,7 +82,13 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             out.push_str(&format!(
                 "{:<17} {:<10} {:<22} {:<44} {}\n",
                 p.backend.as_str(),
-                if p.available { "yes" } else { "no" },
+                if opt_in_only {
+                    "opt-in"
+                } else if p.available {
+                    "yes"
+                } else {
+                    "no"
+                },
                 if p.version.is_empty() {
                     "-"
                 } else {
