@@ -434,6 +434,23 @@ fn messages_tell_the_truth() {
         stderr(&out)
     );
 
+    // `doctor` with an unpinned runtime profile reports docker unavailable, with the reason.
+    let profiles = env.write(
+        "profiles.yaml",
+        "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {name: t}\nspec:\n  runtimeProfiles:\n    - name: t\n      image: busybox:latest\n",
+    );
+    let out = env.run(&["doctor", "--runtime-profiles", profiles.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with("docker  "))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains(" no ") && line.contains("DOCKER_IMAGE_UNPINNED"),
+        "{line}"
+    );
+
     // `palisade component` does not write wasm to a terminal (`script` gives it one).
     if Command::new("script").arg("--version").output().is_ok() {
         let out = Command::new("script")
