@@ -6,6 +6,7 @@
 //! be replayed bit for bit by any runtime that loads the same component.
 
 pub mod audit;
+pub mod caches;
 pub mod cli;
 pub mod denials;
 pub mod docker;

@@ -106,6 +106,11 @@ pub struct HostArgs {
     /// An extra writable root (results dir, task temp dir); repeatable.
     #[arg(long = "writable-root", value_name = "DIR")]
     pub writable_roots: Vec<PathBuf>,
+    /// A tool's cache to make writable (created if missing): `cargo`, `npm`, `yarn`, `pip`,
+    /// `uv`, `go`, `maven`, `gradle`, or an absolute directory; repeatable. The rest of the
+    /// home stays read-only and its credential stores denied.
+    #[arg(long = "cache", value_name = "TOOL|DIR")]
+    pub caches: Vec<String>,
     /// The kind of host session deciding (default: the host configuration's, else `cli`); may
     /// only tighten a configured kind (to `turnkey`).
     #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"])]

@@ -247,16 +247,20 @@ pub(super) fn host_setup_deferring_profile(
         }),
         allow_direct_dedicated: host.allow_direct_dedicated,
     };
-    let mut facts = hostconfig::fact_options(
-        &config,
-        &flags,
-        host.workspace.clone(),
-        &host.writable_roots,
-    )
-    .map_err(|e| {
-        Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
-            .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
-    })?;
+    // Tool caches are writable roots like `--writable-root`s, under the invoking user's home.
+    let mut flag_roots = host.writable_roots.clone();
+    if !host.caches.is_empty() {
+        let home =
+            facts::home_dir().map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+        let dirs = crate::caches::directories(&host.caches, Path::new(&home))
+            .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+        flag_roots.extend(dirs);
+    }
+    let mut facts = hostconfig::fact_options(&config, &flags, host.workspace.clone(), &flag_roots)
+        .map_err(|e| {
+            Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
+                .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
+        })?;
     let (profile, profile_problem) = match runtime_profile(host, &config) {
         Ok(profile) => (profile, None),
         Err(failure) => (None, Some(failure)),
