@@ -1672,3 +1672,47 @@ fn replay_reports_unreadable_lines_in_place() {
     let reproduced = text.lines().filter(|l| l.starts_with("REPRODUCED")).count();
     assert_eq!(reproduced, 2, "{text}");
 }
+
+/// Shell completions and the manual page come from the parser's own definitions: every public
+/// subcommand and flag, none of the sandbox-internal ones; the bash script parses.
+#[test]
+fn completions_and_manual_page_are_generated() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = env.run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(
+            script.contains("allow-domain") && script.contains("run"),
+            "{shell}"
+        );
+        assert!(
+            !script.contains("__sandbox"),
+            "{shell} offers an internal subcommand"
+        );
+    }
+    let bash = env.write("palisade.bash", stdout(&env.run(&["completions", "bash"])));
+    let syntax = Command::new("bash").arg("-n").arg(&bash).output().unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    let out = env.run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error[PALISADE_USAGE_INVALID]"),
+        "{}",
+        stderr(&out)
+    );
+
+    let page = stdout(&env.run(&["man"]));
+    assert!(page.contains(".TH palisade 1"), "{page}");
+    for subcommand in ["doctor", "decide", "run", "replay", "explain"] {
+        assert!(
+            page.contains(&format!("palisade\\-{subcommand}")),
+            "{subcommand}"
+        );
+    }
+    assert!(!page.contains("__sandbox"));
+}

@@ -55,6 +55,10 @@ pub enum Command {
     Component(ComponentArgs),
     /// Print the engine's WIT contract.
     Wit,
+    /// Print a shell completion script: `palisade completions bash > /etc/bash_completion.d/palisade`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `palisade man > palisade.1`.
+    Man,
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
@@ -289,6 +293,13 @@ pub struct ComponentArgs {
     /// `palisade replay --component-store DIR`.
     #[arg(long, value_name = "DIR")]
     pub archive: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// A short free text that goes into records and reports: one line, printable, at most 256
