@@ -324,7 +324,9 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
         },
         Mechanism::Landlock(_) | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
-            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+            // The running binary itself, not its path: replaced or removed on disk meanwhile
+            // (an upgrade), the path would run another version or nothing.
+            let exe = std::path::PathBuf::from("/proc/self/exe");
             let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
             let outcome = supervised(
                 supervise::run(launch, &plan.budgets, &supervise_options),
