@@ -1265,3 +1265,27 @@ fn certificate_variables_pass_by_default() {
         text(&out.stderr)
     );
 }
+
+/// Under bwrap's `none` the command may list its network interfaces (route netlink, which in its
+/// own namespace shows only its loopback): Node's `os.networkInterfaces()` threw before. IP
+/// sockets stay refused.
+#[test]
+fn interfaces_are_listable_but_ip_is_refused_under_bwrap_none() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--quiet",
+        "--",
+        "python3",
+        "-c",
+        "import socket\nprint([n for _, n in socket.if_nameindex()])\ntry:\n    socket.socket(socket.AF_INET)\n    print('ip-open')\nexcept OSError as e:\n    print('ip-refused', e.errno)",
+    ]);
+    assert_eq!(
+        text(&out.stdout),
+        "['lo']\nip-refused 1\n",
+        "{}",
+        text(&out.stderr)
+    );
+}

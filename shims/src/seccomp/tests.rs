@@ -37,7 +37,7 @@ fn all_syscalls() -> Vec<Syscall> {
     let mut rules = BASE_RULES.to_vec();
     rules.extend_from_slice(SOCKET_OUTBOUND);
     rules.push(SOCKET_NO_UNIX);
-    rules.push(SOCKET_ONLY_UNIX);
+    rules.extend_from_slice(SOCKET_ONLY_UNIX);
     rules.iter().map(|rule| rule.syscall).collect()
 }
 
@@ -193,7 +193,8 @@ fn socket_rules_follow_the_mechanism_and_the_reach() {
             .map(|rule| rule.condition)
             .collect()
     };
-    // Every profile denies vsock; bwrap and docker add "Unix only" for `none` and nothing else.
+    // Every profile denies vsock; bwrap and docker add "Unix and route netlink only" for `none`
+    // and nothing else.
     for profile in PROFILES {
         let rules = socket_rules(&profile);
         assert!(
@@ -206,8 +207,12 @@ fn socket_rules_follow_the_mechanism_and_the_reach() {
             mechanism,
             reach: Reach::Nothing,
         });
-        assert_eq!(none.len(), 2, "{none:?}");
-        assert!(none[1].contains("not in {AF_UNIX (0x1)}"), "{none:?}");
+        assert_eq!(none.len(), 3, "{none:?}");
+        assert!(
+            none[1].contains("not in {AF_UNIX (0x1), AF_NETLINK (0x10)}"),
+            "{none:?}"
+        );
+        assert!(none[2].contains("NETLINK_ROUTE"), "{none:?}");
         for reach in [Reach::OwnLoopback, Reach::Everything] {
             assert_eq!(socket_rules(&Profile { mechanism, reach }).len(), 1);
         }
