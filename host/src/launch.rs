@@ -28,6 +28,9 @@ pub enum LaunchError {
     },
     #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
     Setup(String),
+    /// A forwarded SIGINT, SIGTERM or SIGHUP ended the sandbox while it was being set up.
+    #[error("stopped by signal {0} before the command started; nothing ran")]
+    Stopped(i32),
     #[error("the decision has no launchable plan: {0}")]
     Plan(String),
     #[error("backend `{0}` cannot launch commands yet; nothing was run")]
@@ -277,6 +280,11 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             // Every writer is gone with the tree: one byte, or end of file when nothing ran.
             let mut byte = [0u8; 1];
             if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
+                // The supervisor forwarded an interrupt and bwrap ended of it during setup:
+                // the run was stopped, not broken.
+                if let supervise::EndReason::Signal(signal) = outcome.ended_by {
+                    return Err(LaunchError::Stopped(signal));
+                }
                 return Err(LaunchError::Setup(format!(
                     "bwrap could not set up the sandbox (status {}; its message is above)",
                     outcome.exit_code()
@@ -408,7 +416,7 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
     } else {
         "permission denied"
     };
-    eprintln!("palisade: {name}: {why}");
+    say!("palisade: {name}: {why}");
     Launched {
         exit_code: status,
         record: serde_json::json!({

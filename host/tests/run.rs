@@ -1289,3 +1289,42 @@ fn interfaces_are_listable_but_ip_is_refused_under_bwrap_none() {
         text(&out.stderr)
     );
 }
+
+/// An agent runner that goes away closes Palisade's stderr: every warning and the denial
+/// summary then fail to write. The run goes on: the command's status passes through and the
+/// outcome is recorded. Before, the first such write panicked (exit 101, no outcome, and a
+/// tree left unreaped when it happened while the command ran).
+#[test]
+fn a_closed_stderr_neither_stops_nor_breaks_the_run() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let mut child = Command::new(PALISADE)
+            .args(["run", "--taskpack", taskpack.to_str().unwrap(), "--audit"])
+            .arg(&audit)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "sleep 0.5; unshare -U true 2>/dev/null; exit 3",
+            ])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", env.dir.path())
+            .current_dir(env.path("ws"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(3), "{backend}");
+        let lines = env.audit_lines();
+        assert_eq!(lines.len(), 2, "{backend}: a decision and its outcome");
+        assert_eq!(
+            lines[1]["outcome"]["exitCode"], 3,
+            "{backend}: {}",
+            lines[1]
+        );
+    }
+}

@@ -85,7 +85,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
     let host = facts::gather(&setup.facts).map_err(facts_failure)?;
     let probes = probe::probe_all(&probe_options(&args.host, &setup, !args.no_cache)?);
     if let Some(problem) = &probes.cache_error {
-        eprintln!("warning: probe cache not used: {problem}");
+        say!("warning: probe cache not used: {problem}");
     }
     Ok(GatheredInput {
         input: DecisionInput {
