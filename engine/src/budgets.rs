@@ -63,11 +63,23 @@ pub(crate) fn walk(node: &Node, path: &str, errors: &mut Errors) -> (Budgets, Ve
 
 /// The largest value of each budget in the contract's units (the policy's bounds converted):
 /// 7 days, 1 TiB, 65 536 processes, 7 days of CPU.
-const LIMIT_BOUNDS: [(BudgetKind, &str, u64); 4] = [
-    (BudgetKind::Timeout, "timeoutMillis", 7 * 24 * 3600 * 1000),
-    (BudgetKind::Memory, "memoryBytes", 1024 * 1024 * 1024 * 1024),
-    (BudgetKind::MaxProcesses, "maxProcesses", 65_536),
-    (BudgetKind::Cpu, "cpuSeconds", 7 * 24 * 3600),
+/// Each limit's field and bounds. Memory starts at 1 MiB, as `spec.budgets.memoryMiB` does: no
+/// process starts in less, and a run that is killed at once explains nothing.
+const LIMIT_BOUNDS: [(BudgetKind, &str, u64, u64); 4] = [
+    (
+        BudgetKind::Timeout,
+        "timeoutMillis",
+        1,
+        7 * 24 * 3600 * 1000,
+    ),
+    (
+        BudgetKind::Memory,
+        "memoryBytes",
+        1024 * 1024,
+        1024 * 1024 * 1024 * 1024,
+    ),
+    (BudgetKind::MaxProcesses, "maxProcesses", 1, 65_536),
+    (BudgetKind::Cpu, "cpuSeconds", 1, 7 * 24 * 3600),
 ];
 
 /// One budget of a [`BudgetLimits`].
@@ -90,16 +102,16 @@ fn policy_limit(budgets: &Budgets, kind: BudgetKind) -> Option<u64> {
     }
 }
 
-/// Checks a launcher's flags or a host's ceilings: every given value in `1..=` its bound, each
+/// Checks a launcher's flags or a host's ceilings: every given value within its bounds, each
 /// problem reported at `<path>.<field>`.
 pub(crate) fn validate_limits(limits: &BudgetLimits, path: &str, errors: &mut Errors) {
-    for (kind, field, max) in LIMIT_BOUNDS {
+    for (kind, field, min, max) in LIMIT_BOUNDS {
         if let Some(value) = limit_of(limits, kind)
-            && (value == 0 || value > max)
+            && (value < min || value > max)
         {
             errors.push(
                 text::child_path(path, field),
-                format!("{value} is out of bounds; expected 1 to {max}"),
+                format!("{value} is out of bounds; expected {min} to {max}"),
             );
         }
     }
@@ -134,7 +146,7 @@ pub(crate) fn effective(sources: &BudgetSources<'_>, helper_processes: u32) -> E
         ..EffectiveBudgets::default()
     };
     let limit = |limits: Option<&BudgetLimits>, kind| limits.and_then(|l| limit_of(l, kind));
-    for (kind, _, _) in LIMIT_BOUNDS {
+    for (kind, _, _, _) in LIMIT_BOUNDS {
         // In tie-breaking order: the first source with the tightest value sets it.
         let sources = [
             (

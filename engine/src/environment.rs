@@ -14,16 +14,23 @@
 
 use crate::text;
 
-/// The allowlist used when the host configures none: locale, terminal and identity variables.
-/// `PATH`, `HOME` and `TMPDIR` are not listed: the launcher always sets them itself.
-pub const DEFAULT_ALLOWLIST: [&str; 10] = [
+/// The allowlist used when the host configures none: locale, terminal and identity variables,
+/// and where to find certificate authorities (a custom CA is common behind corporate proxies,
+/// and a path to a CA bundle is no secret). `PATH`, `HOME` and `TMPDIR` are not listed: the
+/// launcher always sets them itself. Sorted.
+pub const DEFAULT_ALLOWLIST: [&str; 15] = [
     "COLORTERM",
+    "CURL_CA_BUNDLE",
     "LANG",
     "LANGUAGE",
     "LC_*",
     "LOGNAME",
+    "NODE_EXTRA_CA_CERTS",
     "NO_COLOR",
+    "REQUESTS_CA_BUNDLE",
     "SHELL",
+    "SSL_CERT_DIR",
+    "SSL_CERT_FILE",
     "TERM",
     "TZ",
     "USER",

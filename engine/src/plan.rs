@@ -91,6 +91,12 @@ fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
         lines.push(String::from(
             "running UNSANDBOXED by request (execution mode `workspace`): supervised, no isolation",
         ));
+    } else if plan.backend == Backend::DirectDedicated {
+        // Chosen by negotiation (an opt-in host, the GitHub Actions default): as unconfined
+        // as workspace mode, and said as loudly.
+        lines.push(String::from(
+            "running UNCONFINED under `direct-dedicated`: no filesystem or network isolation; supervised, its process tree reaped",
+        ));
     }
     for clamp in &plan.budgets.clamped {
         lines.push(format!(

@@ -2,14 +2,14 @@
 //
 // Usage: node decide.mjs [--input-json FILE]
 //
-// Imports the engine component transpiled by jco into ./engine (`npm run transpile`, from
-// `palisade component --out palisade-engine.wasm`), builds a decision input (a taskpack, host
-// facts and backend probes), calls the typed `decide` and prints the decision's canonical JSON
-// and its digest. `--input-json FILE` also writes the same input in the JSON form
-// `palisade decide --input FILE` reads, so the CLI can confirm the digest.
+// Uses the `palisade-engine` npm package (the tarball `packages/build.sh` writes; see
+// README.md): builds a decision input (a taskpack, host facts and backend probes), decides it,
+// and prints the decision's canonical JSON and its digest. `--input-json FILE` also writes the
+// same input in the JSON form `palisade decide --input FILE` reads, so the CLI can confirm the
+// digest.
 
 import { writeFileSync } from 'node:fs';
-import { decision } from './engine/palisade-engine.js';
+import { decide, info } from 'palisade-engine';
 
 // The policy: a Loopwright Taskpack whose `spec.sandbox` block Palisade reads.
 const TASKPACK = `apiVersion: loopwright.dev/v1alpha1
@@ -26,6 +26,7 @@ spec:
 
 // Host facts and probes, in the JSON form `palisade doctor --json` and audit records use. A real
 // host measures these (`palisade doctor --json`); these describe a typical Linux laptop.
+/** @type {import('palisade-engine').DecisionInput} */
 const input = {
   document: TASKPACK,
   documentName: 'taskpack.yaml',
@@ -71,27 +72,22 @@ const input = {
   ],
 };
 
-// jco's typed values are the JSON form already (camelCase fields, kebab-case enum strings),
-// except that the capability enum is camelCase in JSON and kebab-case in WIT.
-const kebab = (name) => name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-const typed = {
-  ...input,
-  probes: input.probes.map((p) => ({ ...p, capabilities: p.capabilities.map(kebab) })),
-};
-
-// `decide` returns result<decision, refusal>: jco returns the decision and throws the refusal
-// (a ComponentError whose `payload` is the refusal record).
-let outcome;
-try {
-  outcome = decision.decide(typed);
-  console.log(`decision: ${outcome.plan.backend}, network ${outcome.plan.network.tag}`);
-} catch (error) {
-  if (error?.payload === undefined) throw error;
-  outcome = error.payload;
-  console.log(`refusal: ${outcome.code}: ${outcome.message}`);
+const args = process.argv.slice(2);
+if (!(args.length === 0 || (args.length === 2 && args[0] === '--input-json'))) {
+  console.error('usage: node decide.mjs [--input-json FILE]');
+  process.exit(2);
 }
-console.log(JSON.stringify(JSON.parse(outcome.canonicalJson), null, 2));
-console.log(`digest sha256:${outcome.digest}`);
 
-const at = process.argv.indexOf('--input-json');
-if (at > 0) writeFileSync(process.argv[at + 1], `${JSON.stringify(input, null, 2)}\n`);
+const engine = info();
+console.log(`engine ${engine.engineVersion}, component sha256:${engine.componentSha256}`);
+const decision = decide(input); // the object, or its JSON text
+if (decision.ok) {
+  console.log(`decision: ${decision.backend}, network ${decision.plan.network.mode}`);
+} else {
+  console.log(`refusal: ${decision.code}: ${decision.message}`);
+}
+// The canonical JSON is the decision's bytes; this is it indented, for reading.
+console.log(JSON.stringify(decision.report, null, 2));
+console.log(`digest sha256:${decision.digest}`);
+
+if (args.length === 2) writeFileSync(args[1], `${JSON.stringify(input, null, 2)}\n`);

@@ -1,21 +1,17 @@
 """Ask Palisade's decision engine how a command may be sandboxed, from Python.
 
-Usage: python decide.py [COMPONENT.wasm] [--input-json FILE]
+Usage: python decide.py [--input-json FILE]
 
-Loads the engine component (`palisade component --out palisade-engine.wasm`) with wasmtime-py,
-builds a decision input (a taskpack, host facts and backend probes), calls the typed `decide`
-and prints the decision's canonical JSON and its digest. `--input-json FILE` also writes the
-same input in the JSON form `palisade decide --input FILE` reads, so the CLI can confirm the
-digest.
+Uses the `palisade_engine` package (the wheel `packages/build.sh` writes; see README.md): builds
+a decision input (a taskpack, host facts and backend probes), decides it, and prints the
+decision's canonical JSON and its digest. `--input-json FILE` also writes the same input in the
+JSON form `palisade decide --input FILE` reads, so the CLI can confirm the digest.
 """
 
 import json
 import sys
 
-from wasmtime import Engine, Store
-from wasmtime.component import Component, Linker, Record
-
-INTERFACE = "palisade:engine/decision@0.2.0"
+import palisade_engine
 
 # The policy: a Loopwright Taskpack whose `spec.sandbox` block Palisade reads.
 TASKPACK = """\
@@ -33,7 +29,7 @@ spec:
 
 # Host facts and probes, in the JSON form `palisade doctor --json` and audit records use. A real
 # host measures these (`palisade doctor --json`); these describe a typical Linux laptop.
-INPUT = {
+INPUT: palisade_engine.DecisionInput = {
     "document": TASKPACK,
     "documentName": "taskpack.yaml",
     "host": {
@@ -79,57 +75,24 @@ INPUT = {
 }
 
 
-class WitRecord(Record):
-    """A WIT record for wasmtime-py: attributes named as in the WIT (`document-name`). A field
-    this example does not set reads as None, i.e. an `option` left `none`."""
-
-    def __init__(self, **fields):
-        for name, value in fields.items():
-            setattr(self, name, value)
-
-    def __getattr__(self, name):
-        return None
-
-
-def kebab(name):
-    """`documentName` -> `document-name`, `filesystemReadContainment` -> `filesystem-read-containment`."""
-    return "".join("-" + c.lower() if c.isupper() else c for c in name)
-
-
-def to_wit(value, key=None):
-    """The JSON form -> the typed WIT values: records get kebab-case field names, and the
-    capability enum values (camelCase in JSON) become kebab-case too."""
-    if isinstance(value, dict):
-        return WitRecord(**{kebab(k): to_wit(v, k) for k, v in value.items()})
-    if isinstance(value, list):
-        return [kebab(v) if key == "capabilities" else to_wit(v) for v in value]
-    return value
-
-
-def main():
+def main() -> None:
     args = sys.argv[1:]
     input_json = None
-    if "--input-json" in args:
-        at = args.index("--input-json")
-        input_json = args[at + 1]
-        del args[at : at + 2]
-    component_path = args[0] if args else "palisade-engine.wasm"
+    if args[:1] == ["--input-json"] and len(args) == 2:
+        input_json = args[1]
+    elif args:
+        sys.exit("usage: python decide.py [--input-json FILE]")
 
-    engine = Engine()
-    component = Component.from_file(engine, component_path)
-    store = Store(engine)
-    instance = Linker(engine).instantiate(store, component)  # it imports nothing
-    interface = component.get_export_index(INTERFACE)
-    decide = instance.get_func(store, instance.get_export_index(store, "decide", interface))
-
-    result = decide(store, to_wit(INPUT))  # result<decision, refusal>
-    outcome = result.payload
-    if result.tag == "ok":
-        print(f"decision: {outcome.plan.backend}, network {outcome.plan.network.tag}")
+    info = palisade_engine.info()
+    print(f"engine {info.engine_version}, component sha256:{info.component_sha256}")
+    decision = palisade_engine.decide(INPUT)  # the mapping, or its JSON text
+    if decision.plan is not None:  # a decision (decision.ok); a refusal has no plan
+        print(f"decision: {decision.backend}, network {decision.plan['network']['mode']}")
     else:
-        print(f"refusal: {outcome.code}: {outcome.message}")
-    print(json.dumps(json.loads(getattr(outcome, "canonical-json")), indent=2))
-    print(f"digest sha256:{outcome.digest}")
+        print(f"refusal: {decision.code}: {decision.message}")
+    # The canonical JSON is the decision's bytes; this is it indented, for reading.
+    print(json.dumps(decision.report, indent=2))
+    print(f"digest sha256:{decision.digest}")
 
     if input_json:
         with open(input_json, "w", encoding="utf-8") as f:

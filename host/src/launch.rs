@@ -28,6 +28,9 @@ pub enum LaunchError {
     },
     #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
     Setup(String),
+    /// A forwarded SIGINT, SIGTERM or SIGHUP ended the sandbox while it was being set up.
+    #[error("stopped by signal {0} before the command started; nothing ran")]
+    Stopped(i32),
     #[error("the decision has no launchable plan: {0}")]
     Plan(String),
     #[error("backend `{0}` cannot launch commands yet; nothing was run")]
@@ -284,6 +287,11 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             // Every writer is gone with the tree: one byte, or end of file when nothing ran.
             let mut byte = [0u8; 1];
             if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
+                // The supervisor forwarded an interrupt and bwrap ended of it during setup:
+                // the run was stopped, not broken.
+                if let supervise::EndReason::Signal(signal) = outcome.ended_by {
+                    return Err(LaunchError::Stopped(signal));
+                }
                 return Err(LaunchError::Setup(format!(
                     "bwrap could not set up the sandbox (status {}; its message is above)",
                     outcome.exit_code()
@@ -332,7 +340,9 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
         },
         Mechanism::Landlock(_) | Mechanism::Direct => {
             let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
-            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+            // The running binary itself, not its path: replaced or removed on disk meanwhile
+            // (an upgrade), the path would run another version or nothing.
+            let exe = std::path::PathBuf::from("/proc/self/exe");
             let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
             let outcome = supervised(
                 supervise::run(launch, &plan.budgets, &supervise_options),
@@ -415,7 +425,7 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
     } else {
         "permission denied"
     };
-    eprintln!("palisade: {name}: {why}");
+    say!("palisade: {name}: {why}");
     Launched {
         exit_code: status,
         record: serde_json::json!({
@@ -729,6 +739,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, LaunchError> {
         reason: reason.to_owned(),
     };
     let (number, unit) = split_unit(text);
+    if unit.starts_with(['.', ',']) {
+        return Err(error("whole numbers only: write `1500ms` for 1.5 s"));
+    }
     let value: u64 = number
         .parse()
         .map_err(|_| error("expected a whole number with s, ms, m or h"))?;

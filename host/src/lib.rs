@@ -5,7 +5,18 @@
 //! the native engine crate (used here for its model types only), so whatever the CLI decides can
 //! be replayed bit for bit by any runtime that loads the same component.
 
+/// Like `eprintln!`, but a closed or broken stderr is not a panic: Palisade's stderr is often a
+/// pipe to an agent runner that may go away mid-run, and a supervisor that panicked there would
+/// leave its run's tree unreaped and its outcome unrecorded.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod audit;
+pub mod caches;
 pub mod cli;
 pub mod denials;
 pub mod docker;

@@ -137,6 +137,18 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The failure as data: `{"error": {"code", "message", "details", "hints"}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "error": {
+                "code": self.code.as_str(),
+                "message": self.message,
+                "details": self.details,
+                "hints": self.hints,
+            }
+        })
+    }
+
     /// A failure with just a code and a message.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Failure {

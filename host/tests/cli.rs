@@ -294,7 +294,173 @@ fn refusals_exit_4_with_their_codes() {
         err.starts_with("error[SANDBOX_CAPABILITY_INSUFFICIENT]: "),
         "{err}"
     );
-    assert!(err.contains("linux-landlock: insufficient"), "{err}");
+    // The single candidate and its reason are on the first line, and said once.
+    assert!(
+        err.lines().next().unwrap().contains("linux-landlock ("),
+        "{err}"
+    );
+    assert!(!err.contains("linux-landlock: insufficient"), "{err}");
+}
+
+/// Issue 12's messages, each as a new user met it: what they say now.
+#[test]
+fn messages_tell_the_truth() {
+    let env = Env::new();
+    let facts = env.facts(linux_probes());
+    let facts = facts.to_str().unwrap();
+    let first_line = |out: &Output| stderr(out).lines().next().unwrap_or_default().to_owned();
+
+    // Refusing direct-dedicated names the opt-in, not `doctor` (which shows it available).
+    let direct = env.write(
+        "direct.yaml",
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: x}\nspec:\n  sandbox:\n    preferredBackends: [direct-dedicated]\n    networkMode: allow-outbound\n",
+    );
+    let out = env.run(&[
+        "decide",
+        "--facts",
+        facts,
+        "--taskpack",
+        direct.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "hint: direct-dedicated is selectable only by opt-in: pass `--allow-direct-dedicated`"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let doctor = env.run(&["doctor"]);
+    let line = stdout(&doctor)
+        .lines()
+        .find(|l| l.starts_with("direct-dedicated  "))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains("opt-in") && line.contains("selectable only by opt-in"),
+        "{line}"
+    );
+
+    // Chosen (opted in, or the GitHub Actions default), it is said to be unconfined, and the
+    // summary claims no containment it lacks.
+    let mut opted_in = json!({"host": host_facts(env.dir.path()), "probes": linux_probes()});
+    opted_in["host"]["allowDirectDedicated"] = json!(true);
+    let opted_in = env.write("opted-in.json", opted_in.to_string());
+    let out = env.run(&[
+        "decide",
+        "--facts",
+        opted_in.to_str().unwrap(),
+        "--taskpack",
+        direct.to_str().unwrap(),
+    ]);
+    let summary = stdout(&out);
+    assert!(summary.starts_with("mode      UNCONFINED"), "{summary}");
+    assert!(
+        summary.contains("writable  everything this user can write"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("running UNCONFINED under `direct-dedicated`"),
+        "{summary}"
+    );
+    let out = env.run(&[
+        "decide",
+        "--facts",
+        facts,
+        "--taskpack",
+        env.write("tp.yaml", TASKPACK).to_str().unwrap(),
+        "--execution-mode",
+        "workspace",
+    ]);
+    assert!(
+        stdout(&out).contains("networkIsolation [implied] (NOT enforced)"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A one-problem policy: the problem on the first line, not repeated below it.
+    let out = env.run(&["decide", "--facts", facts, "--max-procs", "0"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        first_line(&out).contains("budgetFlags.maxProcesses: 0 is out of bounds"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stderr(&out).matches("budgetFlags.maxProcesses").count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+
+    // `--memory 100` is refused at its field, not an internal error with nothing above it.
+    let out = env.run(&["decide", "--facts", facts, "--memory", "100"]);
+    assert!(
+        first_line(&out).starts_with("error[SANDBOX_POLICY_INVALID]"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("budgetFlags.memoryBytes: 100 is out of bounds; expected 1048576"),
+        "{}",
+        stderr(&out)
+    );
+
+    // `--timeout 1.5s` says how to write it.
+    let out = env.run(&["decide", "--facts", facts, "--timeout", "1.5s"]);
+    assert!(
+        first_line(&out).contains("whole numbers only: write `1500ms`"),
+        "{}",
+        stderr(&out)
+    );
+
+    // `decide --json` answers with JSON on stdout even when it cannot decide.
+    let out = env.run(&[
+        "decide",
+        "--json",
+        "--taskpack",
+        "/nonexistent/taskpack.yaml",
+    ]);
+    let answer: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(answer["error"]["code"], "PALISADE_INPUT_INVALID");
+    assert_eq!(out.status.code(), Some(1));
+
+    // A usage error has a code too.
+    let out = env.run(&["decide", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        first_line(&out).starts_with("error[PALISADE_USAGE_INVALID]: "),
+        "{}",
+        stderr(&out)
+    );
+
+    // `doctor` with an unpinned runtime profile reports docker unavailable, with the reason.
+    let profiles = env.write(
+        "profiles.yaml",
+        "apiVersion: loopwright.dev/v1alpha1\nkind: TrustedRegistry\nmetadata: {name: t}\nspec:\n  runtimeProfiles:\n    - name: t\n      image: busybox:latest\n",
+    );
+    let out = env.run(&["doctor", "--runtime-profiles", profiles.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let line = stdout(&out)
+        .lines()
+        .find(|l| l.starts_with("docker  "))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.contains(" no ") && line.contains("DOCKER_IMAGE_UNPINNED"),
+        "{line}"
+    );
+
+    // `palisade component` does not write wasm to a terminal (`script` gives it one).
+    if Command::new("script").arg("--version").output().is_ok() {
+        let out = Command::new("script")
+            .args(["-qec", &format!("{PALISADE} component"), "/dev/null"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("stdout is a terminal"), "{text}");
+        assert!(!text.contains("\0asm"), "{text}");
+    }
 }
 
 #[test]
@@ -1505,4 +1671,48 @@ fn replay_reports_unreadable_lines_in_place() {
     assert_eq!(statuses, 5, "{text}");
     let reproduced = text.lines().filter(|l| l.starts_with("REPRODUCED")).count();
     assert_eq!(reproduced, 2, "{text}");
+}
+
+/// Shell completions and the manual page come from the parser's own definitions: every public
+/// subcommand and flag, none of the sandbox-internal ones; the bash script parses.
+#[test]
+fn completions_and_manual_page_are_generated() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = env.run(&["completions", shell]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        assert!(
+            script.contains("allow-domain") && script.contains("run"),
+            "{shell}"
+        );
+        assert!(
+            !script.contains("__sandbox"),
+            "{shell} offers an internal subcommand"
+        );
+    }
+    let bash = env.write("palisade.bash", stdout(&env.run(&["completions", "bash"])));
+    let syntax = Command::new("bash").arg("-n").arg(&bash).output().unwrap();
+    assert!(
+        syntax.status.success(),
+        "{}",
+        String::from_utf8_lossy(&syntax.stderr)
+    );
+    let out = env.run(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error[PALISADE_USAGE_INVALID]"),
+        "{}",
+        stderr(&out)
+    );
+
+    let page = stdout(&env.run(&["man"]));
+    assert!(page.contains(".TH palisade 1"), "{page}");
+    for subcommand in ["doctor", "decide", "run", "replay", "explain"] {
+        assert!(
+            page.contains(&format!("palisade\\-{subcommand}")),
+            "{subcommand}"
+        );
+    }
+    assert!(!page.contains("__sandbox"));
 }

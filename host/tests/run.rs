@@ -1258,3 +1258,178 @@ fn starting_threads_is_not_a_denial() {
         assert_eq!(env.audit_lines()[1]["outcome"]["denials"]["total"], 0);
     }
 }
+
+/// Issue 12: a tool's cache is writable by name (`--cache`), nothing else of the home is, and
+/// the credential store beside cargo's registry stays denied. Real `npm` writes its cache
+/// offline (`npm cache verify`); the others are written to where each tool keeps its cache.
+#[test]
+fn tool_caches_are_writable_by_name_and_nothing_else_of_the_home() {
+    let npm = Command::new("npm").arg("--version").output().is_ok();
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        std::fs::create_dir_all(env.path(".cargo")).unwrap();
+        std::fs::write(
+            env.path(".cargo/credentials.toml"),
+            "token = \"sekrit-cargo\"\n",
+        )
+        .unwrap();
+        std::fs::write(env.path(".bashrc"), "# untouched\n").unwrap();
+        let script = format!(
+            "touch ~/.cargo/registry/probe ~/.cargo/git/probe ~/.npm/probe ~/.cache/pip/probe && echo caches-written; \
+             {} \
+             echo x >> ~/.bashrc 2>/dev/null && echo BASHRC-WRITTEN; \
+             git config --global user.name x 2>/dev/null && echo GITCONFIG-WRITTEN; \
+             cat ~/.cargo/credentials.toml 2>/dev/null; true",
+            if npm {
+                "npm cache verify >/dev/null 2>&1 && echo npm-cache-verified;"
+            } else {
+                ""
+            }
+        );
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--cache",
+            "cargo",
+            "--cache",
+            "npm",
+            "--cache",
+            "pip",
+            "--quiet",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            stdout.contains("caches-written"),
+            "{backend}: {stdout} {}",
+            text(&out.stderr)
+        );
+        if npm {
+            assert!(stdout.contains("npm-cache-verified"), "{backend}: {stdout}");
+            assert!(
+                env.path(".npm/_cacache").is_dir(),
+                "{backend}: npm wrote no cache"
+            );
+        }
+        assert!(!stdout.contains("BASHRC-WRITTEN"), "{backend}: {stdout}");
+        assert!(!stdout.contains("GITCONFIG-WRITTEN"), "{backend}: {stdout}");
+        assert!(!stdout.contains("sekrit-cargo"), "{backend}: {stdout}");
+        assert_eq!(
+            std::fs::read_to_string(env.path(".bashrc")).unwrap(),
+            "# untouched\n"
+        );
+        assert!(env.path(".cargo/registry/probe").exists());
+        assert!(env.path(".cache/pip/probe").exists());
+    }
+    // A name that is neither a known tool nor an absolute path is refused, nothing launched.
+    let env = Env::new();
+    let out = env.run(&["--cache", "nonsense", "--", "sh", "-c", "echo LAUNCHED"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(!text(&out.stdout).contains("LAUNCHED"));
+    assert!(
+        text(&out.stderr).starts_with("error[PALISADE_INPUT_INVALID]: --cache `nonsense`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Certificate-authority variables pass by default (a custom CA behind a corporate proxy);
+/// a token beside them does not.
+#[test]
+fn certificate_variables_pass_by_default() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let out = Command::new(PALISADE)
+        .args(["run", "--quiet", "--taskpack", taskpack.to_str().unwrap(), "--"])
+        .args(["sh", "-c", "echo \"$SSL_CERT_FILE|$NODE_EXTRA_CA_CERTS|$REQUESTS_CA_BUNDLE|$CURL_CA_BUNDLE|$SSL_CERT_DIR|${PALISADE_TEST_SECRET_TOKEN:-no-token}\""])
+        .env("PALISADE_CACHE_DIR", env.path("cache"))
+        .env("HOME", env.dir.path())
+        .env("SSL_CERT_FILE", "/etc/ssl/corp.pem")
+        .env("NODE_EXTRA_CA_CERTS", "/etc/ssl/corp-node.pem")
+        .env("REQUESTS_CA_BUNDLE", "/etc/ssl/corp-py.pem")
+        .env("CURL_CA_BUNDLE", "/etc/ssl/corp-curl.pem")
+        .env("SSL_CERT_DIR", "/etc/ssl/certs")
+        .env("PALISADE_TEST_SECRET_TOKEN", "hunter2")
+        .current_dir(env.path("ws"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        text(&out.stdout),
+        "/etc/ssl/corp.pem|/etc/ssl/corp-node.pem|/etc/ssl/corp-py.pem|/etc/ssl/corp-curl.pem|/etc/ssl/certs|no-token\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// Under bwrap's `none` the command may list its network interfaces (route netlink, which in its
+/// own namespace shows only its loopback): Node's `os.networkInterfaces()` threw before. IP
+/// sockets stay refused.
+#[test]
+fn interfaces_are_listable_but_ip_is_refused_under_bwrap_none() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--quiet",
+        "--",
+        "python3",
+        "-c",
+        "import socket\nprint([n for _, n in socket.if_nameindex()])\ntry:\n    socket.socket(socket.AF_INET)\n    print('ip-open')\nexcept OSError as e:\n    print('ip-refused', e.errno)",
+    ]);
+    assert_eq!(
+        text(&out.stdout),
+        "['lo']\nip-refused 1\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// An agent runner that goes away closes Palisade's stderr: every warning and the denial
+/// summary then fail to write. The run goes on: the command's status passes through and the
+/// outcome is recorded. Before, the first such write panicked (exit 101, no outcome, and a
+/// tree left unreaped when it happened while the command ran).
+#[test]
+fn a_closed_stderr_neither_stops_nor_breaks_the_run() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let mut child = Command::new(PALISADE)
+            .args(["run", "--taskpack", taskpack.to_str().unwrap(), "--audit"])
+            .arg(&audit)
+            .args([
+                "--",
+                "sh",
+                "-c",
+                "sleep 0.5; unshare -U true 2>/dev/null; exit 3",
+            ])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", env.dir.path())
+            .current_dir(env.path("ws"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(3), "{backend}");
+        let lines = env.audit_lines();
+        assert_eq!(lines.len(), 2, "{backend}: a decision and its outcome");
+        assert_eq!(
+            lines[1]["outcome"]["exitCode"], 3,
+            "{backend}: {}",
+            lines[1]
+        );
+    }
+}

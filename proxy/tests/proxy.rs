@@ -621,7 +621,9 @@ fn a_forward_route_refuses_other_clients_and_records_an_unreachable_target() {
     )
     .unwrap();
     let mut client = UnixStream::connect(&unreachable).unwrap();
-    client.write_all(b"hello").unwrap();
+    // The proxy may already have closed (the target refused at once): a broken pipe here is
+    // the behaviour under test, not a failure.
+    let _ = client.write_all(b"hello");
     assert_eq!(
         closed_or_reset(&mut client),
         b"",

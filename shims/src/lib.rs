@@ -33,6 +33,20 @@
 //! compiled (and tested) on Linux too.
 
 #[forbid(unsafe_code)]
+/// Like `eprintln!`, but a closed or broken stderr is not a panic: Palisade's stderr is often a
+/// pipe to an agent runner that may go away mid-run, and a supervisor that panicked there would
+/// leave its run's tree unreaped and its outcome unrecorded.
+#[cfg_attr(
+    not(target_os = "linux"),
+    allow(unused_macros, reason = "its users are the Linux-only modules")
+)]
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod bwrap;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]

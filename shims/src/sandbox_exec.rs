@@ -30,7 +30,7 @@ const EXIT_SETUP_FAILED: i32 = 125;
 /// Runs the stub with its arguments (after the subcommand). Never returns: execs, or exits.
 pub fn main(args: &[OsString]) -> ! {
     let fail = |status: i32, message: String| -> ! {
-        eprintln!("palisade: {SUBCOMMAND_SANDBOX_EXEC}: {message}");
+        say!("palisade: {SUBCOMMAND_SANDBOX_EXEC}: {message}");
         std::process::exit(status)
     };
     let (reach, started_fd, command) = match parse(args) {

@@ -52,13 +52,37 @@ fn chmod_755(path: &Path) {
 
 /// `bin` where every user can execute it: in place when it already is, else copied (mode 0755)
 /// into `dir`, which must be reachable (see [`reachable_dir`]).
+///
+/// Once per process and destination, and never over an identical copy: a copy renamed over a
+/// binary that another test's run is executing leaves that run's `/proc/self/exe` deleted, and
+/// Palisade binds its own executable into the sandbox (bwrap: "Can't find source path …
+/// (deleted)").
 pub fn reachable_binary(bin: &Path, dir: &Path) -> PathBuf {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    static PLACED: Mutex<BTreeMap<(PathBuf, PathBuf), PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut placed = PLACED.lock().unwrap_or_else(|p| p.into_inner());
+    let key = (bin.to_path_buf(), dir.to_path_buf());
+    if let Some(copy) = placed.get(&key) {
+        return copy.clone();
+    }
+    let copy = place_binary(bin, dir);
+    placed.insert(key, copy.clone());
+    copy
+}
+
+fn place_binary(bin: &Path, dir: &Path) -> PathBuf {
     let executable = std::fs::metadata(bin).is_ok_and(|m| m.mode() & 0o005 == 0o005);
     if executable && bin.parent().is_none_or(world_searchable) {
         return bin.to_path_buf();
     }
     let name = bin.file_name().unwrap_or(bin.as_os_str());
     let copy = dir.join(name);
+    let same = std::fs::metadata(&copy).is_ok_and(|m| m.mode() & 0o777 == 0o755)
+        && std::fs::read(&copy).ok() == std::fs::read(bin).ok();
+    if same {
+        return copy;
+    }
     // Copied by `install` in a process of its own, to a unique name, then renamed into place:
     // a write descriptor for the copy held in this (multi-threaded) test process would be
     // inherited by any child another test forks meanwhile, and executing the copy would then

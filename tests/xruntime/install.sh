@@ -1,35 +1,38 @@
 #!/usr/bin/env bash
-# Installs the pinned Python and Node packages the cross-runtime run and the examples use:
-# a virtual environment per Python directory (pip, versions from requirements.txt) and
-# node_modules per Node directory (`npm ci`, versions from package-lock.json). Everything they
-# install is gitignored (`.venv/`, `node_modules/`); after this, nothing needs the network.
-# Re-running is cheap: an environment whose pins are already installed is left alone.
+# Installs the pinned Python and Node packages the cross-runtime run and the package builds use:
+# - tests/xruntime/python/.venv: wasmtime-py and mypy (versions from requirements.txt), and a
+#   wheelhouse of what the palisade-engine wheel requires (packages/python/requirements.txt), from
+#   which run.sh installs the built wheel into a fresh environment with no package index;
+# - tests/xruntime/node/node_modules: jco and TypeScript (`npm ci`, versions from
+#   package-lock.json). The npm package has no dependencies, so it installs from its tarball
+#   alone.
+# Everything they install is gitignored (`.venv/`, `node_modules/`); after this, nothing needs
+# the network. Re-running is cheap: an environment whose pins are already installed is left alone.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-python_dirs=(tests/xruntime/python examples/python)
-node_dirs=(tests/xruntime/node examples/node)
+python_dir=tests/xruntime/python
+node_dir=tests/xruntime/node
 
-for dir in "${python_dirs[@]}"; do
-    stamp="$dir/.venv/installed-requirements.txt"
-    if [[ -f $stamp ]] && cmp -s "$stamp" "$dir/requirements.txt"; then
-        echo "$dir: python environment up to date"
-        continue
-    fi
-    rm -rf "$dir/.venv"
-    python3 -m venv "$dir/.venv"
-    "$dir/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements.txt"
-    cp "$dir/requirements.txt" "$stamp"
-    echo "$dir: $("$dir/.venv/bin/python" -c 'import wasmtime, importlib.metadata as m; print("wasmtime", m.version("wasmtime"))')"
-done
+stamp="$python_dir/.venv/installed-requirements.txt"
+if [[ -f $stamp ]] && cmp -s "$stamp" <(cat "$python_dir/requirements.txt" packages/python/requirements.txt); then
+    echo "$python_dir: python environment up to date"
+else
+    rm -rf "$python_dir/.venv"
+    python3 -m venv "$python_dir/.venv"
+    pip=("$python_dir/.venv/bin/pip" --quiet --disable-pip-version-check)
+    "${pip[@]}" install -r "$python_dir/requirements.txt"
+    "${pip[@]}" download --only-binary=:all: --dest "$python_dir/.venv/wheelhouse" \
+        -r packages/python/requirements.txt
+    cat "$python_dir/requirements.txt" packages/python/requirements.txt >"$stamp"
+    echo "$python_dir: $("$python_dir/.venv/bin/python" -c 'import importlib.metadata as m; print(", ".join(f"{p} {m.version(p)}" for p in ("wasmtime", "mypy")))'); wheelhouse: $(cd "$python_dir/.venv/wheelhouse" && echo *.whl)"
+fi
 
-for dir in "${node_dirs[@]}"; do
-    stamp="$dir/node_modules/.installed-package-lock.json"
-    if [[ -f $stamp ]] && cmp -s "$stamp" "$dir/package-lock.json"; then
-        echo "$dir: node modules up to date"
-        continue
-    fi
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-    cp "$dir/package-lock.json" "$stamp"
-    echo "$dir: jco $(cd "$dir" && node_modules/.bin/jco --version)"
-done
+stamp="$node_dir/node_modules/.installed-package-lock.json"
+if [[ -f $stamp ]] && cmp -s "$stamp" "$node_dir/package-lock.json"; then
+    echo "$node_dir: node modules up to date"
+else
+    (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
+    cp "$node_dir/package-lock.json" "$stamp"
+    echo "$node_dir: jco $(cd "$node_dir" && node_modules/.bin/jco --version), typescript $(cd "$node_dir" && node_modules/.bin/tsc --version | sed "s/^Version //")"
+fi

@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Cross-runtime conformance: the whole conformance corpus through four paths — the native engine
-# crate, the Rust host (the component under wasmtime), Python (wasmtime-py) and Node (jco) —
-# and every digest must be identical. Needs `tests/xruntime/install.sh` to have run once;
-# works offline after that. Uses the component built by this checkout (`palisade component`).
+# Cross-runtime conformance: the whole conformance corpus through six paths — the native engine
+# crate, the Rust host (the component under wasmtime), Python (wasmtime-py) and Node (jco), and
+# the Python and npm packages (packages/build.sh), each installed from its built artefact into a
+# fresh environment — and every digest must be identical. Needs `tests/xruntime/install.sh` to
+# have run once; works offline after that. Uses the component built by this checkout
+# (`palisade component`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+root=$PWD
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 now_ms() { date +%s%3N; }
 
 python=tests/xruntime/python/.venv/bin/python
+pip=tests/xruntime/python/.venv/bin/pip
+mypy=tests/xruntime/python/.venv/bin/mypy
+wheelhouse=tests/xruntime/python/.venv/wheelhouse
 jco=tests/xruntime/node/node_modules/.bin/jco
-for installed in "$python" "$jco" examples/python/.venv/bin/python examples/node/node_modules/.bin/jco; do
-    [[ -x $installed ]] || die "$installed is missing; run tests/xruntime/install.sh (pip and npm installs of the pinned versions)"
+tsc=tests/xruntime/node/node_modules/.bin/tsc
+for installed in "$python" "$pip" "$mypy" "$wheelhouse" "$jco" "$tsc"; do
+    [[ -e $installed ]] || die "$installed is missing; run tests/xruntime/install.sh (pip and npm installs of the pinned versions)"
 done
 
 target=${CARGO_TARGET_DIR:-$PWD/target}
@@ -53,10 +60,52 @@ node tests/xruntime/node/run-corpus.mjs "$work/js" "$work/corpus.tsv" \
     >"$work/node.txt" 2>"$work/node.err" || { cat "$work/node.err" >&2; die "the node runner failed"; }
 node_ms=$(($(now_ms) - transpiled))
 
+echo "== packages: built (packages/build.sh), installed from the artefacts, the corpus through their APIs"
+packages_start=$(now_ms)
+bash packages/build.sh --component "$work/palisade-engine.wasm" >"$work/packages.out" ||
+    { cat "$work/packages.out"; die "packages/build.sh failed"; }
+cat "$work/packages.out"
+wheel=$(echo "$target"/packages/palisade_engine-*.whl)
+tarball=$(echo "$target"/packages/palisade-engine-*.tgz)
+[[ -f $wheel && -f $tarball ]] || die "packages/build.sh left no single wheel and tarball in $target/packages"
+built_packages=$(now_ms)
+# Node: an empty project installs the tarball (no dependencies: nothing else is fetched), and a
+# file of that project imports the package by name, as a user's would.
+project="$work/npm-project"
+mkdir -p "$project"
+echo '{"private": true, "type": "module"}' >"$project/package.json"
+(cd "$project" && npm install --offline --no-audit --no-fund --loglevel=error "$tarball" >/dev/null)
+cp tests/xruntime/packages/run-corpus.mjs tests/xruntime/packages/consumer.ts "$project/"
+node "$project/run-corpus.mjs" "$work/corpus.tsv" "$built" \
+    >"$work/node-package.txt" 2>"$work/node-package.err" || { cat "$work/node-package.err" >&2; die "the node package runner failed"; }
+# The declarations alone (no Node or DOM types): they compile, and code written against them does.
+(cd "$project" && "$root/$tsc" --noEmit --strict --module nodenext --moduleResolution nodenext \
+    --target es2022 --lib es2022 consumer.ts) || die "the npm package's types do not check (above)"
+node_package=$(now_ms)
+# Python: a fresh virtual environment gets the wheel, and wasmtime from install.sh's wheelhouse
+# (no index). The pinned pip of tests/xruntime/python installs into it (`--python`): seeding the
+# environment with its own pip would take longer than everything else here.
+venv="$work/python-venv"
+python3 -m venv --without-pip "$venv"
+"$pip" --python "$venv/bin/python" install --quiet --disable-pip-version-check \
+    --no-index --find-links "$wheelhouse" "$wheel"
+"$venv/bin/python" tests/xruntime/packages/run_corpus.py "$work/corpus.tsv" "$built" \
+    "$project/node_modules/palisade-engine/index.d.ts" \
+    >"$work/python-package.txt" 2>"$work/python-package.err" || { cat "$work/python-package.err" >&2; die "the python package runner failed"; }
+# The installed package's hints (py.typed), and code written against them, the example's too.
+mypy_run=("$mypy" --strict --python-executable "$venv/bin/python" --cache-dir "$target/mypy-cache" --no-error-summary)
+"${mypy_run[@]}" -p palisade_engine || die "the python package's hints do not check (above)"
+"${mypy_run[@]}" tests/xruntime/packages/consumer.py examples/python/decide.py ||
+    die "code written against the python package does not type-check (above)"
+python_package=$(now_ms)
+
 echo "== per-runtime wall time for $cases cases"
 cat "$work/times.txt"
 printf '%s (process %s ms)\n' "$(cat "$work/python.err")" "$python_ms"
 printf '%s (process %s ms; jco transpile %s ms)\n' "$(cat "$work/node.err")" "$node_ms" "$((transpiled - start))"
+cat "$work/python-package.err" "$work/node-package.err"
+printf 'packages: built in %s ms; npm install, corpus and tsc %s ms; venv, pip install, corpus and mypy %s ms\n' \
+    "$((built_packages - packages_start))" "$((node_package - built_packages))" "$((python_package - node_package))"
 
 echo "== examples (as their READMEs run them), checked against palisade decide --input"
 # Each example prints `digest sha256:<hex>` for its input and writes that input as JSON; the CLI
@@ -69,15 +118,16 @@ check_example() { # name, output file, input file
     [[ $digest == "$cli" ]] || die "the $1 example printed sha256:$digest, palisade decide --input gives sha256:$cli"
     echo "$1 example: sha256:$digest, same as palisade decide --input"
 }
-cp "$work/palisade-engine.wasm" examples/python/palisade-engine.wasm
-(cd examples/python && .venv/bin/python decide.py palisade-engine.wasm --input-json "$work/example-python.json") \
+# Python: with the fresh environment above, into which the wheel was installed as the README
+# installs it. Node: the README's `npm install --no-save` of the tarball into examples/node.
+(cd examples/python && "$venv/bin/python" decide.py --input-json "$work/example-python.json") \
     >"$work/example-python.out"
 check_example python "$work/example-python.out" "$work/example-python.json"
-cp "$work/palisade-engine.wasm" examples/node/palisade-engine.wasm
-(cd examples/node && npm run -s transpile >/dev/null && node decide.mjs --input-json "$work/example-node.json") \
-    >"$work/example-node.out"
+(cd examples/node && npm install --no-save --offline --no-audit --no-fund --loglevel=error "$tarball" >/dev/null &&
+    node decide.mjs --input-json "$work/example-node.json") >"$work/example-node.out"
 check_example node "$work/example-node.out" "$work/example-node.json"
 
 echo "== compare"
 python3 tests/xruntime/compare.py native="$work/native.txt" rust-host="$work/rust-host.txt" \
-    python="$work/python.txt" node="$work/node.txt"
+    python="$work/python.txt" node="$work/node.txt" \
+    python-pkg="$work/python-package.txt" node-pkg="$work/node-package.txt"

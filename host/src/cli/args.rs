@@ -55,6 +55,10 @@ pub enum Command {
     Component(ComponentArgs),
     /// Print the engine's WIT contract.
     Wit,
+    /// Print a shell completion script: `palisade completions bash > /etc/bash_completion.d/palisade`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `palisade man > palisade.1`.
+    Man,
     /// Internal: the init process of a Landlock or direct-dedicated sandbox.
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
@@ -106,6 +110,11 @@ pub struct HostArgs {
     /// An extra writable root (results dir, task temp dir); repeatable.
     #[arg(long = "writable-root", value_name = "DIR")]
     pub writable_roots: Vec<PathBuf>,
+    /// A tool's cache to make writable (created if missing): `cargo`, `npm`, `yarn`, `pip`,
+    /// `uv`, `go`, `maven`, `gradle`, or an absolute directory; repeatable. The rest of the
+    /// home stays read-only and its credential stores denied.
+    #[arg(long = "cache", value_name = "TOOL|DIR")]
+    pub caches: Vec<String>,
     /// The kind of host session deciding (default: the host configuration's, else `cli`); may
     /// only tighten a configured kind (to `turnkey`).
     #[arg(long, value_name = "KIND", value_parser = ["turnkey", "cli", "managed"])]
@@ -240,8 +249,9 @@ pub struct RunArgs {
     pub exec: ExecArgs,
     #[command(flatten)]
     pub host: HostArgs,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments; everything from the first argument that is not one of
+    /// Palisade's options on is the command's (`--` before it is optional).
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub command: Vec<std::ffi::OsString>,
 }
 
@@ -287,6 +297,13 @@ pub struct ComponentArgs {
     /// `palisade replay --component-store DIR`.
     #[arg(long, value_name = "DIR")]
     pub archive: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// A short free text that goes into records and reports: one line, printable, at most 256

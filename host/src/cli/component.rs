@@ -26,6 +26,14 @@ pub fn component(args: &ComponentArgs) -> CommandResult {
             )
         })?,
         None if args.archive.is_some() => {}
+        // 1.3 MB of wasm is no use on a terminal (and can upset it).
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => {
+            return Err(Failure::new(
+                ErrorCode::UsageInvalid,
+                "stdout is a terminal: the component is binary",
+            )
+            .hint("write it with `--out FILE`, or redirect: `palisade component > engine.wasm`"));
+        }
         None => write_stdout(bytes)?,
     }
     Ok(Exit::Success)

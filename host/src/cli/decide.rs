@@ -4,7 +4,7 @@
 use palisade_engine::output::{
     BudgetKind, BudgetOrigin, ConfinementPlan, EnvironmentOrigin, PlanNetwork,
 };
-use palisade_engine::{DecisionInput, ExecutionMode, Outcome, RecordedFacts, Verdict};
+use palisade_engine::{Backend, DecisionInput, ExecutionMode, Outcome, RecordedFacts, Verdict};
 use serde_json::Value;
 
 use crate::audit;
@@ -85,7 +85,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
     let host = facts::gather(&setup.facts).map_err(facts_failure)?;
     let probes = probe::probe_all(&probe_options(&args.host, &setup, !args.no_cache)?);
     if let Some(problem) = &probes.cache_error {
-        eprintln!("warning: probe cache not used: {problem}");
+        say!("warning: probe cache not used: {problem}");
     }
     Ok(GatheredInput {
         input: DecisionInput {
@@ -103,21 +103,37 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
     })
 }
 
-/// `palisade decide`.
-pub fn decide(args: &DecideArgs) -> CommandResult {
+/// The decision `decide` reports, recorded when asked; a failure before there is one.
+fn decided(args: &DecideArgs) -> Result<Outcome, Failure> {
     let gathered = gather_input(args)?;
     let mut context = audit::context_now("decide", gathered.probe_source);
     context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
     context.requested_by = execution(&args.exec)?.1;
     let cache = super::setup::cache_path()?;
-    let outcome = decide_recorded(
+    decide_recorded(
         &gathered.input,
         args.record.as_deref(),
         context,
         cache.as_deref(),
-    )?
-    .outcome;
+    )
+    .map(|recorded| recorded.outcome)
+}
 
+/// `palisade decide`.
+pub fn decide(args: &DecideArgs) -> CommandResult {
+    let outcome = match decided(args) {
+        Ok(outcome) => outcome,
+        Err(failure) => {
+            // With `--json`, stdout carries data in every case: an error that stopped the
+            // decision is JSON there too (the line on stderr stays).
+            if args.json {
+                let mut text = failure.to_json().to_string();
+                text.push('\n');
+                write_stdout(text.as_bytes())?;
+            }
+            return Err(failure);
+        }
+    };
     if args.json {
         let mut text = outcome.canonical_json.clone();
         text.push('\n');
@@ -159,7 +175,15 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         out.push_str(
             "mode      workspace: UNSANDBOXED by request (no isolation; supervised only)\n",
         );
+    } else if plan.backend == Backend::DirectDedicated {
+        out.push_str(
+            "mode      UNCONFINED: direct-dedicated runs the command as you, without filesystem or network isolation (supervised, its tree reaped)\n",
+        );
     }
+    // Neither enforces writable roots or requirements beyond process-tree cleanup: the
+    // summary must not read as if they did.
+    let unconfined =
+        plan.execution_mode == ExecutionMode::Workspace || plan.backend == Backend::DirectDedicated;
     out.push_str(&format!("backend   {}\n", plan.backend.as_str()));
     match &plan.network {
         PlanNetwork::Filtered {
@@ -189,15 +213,22 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         .and_then(Value::as_array)
     {
         for (index, requirement) in requirements.iter().enumerate() {
+            let capability = str_field(requirement, "capability");
+            let unenforced = unconfined && capability != "processTreeCleanup";
             out.push_str(&format!(
-                "{}  {} [{}]\n",
+                "{}  {} [{}]{}\n",
                 if index == 0 { "requires" } else { "        " },
-                str_field(requirement, "capability"),
+                capability,
                 str_field(requirement, "origin"),
+                if unenforced { " (NOT enforced)" } else { "" },
             ));
         }
     }
-    out.push_str(&format!("writable  {}\n", list(&plan.writable_roots)));
+    if unconfined {
+        out.push_str("writable  everything this user can write (no write containment)\n");
+    } else {
+        out.push_str(&format!("writable  {}\n", list(&plan.writable_roots)));
+    }
     out.push_str(&format!("denied    {}\n", list(&plan.denied_read_paths)));
     let protected: Vec<String> = plan
         .protected_paths

@@ -1,6 +1,6 @@
 //! `palisade doctor`: every backend probed afresh, the host configuration and the engine.
 
-use palisade_engine::Backend;
+use palisade_engine::{Backend, BackendProbe};
 
 use crate::exit::Exit;
 use crate::facts;
@@ -8,16 +8,35 @@ use crate::probe;
 
 use super::args::DoctorArgs;
 use super::engine::load_runtime;
-use super::setup::{facts_failure, host_setup, probe_options};
+use super::setup::{facts_failure, host_setup_deferring_profile, probe_options};
 use super::{CommandResult, write_stdout};
 
 /// `palisade doctor`.
 pub fn doctor(args: &DoctorArgs) -> CommandResult {
-    let setup = host_setup(&args.host)?;
+    let (setup, profile_problem) = host_setup_deferring_profile(&args.host)?;
     let config = &setup.config;
     let host = facts::gather(&setup.facts).map_err(facts_failure)?;
-    // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`).
-    let probes = probe::probe_all(&probe_options(&args.host, &setup, false)?);
+    // Doctor always probes afresh (and refreshes the cache for later `decide`/`run`). An
+    // unusable runtime profile is shown as the reason docker is unavailable here; `decide` and
+    // `run` refuse it themselves.
+    let mut probes = probe::probe_all(&probe_options(&args.host, &setup, false)?);
+    if let Some(failure) = &profile_problem {
+        for probe in probes
+            .probes
+            .iter_mut()
+            .filter(|p| p.backend == Backend::Docker)
+        {
+            *probe = BackendProbe {
+                available: false,
+                reason: format!("{}: {}", failure.code.as_str(), failure.message),
+                capabilities: Vec::new(),
+                network_modes: Vec::new(),
+                network_bridge: false,
+                limitations: Vec::new(),
+                ..probe.clone()
+            };
+        }
+    }
     let engine = load_runtime(None, setup.cache.as_ref().map(|c| c.path.as_path())).ok();
     let mut out = String::new();
     if args.json {
@@ -65,7 +84,16 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
                 modes.push("domains");
             }
             let caps: Vec<&str> = p.capabilities.iter().map(|c| c.as_str()).collect();
-            let detail = if p.available {
+            // Available, but the negotiation skips it unless the host opts in.
+            let opt_in_only = p.available
+                && p.backend == palisade_engine::Backend::DirectDedicated
+                && !host.allow_direct_dedicated;
+            let detail = if opt_in_only {
+                format!(
+                    "{}; selectable only by opt-in (`--allow-direct-dedicated` or `allowDirectDedicated: true`)",
+                    caps.join(", ")
+                )
+            } else if p.available {
                 caps.join(", ")
             } else {
                 p.reason.clone()
@@ -73,7 +101,13 @@ pub fn doctor(args: &DoctorArgs) -> CommandResult {
             out.push_str(&format!(
                 "{:<17} {:<10} {:<22} {:<44} {}\n",
                 p.backend.as_str(),
-                if p.available { "yes" } else { "no" },
+                if opt_in_only {
+                    "opt-in"
+                } else if p.available {
+                    "yes"
+                } else {
+                    "no"
+                },
                 if p.version.is_empty() {
                     "-"
                 } else {

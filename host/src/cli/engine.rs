@@ -95,21 +95,37 @@ pub(super) fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
     };
     let code = ErrorCode::from_refusal(*code);
     let mut failure = Failure::new(code, message.clone());
+    // A detail the first line already says is not said twice (the engine's message names the
+    // first problem, and a single candidate with its reason).
     for error in errors {
-        failure = failure.detail(format!("{}: {}", error.path, error.message));
+        let detail = format!("{}: {}", error.path, error.message);
+        if !message.contains(&detail) {
+            failure = failure.detail(detail);
+        }
     }
     for candidate in trace {
+        let backend = candidate.backend.as_str();
+        if message.contains(&format!("{backend} ({})", candidate.reason)) {
+            continue;
+        }
         failure = failure.detail(format!(
-            "{}: {} ({})",
-            candidate.backend.as_str(),
+            "{backend}: {} ({})",
             candidate.verdict.as_str(),
             candidate.reason
         ));
     }
+    // Blocked by the missing opt-in: doctor would show it available, so name the opt-in.
+    let needs_opt_in = trace.iter().any(|candidate| {
+        candidate.backend == palisade_engine::Backend::DirectDedicated
+            && candidate.verdict == palisade_engine::output::CandidateVerdict::Blocked
+    });
     failure = match code {
         ErrorCode::SandboxPolicyInvalid => {
             failure.hint("fix the listed fields; `palisade decide --json` prints them as data")
         }
+        ErrorCode::SandboxBackendUnavailable if needs_opt_in => failure.hint(
+            "direct-dedicated is selectable only by opt-in: pass `--allow-direct-dedicated`, or set `allowDirectDedicated: true` in the host configuration",
+        ),
         ErrorCode::SandboxBackendUnavailable => {
             failure.hint("run `palisade doctor` to see why each backend is unavailable")
         }

@@ -107,6 +107,8 @@ pub fn dispatch(command: args::Command) -> ExitCode {
         Command::Explain(args) => explain(&args),
         Command::Component(args) => component(&args),
         Command::Wit => wit(),
+        Command::Completions(args) => completions(args.shell),
+        Command::Man => man(),
     };
     match result {
         Ok(exit) => exit.into(),
@@ -121,6 +123,36 @@ pub fn dispatch(command: args::Command) -> ExitCode {
             }
         }
     }
+}
+
+/// `palisade completions SHELL`: the completion script, from the same definitions as the parser.
+fn completions(shell: clap_complete::Shell) -> CommandResult {
+    use clap::CommandFactory;
+    // The sandbox-internal subcommands are hidden from help and are not offered either.
+    let full = args::Cli::command();
+    let mut visible = clap::Command::new("palisade")
+        .version(env!("CARGO_PKG_VERSION"))
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut visible, "palisade", &mut script);
+    write_stdout(&script)?;
+    Ok(Exit::Success)
+}
+
+/// `palisade man`: the manual page, from the same definitions as the parser.
+fn man() -> CommandResult {
+    use clap::CommandFactory;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(args::Cli::command())
+        .render(&mut page)
+        .map_err(|e| {
+            Failure::new(
+                ErrorCode::Internal,
+                format!("cannot render the manual: {e}"),
+            )
+        })?;
+    write_stdout(&page)?;
+    Ok(Exit::Success)
 }
 
 /// Writes data to stdout; a closed pipe (`palisade … | head`) is not an error.

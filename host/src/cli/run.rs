@@ -339,7 +339,7 @@ fn cache_outside_writable_roots(setup: &mut super::setup::HostSetup) -> Result<(
             return Err(Failure::new(ErrorCode::InputInvalid, problem)
                 .hint("set PALISADE_CACHE_DIR outside the workspace and every writable root"));
         }
-        eprintln!("palisade: {problem}; this run uses no cache");
+        say!("palisade: {problem}; this run uses no cache");
         setup.cache = None;
         return Ok(());
     }
@@ -383,11 +383,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let probes = probe::probe_all(&probe_opts);
     clock.end(Phase::Probes);
     if let Some(signal) = interrupts.received() {
-        eprintln!("palisade: stopped by signal {signal} before anything was decided; nothing ran");
+        say!("palisade: stopped by signal {signal} before anything was decided; nothing ran");
         return Ok(Exit::Command(exit_for_signal(signal)));
     }
     if let Some(problem) = &probes.cache_error {
-        eprintln!("warning: probe cache not used: {problem}");
+        say!("warning: probe cache not used: {problem}");
     }
     let (input, probe_source) = match &args.input {
         Some(source) => {
@@ -455,7 +455,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     clock.end_at(Phase::AuditWrite, Some(recorded.recorded));
     let outcome = recorded.outcome;
     let stopped = |signal: i32, json_out: &mut Option<std::fs::File>, clock: &mut Clock| {
-        eprintln!("palisade: stopped by signal {signal} before the command started; nothing ran");
+        say!("palisade: stopped by signal {signal} before the command started; nothing ran");
         let record = serde_json::json!({
             "endedBy": "not-launched",
             "exitCode": exit_for_signal(signal),
@@ -538,7 +538,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
     // Tell the user what the decision clamped or leaves unenforced, before the command starts.
     for line in &plan.warnings {
-        eprintln!("palisade: {line}");
+        say!("palisade: {line}");
     }
     if let Some(signal) = interrupts.received() {
         if let Some(session) = bridge {
@@ -578,6 +578,12 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // audit file is left without one.
     let mut failed_record = match &result {
         Ok(_) | Err(launch::LaunchError::TreeNotEmpty { .. }) => None,
+        Err(launch::LaunchError::Stopped(signal)) => Some(serde_json::json!({
+            "endedBy": "not-launched",
+            "exitCode": exit_for_signal(*signal),
+            "error": format!("stopped by signal {signal} before the command started"),
+            "signal": signal,
+        })),
         Err(error) => Some(serde_json::json!({
             "endedBy": "not-launched",
             "exitCode": 125,
@@ -621,7 +627,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         // After the command, never interleaved with its output.
         if !args.quiet {
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
-                eprintln!("{line}");
+                say!("{line}");
             }
         }
         print_timings(args, &written);
@@ -640,6 +646,13 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 format!("{remaining} processes of the run survived the cleanup"),
             )
             .hint("the outcome is in the audit record; report this as a bug"))
+        }
+        Err(launch::LaunchError::Stopped(signal)) => {
+            if let Some(record) = &failed_record {
+                record_outcome(record);
+            }
+            say!("palisade: stopped by signal {signal} before the command started; nothing ran");
+            Ok(Exit::Command(exit_for_signal(signal)))
         }
         Err(error) => {
             if let Some(record) = &failed_record {
@@ -694,12 +707,12 @@ fn write_outcome(
     if let Some(path) = &args.audit
         && let Err(error) = audit::append_outcome(path, &line)
     {
-        eprintln!("warning: {error}");
+        say!("warning: {error}");
     }
     if let Some(out) = json_out.take()
         && let Err(error) = write_json_outcome(out, &line)
     {
-        eprintln!("warning: cannot write the outcome to `--json`: {error}");
+        say!("warning: cannot write the outcome to `--json`: {error}");
     }
     Written {
         timings,
@@ -712,7 +725,7 @@ fn write_outcome(
 fn print_timings(args: &RunArgs, written: &Written) {
     if args.timings {
         for line in written.timings.table(Some(written.write)) {
-            eprintln!("{line}");
+            say!("{line}");
         }
     }
 }

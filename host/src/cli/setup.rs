@@ -224,6 +224,18 @@ pub(super) fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Fail
 /// the fact options it and the host flags give (the flags may only tighten it), and the runtime
 /// profile, whose budgets are part of every decision's envelope.
 pub(super) fn host_setup(host: &HostArgs) -> Result<HostSetup, Failure> {
+    let (setup, profile_problem) = host_setup_deferring_profile(host)?;
+    match profile_problem {
+        Some(failure) => Err(failure),
+        None => Ok(setup),
+    }
+}
+
+/// [`host_setup`] for `doctor`: a runtime profile that cannot be used is not the end of the
+/// report but the reason docker is unavailable, returned beside a setup without a profile.
+pub(super) fn host_setup_deferring_profile(
+    host: &HostArgs,
+) -> Result<(HostSetup, Option<Failure>), Failure> {
     let config = hostconfig::load(&hostconfig::Locations::standard(host.host_config.clone()))
         .and_then(|config| config.check_directories().map(|()| config))
         .map_err(host_config_failure)?;
@@ -235,24 +247,34 @@ pub(super) fn host_setup(host: &HostArgs) -> Result<HostSetup, Failure> {
         }),
         allow_direct_dedicated: host.allow_direct_dedicated,
     };
-    let mut facts = hostconfig::fact_options(
-        &config,
-        &flags,
-        host.workspace.clone(),
-        &host.writable_roots,
-    )
-    .map_err(|e| {
-        Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
-            .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
-    })?;
-    let profile = runtime_profile(host, &config)?;
+    // Tool caches are writable roots like `--writable-root`s, under the invoking user's home.
+    let mut flag_roots = host.writable_roots.clone();
+    if !host.caches.is_empty() {
+        let home =
+            facts::home_dir().map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+        let dirs = crate::caches::directories(&host.caches, Path::new(&home))
+            .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
+        flag_roots.extend(dirs);
+    }
+    let mut facts = hostconfig::fact_options(&config, &flags, host.workspace.clone(), &flag_roots)
+        .map_err(|e| {
+            Failure::new(ErrorCode::HostConfigForbidden, e.to_string())
+                .hint("drop the flag or change the host configuration; `palisade doctor` shows it")
+        })?;
+    let (profile, profile_problem) = match runtime_profile(host, &config) {
+        Ok(profile) => (profile, None),
+        Err(failure) => (None, Some(failure)),
+    };
     facts.runtime_profile_budgets = profile.as_ref().and_then(|p| p.budgets.clone());
-    Ok(HostSetup {
-        config,
-        facts,
-        profile,
-        cache: cache_dir()?,
-    })
+    Ok((
+        HostSetup {
+            config,
+            facts,
+            profile,
+            cache: cache_dir()?,
+        },
+        profile_problem,
+    ))
 }
 
 pub(super) fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {

@@ -20,7 +20,10 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     let Some(path) = inputs.bwrap.usable() else {
         return unavailable(
             Backend::LinuxBwrap,
-            format!("{NOT_INSTALLED}{}", inputs.bwrap.missing_detail()),
+            format!(
+                "{NOT_INSTALLED}{} (install the `bubblewrap` package, e.g. `apt-get install bubblewrap`)",
+                inputs.bwrap.missing_detail()
+            ),
         );
     };
     if inputs.max_user_namespaces.as_deref() == Some("0") {

@@ -396,7 +396,7 @@ impl Reporter {
 
     fn fail(&mut self, message: &str) -> ! {
         self.line(&format!("error: {message}"));
-        eprintln!("palisade: sandbox init: {message}");
+        say!("palisade: sandbox init: {message}");
         sys::exit_now(EXIT_SETUP_FAILED)
     }
 }
@@ -664,19 +664,19 @@ impl Prepared {
                     denied = Some(e);
                 }
                 _ => {
-                    eprintln!("palisade: `{}`: {e}", self.name.display());
+                    say!("palisade: `{}`: {e}", self.name.display());
                     return EXIT_CANNOT_EXECUTE;
                 }
             }
         }
         match denied {
             Some(e) => {
-                eprintln!("palisade: `{}`: {e}", self.name.display());
+                say!("palisade: `{}`: {e}", self.name.display());
                 EXIT_CANNOT_EXECUTE
             }
             None => {
                 let _ = last;
-                eprintln!("palisade: `{}`: command not found", self.name.display());
+                say!("palisade: `{}`: command not found", self.name.display());
                 EXIT_NOT_FOUND
             }
         }

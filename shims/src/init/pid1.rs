@@ -58,7 +58,7 @@ pub fn main(command: &[OsString]) -> ! {
 }
 
 fn fail(message: &str) -> ! {
-    eprintln!("palisade: sandbox pid 1: {message}");
+    say!("palisade: sandbox pid 1: {message}");
     sys::exit_now(EXIT_SETUP_FAILED)
 }
 
@@ -126,7 +126,7 @@ fn exec(argv: &[CString], envp: &[CString]) -> ! {
         sys::exit_now(EXIT_SETUP_FAILED)
     };
     let error = sys::execve(path, argv, envp);
-    eprintln!(
+    say!(
         "palisade: `{}`: {error}",
         String::from_utf8_lossy(path.as_bytes())
     );

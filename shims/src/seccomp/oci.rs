@@ -11,9 +11,10 @@ use super::{Action, Arch, Profile, SeccompError};
 /// (`SCMP_CMP_MASKED_EQ`) and the high half cannot disguise a value, as in the BPF above. A
 /// test "any of these bits" becomes one entry per bit and "one of these values" one entry per
 /// value (entries of a syscall are alternatives); a rule with several tests becomes the
-/// cartesian product. "None of these values" becomes one entry with an `SCMP_CMP_NE` per
-/// value, which compares all 64 bits: junk in the high half makes the call *denied*, never
-/// allowed. Only `arch` is listed: libseccomp gives any other ABI — i386, and x32, whose
+/// cartesian product. "None of this value" becomes an `SCMP_CMP_NE`, which compares all 64
+/// bits: junk in the high half makes the call *denied*, never allowed. "None of these values"
+/// becomes one entry per aligned block of the complement (runc turns repeated indexes in one
+/// entry into alternatives, so a conjunction of `NE`s would deny everything). Only `arch` is listed: libseccomp gives any other ABI — i386, and x32, whose
 /// numbers it tells apart from x86_64's — the profile's bad-architecture action, so no second
 /// syscall table slips past the rules.
 ///
@@ -48,6 +49,17 @@ pub fn oci_profile(arch: Arch, profile: &Profile) -> Result<serde_json::Value, S
             Action::Allow => ("SCMP_ACT_ALLOW", None),
         };
         for args in combinations {
+            // runc reads repeated indexes as alternatives; a conjunction needs distinct ones.
+            let mut indexes: Vec<u64> = args
+                .iter()
+                .filter_map(|arg| arg.get("index").and_then(serde_json::Value::as_u64))
+                .collect();
+            indexes.sort_unstable();
+            if indexes.windows(2).any(|pair| pair.first() == pair.get(1)) {
+                return Err(SeccompError::NotExpressible {
+                    syscall: rule.syscall.name,
+                });
+            }
             let mut entry = json!({
                 "names": [rule.syscall.name],
                 "action": action,
@@ -87,11 +99,50 @@ fn oci_alternatives(test: &Test) -> Option<Vec<Vec<serde_json::Value>>> {
             .collect(),
         // libseccomp has no masked "not equal"; every rule today tests the plain value.
         Test::NotIn { mask, .. } if mask != u32::MAX => return None,
-        Test::NotIn { arg, values, .. } => vec![
-            values
-                .iter()
-                .map(|(value, _)| json!({"index": arg, "value": value, "valueTwo": 0, "op": "SCMP_CMP_NE"}))
+        Test::NotIn { arg, values, .. } => match values {
+            [(value, _)] => vec![vec![
+                json!({"index": arg, "value": value, "valueTwo": 0, "op": "SCMP_CMP_NE"}),
+            ]],
+            // runc adds an entry whose arguments repeat an index as one rule *per argument*
+            // (alternatives, not a conjunction), so `!= a && != b` on one argument would deny
+            // everything. Spell the complement out instead, as aligned blocks of the low 32
+            // bits (the kernel's `int`/`unsigned int`), like CIDR prefixes.
+            _ => complement_blocks(values)
+                .into_iter()
+                .map(|(value, mask)| vec![masked_eq(arg, mask, value)])
                 .collect(),
-        ],
+        },
     })
+}
+
+/// The 32-bit values that are none of `values`, as `(value, mask)` blocks: `x` is in a block
+/// when `x & mask == value`. Each gap between listed values takes at most 64 blocks.
+fn complement_blocks(values: &[(u32, &str)]) -> Vec<(u32, u32)> {
+    let mut listed: Vec<u64> = values.iter().map(|(value, _)| u64::from(*value)).collect();
+    listed.sort_unstable();
+    listed.dedup();
+    let mut blocks = Vec::new();
+    let mut low: u64 = 0;
+    // The gaps, ending with the one above the largest value (up to 2^32 - 1).
+    for end in listed.iter().copied().chain([1 << 32]) {
+        while low < end {
+            // The largest aligned power of two that starts at `low` and stays below `end`.
+            let mut size: u64 = if low == 0 {
+                1 << 32
+            } else {
+                1 << low.trailing_zeros()
+            };
+            while low + size > end {
+                size >>= 1;
+            }
+            let mask = !(size - 1) & u64::from(u32::MAX);
+            blocks.push((
+                u32::try_from(low).unwrap_or(u32::MAX),
+                u32::try_from(mask).unwrap_or(u32::MAX),
+            ));
+            low += size;
+        }
+        low = end + 1;
+    }
+    blocks
 }

@@ -380,16 +380,36 @@ pub(super) const SOCKET_NO_UNIX: Rule = deny_if(
 
 /// [`Reach::Nothing`] under a network namespace (bwrap, docker): the namespace already has no
 /// route out, but its own loopback still takes TCP and UDP; `none` means no IP socket at all.
-/// Unix sockets stay (the namespace's mount and abstract-socket scoping keeps them inside).
-pub(super) const SOCKET_ONLY_UNIX: Rule = deny_if(
-    SOCKET,
-    &[Test::NotIn {
-        arg: 0,
-        mask: u32::MAX,
-        values: &[AF_UNIX],
-    }],
-    "IP and every other non-Unix family when the network mode is none (even the sandbox's own loopback)",
-);
+/// Unix sockets stay (the namespace's mount and abstract-socket scoping keeps them inside), and
+/// so does route netlink: in the sandbox's own namespace it lists only its loopback, and
+/// without it `getifaddrs` fails (Node's `os.networkInterfaces()` throws).
+pub(super) const SOCKET_ONLY_UNIX: &[Rule] = &[
+    deny_if(
+        SOCKET,
+        &[Test::NotIn {
+            arg: 0,
+            mask: u32::MAX,
+            values: &[AF_UNIX, AF_NETLINK],
+        }],
+        "IP and every other non-Unix family when the network mode is none (even the sandbox's own loopback)",
+    ),
+    deny_if(
+        SOCKET,
+        &[
+            Test::In {
+                arg: 0,
+                mask: u32::MAX,
+                values: &[AF_NETLINK],
+            },
+            Test::NotIn {
+                arg: 2,
+                mask: u32::MAX,
+                values: &[NETLINK_ROUTE],
+            },
+        ],
+        "netlink families other than route (audit, uevents, netfilter, crypto)",
+    ),
+];
 
 /// [`Reach::Nothing`] under Landlock: no socket of any family.
 pub(super) const SOCKET_NONE: Rule = deny(
@@ -443,7 +463,7 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
         }
         // The namespace scopes every family but vsock (a base rule); `none` also takes IP.
         Mechanism::Bwrap | Mechanism::Docker => match profile.reach {
-            Reach::Nothing => rules.push(SOCKET_ONLY_UNIX),
+            Reach::Nothing => rules.extend_from_slice(SOCKET_ONLY_UNIX),
             Reach::OwnLoopback | Reach::Everything => {}
             Reach::HostLoopback => return Err(unsupported()),
         },

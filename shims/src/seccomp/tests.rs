@@ -37,7 +37,7 @@ fn all_syscalls() -> Vec<Syscall> {
     let mut rules = BASE_RULES.to_vec();
     rules.extend_from_slice(SOCKET_OUTBOUND);
     rules.push(SOCKET_NO_UNIX);
-    rules.push(SOCKET_ONLY_UNIX);
+    rules.extend_from_slice(SOCKET_ONLY_UNIX);
     rules.iter().map(|rule| rule.syscall).collect()
 }
 
@@ -193,7 +193,8 @@ fn socket_rules_follow_the_mechanism_and_the_reach() {
             .map(|rule| rule.condition)
             .collect()
     };
-    // Every profile denies vsock; bwrap and docker add "Unix only" for `none` and nothing else.
+    // Every profile denies vsock; bwrap and docker add "Unix and route netlink only" for `none`
+    // and nothing else.
     for profile in PROFILES {
         let rules = socket_rules(&profile);
         assert!(
@@ -206,8 +207,12 @@ fn socket_rules_follow_the_mechanism_and_the_reach() {
             mechanism,
             reach: Reach::Nothing,
         });
-        assert_eq!(none.len(), 2, "{none:?}");
-        assert!(none[1].contains("not in {AF_UNIX (0x1)}"), "{none:?}");
+        assert_eq!(none.len(), 3, "{none:?}");
+        assert!(
+            none[1].contains("not in {AF_UNIX (0x1), AF_NETLINK (0x10)}"),
+            "{none:?}"
+        );
+        assert!(none[2].contains("NETLINK_ROUTE"), "{none:?}");
         for reach in [Reach::OwnLoopback, Reach::Everything] {
             assert_eq!(socket_rules(&Profile { mechanism, reach }).len(), 1);
         }
@@ -317,4 +322,152 @@ fn install_refuses_a_foreign_program() {
         install(&program),
         Err(SeccompError::ArchMismatch { .. })
     ));
+}
+
+/// Whether an entry of an OCI profile matches `args`, read as runc reads it: an entry whose
+/// arguments repeat an index becomes one libseccomp rule per argument (alternatives), otherwise
+/// one rule whose arguments must all hold; libseccomp compares all 64 bits.
+fn oci_entry_matches(entry: &serde_json::Value, args: &[u64; 6]) -> bool {
+    let conditions = entry["args"].as_array().unwrap();
+    let holds = |condition: &serde_json::Value| {
+        let arg = args[usize::try_from(condition["index"].as_u64().unwrap()).unwrap()];
+        let value = condition["value"].as_u64().unwrap();
+        let value_two = condition["valueTwo"].as_u64().unwrap();
+        match condition["op"].as_str().unwrap() {
+            "SCMP_CMP_MASKED_EQ" => arg & value == value_two,
+            "SCMP_CMP_NE" => arg != value,
+            "SCMP_CMP_GT" => arg > value,
+            other => panic!("an operator the test does not know: {other}"),
+        }
+    };
+    let mut indexes: Vec<u64> = conditions
+        .iter()
+        .map(|condition| condition["index"].as_u64().unwrap())
+        .collect();
+    indexes.sort_unstable();
+    let repeated = indexes.windows(2).any(|pair| pair[0] == pair[1]);
+    if conditions.is_empty() {
+        true
+    } else if repeated {
+        conditions.iter().any(holds)
+    } else {
+        conditions.iter().all(holds)
+    }
+}
+
+#[test]
+fn the_docker_profile_denies_what_the_rules_deny_as_runc_reads_it() {
+    // Found by the escape battery: `none` under docker denied AF_UNIX too, because runc reads
+    // `arg0 != AF_UNIX && arg0 != AF_NETLINK` in one entry as two alternatives.
+    let arch = Arch::native().unwrap_or(Arch::X86_64);
+    // Every value a rule names, its neighbours, and the low values where families and flags
+    // live; each also with junk in the high half.
+    let mut values: Vec<u64> = (0..64).collect();
+    for rule in all_rules() {
+        for test in rule.tests {
+            match *test {
+                Test::AnyBit { mask, .. } => {
+                    values.extend((0..32).map(|bit| u64::from(mask & (1 << bit))));
+                }
+                Test::In { values: listed, .. } | Test::NotIn { values: listed, .. } => {
+                    for (value, _) in listed {
+                        let value = u64::from(*value);
+                        values.extend([value.saturating_sub(1), value, value + 1]);
+                    }
+                }
+            }
+        }
+    }
+    values.extend([u64::from(u32::MAX), 0o4000, 0o6000]);
+    // Exact agreement holds for what the kernel reads (32 bits); the high half is tried below.
+    values.retain(|value| *value <= u64::from(u32::MAX));
+    values.sort_unstable();
+    values.dedup();
+    for reach in [Reach::Nothing, Reach::OwnLoopback, Reach::Everything] {
+        let profile = Profile {
+            mechanism: Mechanism::Docker,
+            reach,
+        };
+        let oci = oci_profile(arch, &profile).unwrap();
+        let entries = oci["syscalls"].as_array().unwrap();
+        let rules = rule_set(&profile).unwrap();
+        let mut names: Vec<&str> = rules.iter().map(|rule| rule.syscall.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let syscall_rules: Vec<&Rule> = rules
+                .iter()
+                .filter(|rule| rule.syscall.name == name)
+                .collect();
+            if syscall_rules[0].syscall.number(arch).is_none() {
+                continue;
+            }
+            let syscall_entries: Vec<&serde_json::Value> = entries
+                .iter()
+                .filter(|entry| entry["names"][0] == name)
+                .collect();
+            // Each argument a rule of this syscall tests takes every value in turn; the others
+            // stay zero.
+            let mut tested: Vec<u8> = syscall_rules
+                .iter()
+                .flat_map(|rule| rule.tests.iter().map(test_arg))
+                .collect();
+            tested.sort_unstable();
+            tested.dedup();
+            let mut cases: Vec<[u64; 6]> = vec![[0; 6]];
+            for arg in &tested {
+                cases = cases
+                    .iter()
+                    .flat_map(|case| {
+                        values.iter().map(move |value| {
+                            let mut case = *case;
+                            case[usize::from(*arg)] = *value;
+                            case
+                        })
+                    })
+                    .collect();
+                // Two tested arguments make |values|² cases; that is still small.
+            }
+            for case in cases {
+                let by_rules = syscall_rules
+                    .iter()
+                    .any(|rule| rule.tests.iter().all(|t| t.holds(&case)));
+                let by_oci = syscall_entries
+                    .iter()
+                    .any(|entry| oci_entry_matches(entry, &case));
+                assert_eq!(
+                    by_oci, by_rules,
+                    "{name}{case:?} under {reach:?}: OCI denies = {by_oci}, rules deny = {by_rules}"
+                );
+                // The same call with junk in the high halves: the kernel sees the low halves, so
+                // whatever the rules deny must stay denied.
+                let mut junk = case;
+                for arg in &tested {
+                    junk[usize::from(*arg)] |= 0xdead_0000_0000;
+                }
+                if by_rules {
+                    assert!(
+                        syscall_entries
+                            .iter()
+                            .any(|entry| oci_entry_matches(entry, &junk)),
+                        "{name}{junk:?} under {reach:?}: junk in the high half escapes the OCI profile"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn all_rules() -> Vec<Rule> {
+    let mut rules = BASE_RULES.to_vec();
+    rules.extend_from_slice(SOCKET_OUTBOUND);
+    rules.push(SOCKET_NO_UNIX);
+    rules.extend_from_slice(SOCKET_ONLY_UNIX);
+    rules
+}
+
+fn test_arg(test: &Test) -> u8 {
+    match *test {
+        Test::AnyBit { arg, .. } | Test::In { arg, .. } | Test::NotIn { arg, .. } => arg,
+    }
 }
