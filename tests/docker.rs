@@ -739,3 +739,79 @@ fn no_process_with(needle: &str) -> bool {
             .unwrap_or(false)
     })
 }
+
+#[test]
+fn a_container_left_by_a_run_that_is_over_is_removed_by_the_next_run() {
+    // A run killed while the daemon restarts can leave its container `Created` after its reaper
+    // gave up. The next run of the same user removes it, and nothing of a live run's or another
+    // user's.
+    let Some(s) = setup() else { return };
+    let uid = real_uid();
+    let nanos = |ago: Duration| {
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .saturating_sub(ago);
+        format!("{:x}", since_epoch.as_nanos())
+    };
+    // A supervisor that is gone: a child that has exited and been reaped.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead_pid = child.id();
+    child.wait().unwrap();
+    let over = format!("{}-{dead_pid}", nanos(Duration::from_secs(30)));
+    // A supervisor that is alive: this test, which started before the id's time.
+    let live = format!("{}-{}", nanos(Duration::ZERO), std::process::id());
+    let other_user = format!("{}-{dead_pid}-other", nanos(Duration::from_secs(30)));
+    let create = |id: &str, owner: u32| {
+        let out = s
+            .image
+            .docker()
+            .args(["create", "--name"])
+            .arg(format!("palisade-{id}"))
+            .arg("--label")
+            .arg(format!("dev.palisade.run={id}"))
+            .arg("--label")
+            .arg(format!("dev.palisade.uid={owner}"))
+            .args([&s.image.id, "true"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "docker create: {}", stderr(&out));
+    };
+    create(&over, uid);
+    create(&live, uid);
+    create(&other_user, uid + 1);
+
+    let out = s.run(&[], &["true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left = palisade_containers(&s.image);
+    // Remove what the test made before asserting, so a failure leaves nothing for the others.
+    for id in [&over, &live, &other_user] {
+        let _ = s
+            .image
+            .docker()
+            .args(["rm", "-f", &format!("palisade-{id}")])
+            .output();
+    }
+    assert!(!left.contains(&format!("palisade-{over}")), "{left:?}");
+    assert!(left.contains(&format!("palisade-{live}")), "{left:?}");
+    assert!(left.contains(&format!("palisade-{other_user}")), "{left:?}");
+    assert!(
+        stderr(&out).contains(&format!(
+            "removed container palisade-{over} (created), left by run {over}, which is over"
+        )),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// The invoking user's real uid.
+fn real_uid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap()
+}

@@ -241,10 +241,45 @@ pub fn verify_image(
     Ok(facts.id)
 }
 
+#[cfg(target_os = "linux")]
+/// Removes the containers of this user's earlier runs that are over but still exist, and says
+/// so: a run killed while the daemon restarts can leave its container `Created` after the
+/// reaper has given up (the create request finished after the reaper found nothing to remove).
+/// Best effort: a daemon that does not answer now is the launch's problem, reported there.
+fn sweep_orphaned_containers(plan: &LaunchPlan, spec: &DockerSpec) -> Vec<String> {
+    let Some(runs) = plan.run_temp_dir.parent() else {
+        return Vec::new();
+    };
+    let uid = crate::probe::user_ids().0;
+    let Ok(containers) = shim::labelled(&spec.socket, uid) else {
+        return Vec::new();
+    };
+    let mut swept = Vec::new();
+    for container in containers {
+        if container.run_id == spec.run_id || !crate::launch::run_is_over(runs, &container.run_id) {
+            continue;
+        }
+        if matches!(
+            shim::remove(&spec.socket, &container.name),
+            Removal::Removed | Removal::AlreadyGone
+        ) {
+            say!(
+                "palisade: removed container {} ({}), left by run {}, which is over",
+                container.name,
+                container.state,
+                container.run_id
+            );
+            swept.push(container.name);
+        }
+    }
+    swept
+}
+
 /// Runs the plan in a container (see [`palisade_shims::docker`]) and accounts for it (Linux:
 /// the supervisor is Linux's).
 #[cfg(target_os = "linux")]
 pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchError> {
+    let swept = sweep_orphaned_containers(plan, spec);
     let options = supervise::SuperviseOptions::default();
     let done = match shim::run(plan, spec, &options) {
         Ok(done) => done,
@@ -276,6 +311,9 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
                 "seccompRules": done.seccomp_rules,
             }),
         );
+        if !swept.is_empty() {
+            object.insert("containersSwept".into(), serde_json::json!(swept));
+        }
         object.insert(
             "pid1".into(),
             serde_json::json!({"init": "docker-init", "dumpable": false, "copyOf": spec.init}),

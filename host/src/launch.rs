@@ -182,135 +182,94 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     })
 }
 
-/// The Linux mechanisms: bwrap, `palisade __sandbox-init` (Landlock, direct), or a container.
+/// One bwrap launch of `plan`: the sandbox set up, the command supervised, the tree reaped.
 #[cfg(target_os = "linux")]
-fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
-    use palisade_shims::{bwrap, fsfacts, init, placeholder, seccomp, supervise};
+fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
+    use palisade_shims::{bwrap, fsfacts, placeholder, seccomp, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
-    match plan.mechanism {
-        Mechanism::Bwrap => {
-            let program = options.bwrap.clone().ok_or(LaunchError::NoBwrap)?;
-            // bwrap reports a failed exec as status 1, like any command's; resolve the command
-            // here (the sandbox sees the same read-only root) to answer 127/126 as `env` does.
-            let mut plan = plan.clone();
-            match resolve_command(&plan) {
-                Ok(path) => {
-                    if let Some(first) = plan.command.first_mut() {
-                        *first = path.into_os_string();
-                    }
-                }
-                Err(status) => return Ok(not_executed(status, &plan)),
+    let program = options.bwrap.clone().ok_or(LaunchError::NoBwrap)?;
+    // bwrap reports a failed exec as status 1, like any command's; resolve the command
+    // here (the sandbox sees the same read-only root) to answer 127/126 as `env` does.
+    let mut plan = plan.clone();
+    match resolve_command(&plan) {
+        Ok(path) => {
+            if let Some(first) = plan.command.first_mut() {
+                *first = path.into_os_string();
             }
-            let (mut started, signal) = std::io::pipe().map_err(|e| prepare(&e))?;
-            // The seccomp stub reports the start itself when it execs the command directly;
-            // with a network bridge in between (or no filter), a shell step does.
-            let stub_signals = plan.syscall_filter && plan.network.bridge().is_none();
-            if !stub_signals {
-                plan.command = exec_signal(&plan.command);
-            }
-            let plan = &plan;
-            let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
-            let mut fds = vec![supervise::PassFd {
-                fd: signal.into(),
-                target: EXEC_SIGNAL_FD,
-            }];
-            // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
-            // bwrap's reaper) and the stub that installs the filter.
-            let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
-            // The filter is installed by Palisade's stub in the sandbox, observed: the calls
-            // it refuses are answered (with the filter's errno) and recorded by this process.
-            let (seccomp_rules, stub, observer) = if plan.syscall_filter {
-                let profile = seccomp::Profile::for_plan(plan);
-                let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
-                let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
-                let observer = seccomp::observe::Observer::start(
-                    ours,
-                    seccomp::Arch::native().map_err(|e| prepare(&e))?,
-                    profile,
-                )
-                .map_err(|e| prepare(&e))?;
-                fds.push(supervise::PassFd {
-                    fd: theirs,
-                    target: bwrap::OBSERVE_FD,
-                });
-                let stub = bwrap::SandboxExec {
-                    exe: exe.clone(),
-                    reach: profile.reach,
-                    started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
-                };
-                (Some(program.len()), Some(stub), Some(observer))
-            } else {
-                (None, None, None)
-            };
-            let args =
-                bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
-            // bwrap binds them, so they exist before it starts; a failure below releases them.
-            let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
-            let launch = supervise::Launch {
-                program,
-                args: args.args,
-                env: Vec::new(),
-                cwd: Some(PathBuf::from("/")),
-                fds,
-                kind: supervise::LaunchKind::Bwrap,
-                // The supervisor notes when the byte arrives; it is read here after the run.
-                started: started.try_clone().ok().map(std::os::fd::OwnedFd::from),
-            };
-            let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
-            // Mountpoints bwrap had to create in writable roots go, whatever happened.
-            let left = fsfacts::cleanup_created(&args.created_mountpoints);
-            let observed = observer.map(seccomp::observe::Observer::finish);
-            // Placeholders only once no process of the sandbox can have them mounted: removing
-            // one would take its mount away from a survivor.
-            let placeholders_left = match &outcome {
-                Err(supervise::SuperviseError::TreeNotEmpty { .. }) => placeholders.keep(),
-                _ => placeholders.release().left,
-            };
-            let outcome = match supervised(outcome, plan) {
-                Err(LaunchError::TreeNotEmpty {
-                    remaining,
-                    mut record,
-                }) => {
-                    // The survivors keep them mounted; the record says they are still there.
-                    if !placeholders_left.is_empty() {
-                        set(
-                            &mut record,
-                            "placeholdersLeft",
-                            serde_json::json!(placeholders_left),
-                        );
-                    }
-                    return Err(LaunchError::TreeNotEmpty { remaining, record });
-                }
-                other => other?,
-            };
-            // Every writer is gone with the tree: one byte, or end of file when nothing ran.
-            let mut byte = [0u8; 1];
-            if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
-                // The supervisor forwarded an interrupt and bwrap ended of it during setup:
-                // the run was stopped, not broken.
-                if let supervise::EndReason::Signal(signal) = outcome.ended_by {
-                    return Err(LaunchError::Stopped(signal));
-                }
-                return Err(LaunchError::Setup(format!(
-                    "bwrap could not set up the sandbox (status {}; its message is above)",
-                    outcome.exit_code()
-                )));
-            }
-            let mut record = outcome_record(&outcome, plan)?;
-            set(
-                &mut record,
-                "seccompInstructions",
-                serde_json::json!(seccomp_rules),
-            );
-            set(
-                &mut record,
-                "pid1",
-                serde_json::json!({"init": "palisade", "dumpable": false}),
-            );
-            if !left.is_empty() {
-                set(&mut record, "mountpointsLeft", serde_json::json!(left));
-            }
+        }
+        Err(status) => return Ok(not_executed(status, &plan)),
+    }
+    let (mut started, signal) = std::io::pipe().map_err(|e| prepare(&e))?;
+    // The seccomp stub reports the start itself when it execs the command directly;
+    // with a network bridge in between (or no filter), a shell step does.
+    let stub_signals = plan.syscall_filter && plan.network.bridge().is_none();
+    if !stub_signals {
+        plan.command = exec_signal(&plan.command);
+    }
+    let plan = &plan;
+    let facts = fsfacts::measure(plan).map_err(|e| prepare(&e))?;
+    let mut fds = vec![supervise::PassFd {
+        fd: signal.into(),
+        target: EXEC_SIGNAL_FD,
+    }];
+    // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
+    // bwrap's reaper) and the stub that installs the filter.
+    let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+    // The filter is installed by Palisade's stub in the sandbox, observed: the calls
+    // it refuses are answered (with the filter's errno) and recorded by this process.
+    let (seccomp_rules, stub, observer) = if plan.syscall_filter {
+        let profile = seccomp::Profile::for_plan(plan);
+        let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
+        let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
+        let observer = seccomp::observe::Observer::start(
+            ours,
+            seccomp::Arch::native().map_err(|e| prepare(&e))?,
+            profile,
+        )
+        .map_err(|e| prepare(&e))?;
+        fds.push(supervise::PassFd {
+            fd: theirs,
+            target: bwrap::OBSERVE_FD,
+        });
+        let stub = bwrap::SandboxExec {
+            exe: exe.clone(),
+            reach: profile.reach,
+            started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
+        };
+        (Some(program.len()), Some(stub), Some(observer))
+    } else {
+        (None, None, None)
+    };
+    let args = bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
+    // bwrap binds them, so they exist before it starts; a failure below releases them.
+    let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
+    let launch = supervise::Launch {
+        program,
+        args: args.args,
+        env: Vec::new(),
+        cwd: Some(PathBuf::from("/")),
+        fds,
+        kind: supervise::LaunchKind::Bwrap,
+        // The supervisor notes when the byte arrives; it is read here after the run.
+        started: started.try_clone().ok().map(std::os::fd::OwnedFd::from),
+    };
+    let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
+    // Mountpoints bwrap had to create in writable roots go, whatever happened.
+    let left = fsfacts::cleanup_created(&args.created_mountpoints);
+    let observed = observer.map(seccomp::observe::Observer::finish);
+    // Placeholders only once no process of the sandbox can have them mounted: removing
+    // one would take its mount away from a survivor.
+    let placeholders_left = match &outcome {
+        Err(supervise::SuperviseError::TreeNotEmpty { .. }) => placeholders.keep(),
+        _ => placeholders.release().left,
+    };
+    let outcome = match supervised(outcome, plan) {
+        Err(LaunchError::TreeNotEmpty {
+            remaining,
+            mut record,
+        }) => {
+            // The survivors keep them mounted; the record says they are still there.
             if !placeholders_left.is_empty() {
                 set(
                     &mut record,
@@ -318,19 +277,83 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     serde_json::json!(placeholders_left),
                 );
             }
-            let mut denials = budget_denials(&outcome, plan);
-            if let Some(observed) = &observed {
-                denials.extend(crate::denials::syscall_denials(observed));
-                set(&mut record, "seccompObserver", observer_account(observed));
-            }
-            Ok(Launched {
-                exit_code: exit_byte(outcome.exit_code()),
-                record,
-                denials,
-                dropped: observed.map_or(0, |o| o.dropped),
-                marks: outcome.marks,
-            })
+            return Err(LaunchError::TreeNotEmpty { remaining, record });
         }
+        other => other?,
+    };
+    // Every writer is gone with the tree: one byte, or end of file when nothing ran.
+    let mut byte = [0u8; 1];
+    if !matches!(std::io::Read::read(&mut started, &mut byte), Ok(1)) {
+        // The supervisor forwarded an interrupt and bwrap ended of it during setup:
+        // the run was stopped, not broken.
+        if let supervise::EndReason::Signal(signal) = outcome.ended_by {
+            return Err(LaunchError::Stopped(signal));
+        }
+        return Err(LaunchError::Setup(format!(
+            "bwrap could not set up the sandbox (status {}; its message is above)",
+            outcome.exit_code()
+        )));
+    }
+    let mut record = outcome_record(&outcome, plan)?;
+    set(
+        &mut record,
+        "seccompInstructions",
+        serde_json::json!(seccomp_rules),
+    );
+    set(
+        &mut record,
+        "pid1",
+        serde_json::json!({"init": "palisade", "dumpable": false}),
+    );
+    if !left.is_empty() {
+        set(&mut record, "mountpointsLeft", serde_json::json!(left));
+    }
+    if !placeholders_left.is_empty() {
+        set(
+            &mut record,
+            "placeholdersLeft",
+            serde_json::json!(placeholders_left),
+        );
+    }
+    let mut denials = budget_denials(&outcome, plan);
+    if let Some(observed) = &observed {
+        denials.extend(crate::denials::syscall_denials(observed));
+        set(&mut record, "seccompObserver", observer_account(observed));
+    }
+    Ok(Launched {
+        exit_code: exit_byte(outcome.exit_code()),
+        record,
+        denials,
+        dropped: observed.map_or(0, |o| o.dropped),
+        marks: outcome.marks,
+    })
+}
+
+/// The Linux mechanisms: bwrap, `palisade __sandbox-init` (Landlock, direct), or a container.
+#[cfg(target_os = "linux")]
+fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
+    use palisade_shims::{init, supervise};
+    let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
+    let supervise_options = supervise::SuperviseOptions::default();
+    match plan.mechanism {
+        Mechanism::Bwrap => match launch_bwrap(plan, options) {
+            // The command never started (no start byte), so trying again runs it at most once.
+            // Seen under load: bwrap loses a race with mounts another sandbox or a container
+            // makes at the same moment ("Unable to apply mount flags").
+            Err(LaunchError::Setup(first)) => {
+                say!(
+                    "palisade: {first}; the command did not start, so palisade sets the sandbox up once more"
+                );
+                let mut launched = launch_bwrap(plan, options)?;
+                set(
+                    &mut launched.record,
+                    "setupRetried",
+                    serde_json::json!({"firstAttempt": first}),
+                );
+                Ok(launched)
+            }
+            other => other,
+        },
         Mechanism::Seatbelt => Err(LaunchError::Unsupported(
             backend_name(plan.mechanism).to_owned(),
         )),
@@ -693,6 +716,24 @@ fn sweep_dead_runs(parent: &std::path::Path) {
         if lock.is_some() {
             let _ = std::fs::remove_file(&lock_path);
         }
+    }
+}
+
+/// Whether run `id`, whose temp dir would be in `parent`, is over: its lock is there and
+/// nobody holds it, or there is no lock (a sweep removed it, or the run kept it elsewhere) and
+/// its supervisor is gone. What outlives a run (a container) may then be removed.
+#[cfg(target_os = "linux")]
+pub(crate) fn run_is_over(parent: &std::path::Path, id: &str) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let lock_path = parent.join(format!("run-{id}.lock"));
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&lock_path)
+    {
+        Ok(lock) => lock.try_lock().is_ok(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => supervisor_gone(id),
+        Err(_) => false,
     }
 }
 

@@ -1433,3 +1433,76 @@ fn a_closed_stderr_neither_stops_nor_breaks_the_run() {
         );
     }
 }
+
+/// A `bwrap` first on the PATH that fails the way bwrap does when it loses a mount race
+/// (`Unable to apply mount flags`) the first `failures` times it is asked to run `marker`, and
+/// is the real bwrap otherwise (the probe's trial, and every later launch).
+fn flaky_bwrap(env: &Env, marker: &str, failures: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = env.path("flaky-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let count = env.path("flaky-count");
+    let script = format!(
+        "#!/bin/sh\ncase \"$*\" in *{marker}*)\n  n=$(cat {count} 2>/dev/null || echo 0)\n  echo $((n + 1)) > {count}\n  if [ \"$n\" -lt {failures} ]; then\n    echo 'bwrap: Unable to apply mount flags: remount \"/newroot/x\": Invalid argument' >&2\n    exit 1\n  fi;;\nesac\nexec /usr/bin/bwrap \"$@\"\n",
+        count = count.display()
+    );
+    let path = dir.join("bwrap");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_setup_that_fails_before_the_command_starts_is_tried_once_more() {
+    if !std::path::Path::new("/usr/bin/bwrap").exists() {
+        eprintln!("skipped: no /usr/bin/bwrap");
+        return;
+    }
+    let run = |failures: u32| {
+        let env = Env::new();
+        let marker = format!("flaky-marker-{failures}");
+        let bin = flaky_bwrap(&env, &marker, failures);
+        let taskpack = env.taskpack("linux-bwrap", "");
+        let audit = env.path("audit.jsonl");
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let out = Command::new(PALISADE)
+            .args(["run", "--no-cache", "--taskpack"])
+            .arg(&taskpack)
+            .arg("--audit")
+            .arg(&audit)
+            .args(["--", "sh", "-c", &format!("echo ran >> ran.txt # {marker}")])
+            .env("PATH", path)
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", env.path(""))
+            .current_dir(env.path("ws"))
+            .output()
+            .unwrap();
+        let ran = std::fs::read_to_string(env.path("ws/ran.txt")).unwrap_or_default();
+        (out, ran, env.audit_lines())
+    };
+
+    // Lost once: set up again, the command runs once, and both the user and the record know.
+    let (out, ran, lines) = run(1);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(ran, "ran\n", "the command runs exactly once");
+    assert!(
+        stderr.contains("the command did not start, so palisade sets the sandbox up once more"),
+        "{stderr}"
+    );
+    let retried = &lines[1]["outcome"]["setupRetried"]["firstAttempt"];
+    assert!(
+        retried
+            .as_str()
+            .unwrap()
+            .contains("could not set up the sandbox"),
+        "{lines:?}"
+    );
+
+    // Lost twice: the setup failure stands (125), and the command never ran.
+    let (out, ran, lines) = run(2);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert_eq!(ran, "", "the command never ran");
+    assert_eq!(lines[1]["outcome"]["endedBy"], "not-launched");
+}

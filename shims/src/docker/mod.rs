@@ -20,8 +20,8 @@
 //!   entries that need ptrace access (`mem`, `environ`, `fd`, …) are closed to the command.
 //!   There is no fallback to `--init`: the probe reports the backend unavailable without a
 //!   static `docker-init` it can copy.
-//! - `--name palisade-<run id>` and labels `dev.palisade.run`: the name is how the container
-//!   is removed; a run's container is never looked up by anything the command can influence.
+//! - `--name palisade-<run id>` and labels `dev.palisade.run` (the run id) and
+//!   `dev.palisade.uid` (the caller's uid): the name is how the container is removed; a run's container is never looked up by anything the command can influence.
 //! - `--user UID:GID` of the invoking user, `-w WORKSPACE`, `--cap-drop ALL`,
 //!   `--security-opt no-new-privileges`, `--security-opt seccomp=…` with Palisade's own rules
 //!   ([`crate::seccomp::oci_profile`]) when the plan asks for syscall filtering (otherwise
@@ -78,7 +78,10 @@
 //! end-of-file instead, palisade died, and the reaper runs `docker rm -f NAME` until the
 //! container is gone (a few attempts a second apart, which also catches a container the killed
 //! client was still creating). The launched client has a parent-death signal, so it dies
-//! with palisade too.
+//! with palisade too. A container created after the reaper stopped looking (the daemon was
+//! restarting, and finished the killed client's create later) stays `Created`: the next
+//! docker run of the same user ([`labelled`], label [`UID_LABEL`]) removes every container
+//! whose run is over, and says so.
 //!
 //! # Known limits
 //!
@@ -110,10 +113,14 @@ mod run;
 
 #[cfg(target_os = "linux")]
 pub use run::run;
-pub use run::{DockerOutcome, Removal, exists, remove};
+pub use run::{DockerOutcome, Labelled, Removal, exists, labelled, remove};
 
 /// The label every palisade container carries, with the run id as its value.
 pub const RUN_LABEL: &str = "dev.palisade.run";
+
+/// The label with the uid of the user whose run made the container: a later run of that user
+/// may remove it once the run is over, and never another user's.
+pub const UID_LABEL: &str = "dev.palisade.uid";
 
 /// Where the CLI reads the seccomp profile from: the descriptor [`run`] passes it on.
 pub const SECCOMP_FD: i32 = 3;
@@ -249,6 +256,7 @@ pub fn argv(
     args.op("--pull", "never");
     args.op("--name", spec.container_name());
     args.op("--label", format!("{RUN_LABEL}={}", spec.run_id));
+    args.op("--label", format!("{UID_LABEL}={}", facts.uid));
     args.op(
         "--network",
         match plan.network {

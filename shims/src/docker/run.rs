@@ -170,6 +170,71 @@ pub fn remove(socket: &Path, name: &str) -> Removal {
     }
 }
 
+/// A container carrying palisade's labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Labelled {
+    /// Its name, without Docker's leading `/`.
+    pub name: String,
+    /// The run id of [`super::RUN_LABEL`].
+    pub run_id: String,
+    /// Docker's state: `created`, `running`, `exited`, …
+    pub state: String,
+}
+
+/// The containers of `uid`'s runs ([`super::RUN_LABEL`] and [`super::UID_LABEL`]), whatever
+/// their state, named as palisade names them (`palisade-<run id>`); anything else is skipped.
+///
+/// # Errors
+/// The daemon did not answer, or not with a list.
+pub fn labelled(socket: &Path, uid: u32) -> Result<Vec<Labelled>, api::ApiError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // filters={"label":["dev.palisade.run","dev.palisade.uid=<uid>"]}, percent-encoded.
+    let filters = format!(
+        "%7B%22label%22%3A%5B%22{}%22%2C%22{}%3D{uid}%22%5D%7D",
+        super::RUN_LABEL,
+        super::UID_LABEL
+    );
+    let response = api::get(
+        socket,
+        &format!("/containers/json?all=1&filters={filters}"),
+        deadline,
+    )?;
+    if response.status != 200 {
+        return Err(api::ApiError::Malformed(
+            "container list: unexpected status",
+        ));
+    }
+    let list: Vec<serde_json::Value> = serde_json::from_slice(&response.body)
+        .map_err(|_| api::ApiError::Malformed("container list: not a JSON list"))?;
+    Ok(list
+        .iter()
+        .filter_map(|container| {
+            let name = container
+                .get("Names")?
+                .as_array()?
+                .first()?
+                .as_str()?
+                .trim_start_matches('/')
+                .to_owned();
+            let run_id = container
+                .get("Labels")?
+                .get(super::RUN_LABEL)?
+                .as_str()?
+                .to_owned();
+            // Only what palisade named after the run: a label alone names nothing to remove.
+            (name == format!("palisade-{run_id}")).then(|| Labelled {
+                name,
+                run_id,
+                state: container
+                    .get("State")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            })
+        })
+        .collect())
+}
+
 /// Whether container `name` exists (`None`: the daemon did not answer).
 pub fn exists(socket: &Path, name: &str) -> Option<bool> {
     let deadline = Instant::now() + Duration::from_secs(10);
