@@ -298,13 +298,23 @@ struct Reaper {
 
 #[cfg(target_os = "linux")]
 /// The reaper's script: `$0` the CLI, `$1` the container. One line `done` on stdin dismisses
-/// it; end-of-file means palisade died.
+/// it; end-of-file means palisade died. The container is gone only when the daemon says so
+/// three times in a row, a second apart: a daemon that does not answer (it is restarting) says
+/// nothing, and a killed client's create can still land after the first "no such container".
 const REAPER_SCRIPT: &str = r#"read -r line; [ "$line" = done ] && exit 0
 n=0
-while [ "$n" -lt 30 ]; do
+absent=0
+while [ "$n" -lt 60 ]; do
     "$0" rm -f "$1" >/dev/null 2>&1
     sleep 1
-    "$0" container inspect "$1" >/dev/null 2>&1 || exit 0
+    if out=$("$0" container inspect --format . "$1" 2>&1); then
+        absent=0
+    else
+        case "$out" in
+            *"No such container"*) absent=$((absent + 1)); [ "$absent" -ge 3 ] && exit 0 ;;
+            *) absent=0 ;;
+        esac
+    fi
     n=$((n + 1))
 done
 exit 1"#;
