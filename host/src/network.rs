@@ -126,24 +126,57 @@ pub const PROXY_PORT: u16 = 3128;
 /// tmpfs, so nothing of the host's is covered.
 pub const SANDBOX_DIR: &str = "/run/palisade-bridge";
 
+/// The bridge program's path inside the sandbox (this `palisade` under bwrap, the static
+/// `palisade-bridge` under docker), beside its sockets.
+pub fn bridge_program_inside() -> PathBuf {
+    PathBuf::from(SANDBOX_DIR).join("palisade")
+}
+
 /// The proxy variables the command gets: every common spelling, pointing at the bridge, with
 /// the sandbox's own loopback excluded (`NO_PROXY`), so local test servers and forwarded host
-/// ports keep working.
+/// ports keep working. `ALL_PROXY` names SOCKS5 with remote resolution (`socks5h`): the proxy
+/// tells the protocols apart on the one port, and a client that reads `ALL_PROXY` (curl for a
+/// scheme without its own variable, `git` over `ssh` via `ProxyCommand` tools) must not resolve
+/// names itself — the sandbox has no DNS.
 pub fn proxy_env(port: u16) -> Vec<(OsString, OsString)> {
     let url = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
     let no_proxy = "localhost,127.0.0.1,::1";
     let mut env = Vec::new();
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        env.push((OsString::from(name), OsString::from(&url)));
+    for (name, value) in [
+        ("HTTP_PROXY", &url),
+        ("HTTPS_PROXY", &url),
+        ("ALL_PROXY", &socks),
+    ] {
+        env.push((OsString::from(name), OsString::from(value)));
         env.push((
             OsString::from(name.to_ascii_lowercase()),
-            OsString::from(&url),
+            OsString::from(value),
         ));
     }
     env.push((OsString::from("NO_PROXY"), OsString::from(no_proxy)));
     env.push((OsString::from("no_proxy"), OsString::from(no_proxy)));
     env
 }
+
+/// `GIT_SSH_COMMAND` for filtered egress: `ssh` whose every connection goes through the proxy
+/// (SOCKS5, by name) via the bridge's `connect` mode, so `git clone git@host:…` reaches an
+/// allowed `host:22` (or the entry's port) with no configuration of the user's. Everything else
+/// of ssh (keys, `known_hosts`, `~/.ssh/config`) stays the user's.
+pub fn git_ssh_command(port: u16) -> OsString {
+    let mut command = OsString::from("ssh -o ProxyCommand='");
+    command.push(bridge_program_inside());
+    command.push(format!(
+        " {} {} --via 127.0.0.1:{port} %h %p'",
+        BRIDGE_SUBCOMMAND, BRIDGE_CONNECT
+    ));
+    command
+}
+
+/// The bridge's subcommand and its `connect` mode, as `palisade_proxy::bridge` spells them (the
+/// proxy crate is Linux-only; the spelling is checked against it in the tests).
+const BRIDGE_SUBCOMMAND: &str = "__bridge";
+const BRIDGE_CONNECT: &str = "connect";
 
 /// Parses `--proxy-resolve NAME=ADDR`.
 pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), LaunchError> {
@@ -244,7 +277,7 @@ mod linux {
     /// bridge `program` (this binary, or the static bridge for a container) bound read-only
     /// into the sandbox's private `/run`, and the bridge's argv there.
     pub fn bridge_plan(host_dir: &Path, routes: &Routes, program: PathBuf) -> Bridge {
-        let inside = PathBuf::from(super::SANDBOX_DIR).join("palisade");
+        let inside = super::bridge_program_inside();
         let table = route_table(routes);
         let mut binds: Vec<ReadOnlyBind> = table
             .iter()
@@ -595,5 +628,18 @@ mod tests {
         for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy"] {
             assert!(names.contains(&name.to_owned()), "{name}");
         }
+        let all = env.iter().find(|(n, _)| n == "all_proxy").unwrap();
+        assert_eq!(all.1, "socks5h://127.0.0.1:3128");
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn git_ssh_command_runs_the_bridges_connect_mode() {
+        assert_eq!(BRIDGE_SUBCOMMAND, palisade_proxy::bridge::SUBCOMMAND);
+        assert_eq!(BRIDGE_CONNECT, palisade_proxy::bridge::CONNECT);
+        assert_eq!(
+            git_ssh_command(3128),
+            "ssh -o ProxyCommand='/run/palisade-bridge/palisade __bridge connect --via 127.0.0.1:3128 %h %p'"
+        );
     }
 }

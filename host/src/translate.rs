@@ -114,6 +114,18 @@ where
         // The proxy is the only way out: every proxy variable points at the bridge.
         env.retain(|(name, _)| !is_proxy_variable(name));
         env.extend(crate::network::proxy_env(crate::network::PROXY_PORT));
+        // git over ssh through the proxy too, unless the policy passed the user's own ssh
+        // command through (`GIT_SSH_COMMAND`, or `GIT_SSH`, which git reads only without it):
+        // that is the user's choice, and theirs to point at the proxy.
+        if !env
+            .iter()
+            .any(|(name, _)| name == "GIT_SSH_COMMAND" || name == "GIT_SSH")
+        {
+            env.push((
+                OsString::from("GIT_SSH_COMMAND"),
+                crate::network::git_ssh_command(crate::network::PROXY_PORT),
+            ));
+        }
         env.sort();
     }
     command_env.account_final(&env);
