@@ -173,6 +173,35 @@ pub fn git_ssh_command(port: u16) -> OsString {
     command
 }
 
+/// The command's environment for filtered egress, from the one the environment allowlist let
+/// through: the proxy is the only way out, so every proxy variable (any case) points at the
+/// bridge; and git over ssh goes through the proxy too, unless the policy passed the user's own
+/// ssh command through (`GIT_SSH_COMMAND`, or `GIT_SSH`, which git reads only without it): that
+/// is the user's choice, and pointing it at the proxy is theirs. Sorted by name.
+pub fn apply_filtered_env(env: &mut Vec<(OsString, OsString)>) {
+    env.retain(|(name, _)| !is_proxy_variable(name));
+    env.extend(proxy_env(PROXY_PORT));
+    if !env
+        .iter()
+        .any(|(name, _)| name == "GIT_SSH_COMMAND" || name == "GIT_SSH")
+    {
+        env.push((
+            OsString::from("GIT_SSH_COMMAND"),
+            git_ssh_command(PROXY_PORT),
+        ));
+    }
+    env.sort();
+}
+
+/// Proxy variables (any case) the launcher sets itself for filtered egress.
+fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    matches!(
+        upper.as_str(),
+        "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
+    )
+}
+
 /// The bridge's subcommand and its `connect` mode, as `palisade_proxy::bridge` spells them (the
 /// proxy crate is Linux-only; the spelling is checked against it in the tests).
 const BRIDGE_SUBCOMMAND: &str = "__bridge";
@@ -630,6 +659,31 @@ mod tests {
         }
         let all = env.iter().find(|(n, _)| n == "all_proxy").unwrap();
         assert_eq!(all.1, "socks5h://127.0.0.1:3128");
+    }
+
+    #[test]
+    fn filtered_env_replaces_proxies_and_keeps_the_users_ssh_command() {
+        let pair = |n: &str, v: &str| (OsString::from(n), OsString::from(v));
+        let mut env = vec![
+            pair("PATH", "/bin"),
+            pair("Https_Proxy", "http://corp:8080"),
+            pair("FTP_PROXY", "x"),
+        ];
+        apply_filtered_env(&mut env);
+        let names: Vec<_> = env.iter().map(|(n, _)| n.to_string_lossy()).collect();
+        assert!(!names.contains(&"Https_Proxy".into()) && !names.contains(&"FTP_PROXY".into()));
+        assert!(env.contains(&pair("HTTPS_PROXY", "http://127.0.0.1:3128")));
+        assert!(env.contains(&(OsString::from("GIT_SSH_COMMAND"), git_ssh_command(3128))));
+        assert!(env.is_sorted());
+        for own in ["GIT_SSH_COMMAND", "GIT_SSH"] {
+            let mut env = vec![pair(own, "ssh -i /keys/deploy")];
+            apply_filtered_env(&mut env);
+            assert!(env.contains(&pair(own, "ssh -i /keys/deploy")), "{own}");
+            let ssh = env
+                .iter()
+                .filter(|(n, _)| n.to_string_lossy().starts_with("GIT_SSH"));
+            assert_eq!(ssh.count(), 1, "{own}");
+        }
     }
 
     #[test]
