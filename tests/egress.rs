@@ -829,6 +829,321 @@ fn probe_proxy_socket(runtime_dir: &Path, port: u16) -> String {
     "no proxy socket found".into()
 }
 
+// ---------------------------------------------------------------------------------------------
+// git over ssh through the proxy (SOCKS5, the bridge's `connect` mode as ssh's ProxyCommand)
+// ---------------------------------------------------------------------------------------------
+
+/// Debian's sshd on the host's `127.0.0.2` and a free port, with its own configuration, host
+/// key and one throwaway user key, all in `dir`; logs in as root (the test runs as root).
+struct Sshd {
+    child: Child,
+    port: u16,
+    host_key_line: String,
+}
+
+impl Sshd {
+    fn start(sshd: &Path, dir: &Path) -> Sshd {
+        let keygen = |path: &Path| {
+            let made = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(path)
+                .stdout(Stdio::null())
+                .status()
+                .expect("ssh-keygen");
+            assert!(made.success(), "ssh-keygen failed");
+        };
+        keygen(&dir.join("host_key"));
+        keygen(&dir.join("user_key"));
+        std::fs::copy(dir.join("user_key.pub"), dir.join("authorized_keys")).unwrap();
+        let port = TcpListener::bind("127.0.0.2:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = dir.join("sshd_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Port {port}\nListenAddress 127.0.0.2\nHostKey {dir}/host_key\nPidFile {dir}/sshd.pid\n\
+                 UsePAM no\nStrictModes no\nAuthorizedKeysFile {dir}/authorized_keys\n\
+                 PubkeyAuthentication yes\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                 PermitRootLogin prohibit-password\nLogLevel VERBOSE\n",
+                dir = dir.display()
+            ),
+        )
+        .unwrap();
+        // sshd refuses to start without its privilege-separation directory.
+        std::fs::create_dir_all("/run/sshd").unwrap();
+        let child = Command::new(sshd)
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("sshd.log")).unwrap())
+            .spawn()
+            .expect("start sshd");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.2", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "sshd did not listen on 127.0.0.2:{port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let host_pub = std::fs::read_to_string(dir.join("host_key.pub")).unwrap();
+        let mut fields = host_pub.split_whitespace();
+        let host_key_line = format!("{} {}", fields.next().unwrap(), fields.next().unwrap());
+        Sshd {
+            child,
+            port,
+            host_key_line,
+        }
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `git clone` and `git push` over ssh inside `palisade run` (bwrap, filtered network) reach the
+/// test's sshd by an allowed name with no configuration but the user's own key and known host:
+/// the `GIT_SSH_COMMAND` Palisade sets runs ssh through the proxy. The same clone of a name
+/// that is not on the list fails, and the refusal is recorded with the name and port.
+fn git_over_ssh(user: User) {
+    let Some(sshd) = ["/usr/sbin/sshd", "/sbin/sshd"]
+        .map(PathBuf::from)
+        .into_iter()
+        .find(|p| p.exists())
+    else {
+        assert!(
+            std::env::var_os("PALISADE_REQUIRE_SSHD").is_none(),
+            "PALISADE_REQUIRE_SSHD=1 but there is no /usr/sbin/sshd (apt-get install openssh-server)"
+        );
+        eprintln!("skipped: git over ssh needs Debian's openssh-server (/usr/sbin/sshd)");
+        return;
+    };
+    let env = Env::new(
+        user,
+        PathBuf::from(env!("CARGO_BIN_EXE_palisade-attack")),
+        escape_kit::palisade_binary(),
+    );
+    let Some(palisade) = env.palisade.clone() else {
+        panic!("no palisade binary: {:?}", env.palisade_missing);
+    };
+    let base = env.base.path();
+    let ws = base.join("ws");
+    let home = base.join("home");
+    let server = base.join("server");
+    for dir in [&ws, &home, &server] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let runtime_dir = base.join("xdg");
+    std::fs::create_dir(&runtime_dir).unwrap();
+    escape_kit::chmod(&runtime_dir, 0o700);
+    let sshd = Sshd::start(&sshd, &server);
+    let port = sshd.port;
+
+    // The served repository, with one commit, and the user's key and known host in the
+    // workspace (ssh reads neither from anywhere Palisade would have to set up).
+    let bare = server.join("repo.git");
+    let git = |args: &[&str], cwd: &Path| {
+        let out = Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "--bare", bare.to_str().unwrap()], &server);
+    let seed = server.join("seed");
+    git(&["init", "-q", seed.to_str().unwrap()], &server);
+    std::fs::write(seed.join("README"), "seeded\n").unwrap();
+    git(&["add", "README"], &seed);
+    git(&["commit", "-q", "-m", "seed"], &seed);
+    git(
+        &["push", "-q", bare.to_str().unwrap(), "HEAD:refs/heads/main"],
+        &seed,
+    );
+    std::fs::copy(server.join("user_key"), ws.join("id")).unwrap();
+    escape_kit::chmod(&ws.join("id"), 0o600);
+    std::fs::write(
+        ws.join("known_hosts"),
+        format!(
+            "[git.test]:{port} {key}\n[other.test]:{port} {key}\n",
+            key = sshd.host_key_line
+        ),
+    )
+    .unwrap();
+    let taskpack = ws.join("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        format!(
+            "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: git-ssh\n\
+             spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    allowedDomains: \
+             [\"git.test:{port}\", \"127.0.0.2:{port}\"]\n"
+        ),
+    )
+    .unwrap();
+    // The user's directories are the user's; sshd logs in as root whoever the client is, so
+    // the served repository stays root's (git refuses a repository owned by someone else).
+    let logs = base.join("logs");
+    std::fs::create_dir(&logs).unwrap();
+    for dir in [&ws, &home, &runtime_dir, &logs] {
+        escape_kit::chown_tree(dir, user);
+    }
+    let audit = logs.join("audit.jsonl");
+
+    let inside = |name: &str| {
+        // The user's own ssh options on top of Palisade's command: key and known hosts.
+        let script = format!(
+            "set -e\n\
+             export GIT_SSH_COMMAND=\"$GIT_SSH_COMMAND -i $PWD/id -o UserKnownHostsFile=$PWD/known_hosts \
+             -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes -o BatchMode=yes\"\n\
+             echo \"ssh command: $GIT_SSH_COMMAND\"\n\
+             rm -rf clone\n\
+             git clone -q ssh://root@{name}:{port}{bare} clone\n\
+             cat clone/README\n\
+             cd clone\n\
+             echo pushed > PUSHED\n\
+             git add PUSHED\n\
+             git -c user.name=t -c user.email=t@t commit -q -m push\n\
+             git push -q origin HEAD:refs/heads/pushed\n\
+             echo CLONED-AND-PUSHED\n",
+            bare = bare.display()
+        );
+        let mut argv = vec![palisade.display().to_string(), "run".into()];
+        argv.extend(
+            [
+                "--taskpack",
+                &taskpack.display().to_string(),
+                "--workspace",
+                &ws.display().to_string(),
+                "--audit",
+                &audit.display().to_string(),
+                "--proxy-resolve",
+                "git.test=127.0.0.2",
+                "--proxy-resolve",
+                "other.test=127.0.0.2",
+                "--",
+                "/bin/sh",
+                "-c",
+                &script,
+            ]
+            .map(String::from),
+        );
+        let run_env = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), home.display().to_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("PALISADE_CACHE_DIR".into(), env.cache.display().to_string()),
+            ("XDG_RUNTIME_DIR".into(), runtime_dir.display().to_string()),
+        ];
+        run(user, &argv, &run_env, &ws, None)
+    };
+
+    let allowed = inside("git.test");
+    let sshd_log = || std::fs::read_to_string(server.join("sshd.log")).unwrap_or_default();
+    assert_eq!(
+        allowed.status,
+        Some(0),
+        "{}\nsshd: {}",
+        allowed.summary(),
+        tail(&sshd_log())
+    );
+    assert!(
+        allowed.stdout.contains("seeded\n") && allowed.stdout.contains("CLONED-AND-PUSHED"),
+        "{}",
+        allowed.summary()
+    );
+    assert!(
+        allowed
+            .stdout
+            .contains("ProxyCommand='/run/palisade-bridge/palisade __bridge connect"),
+        "{}",
+        allowed.summary()
+    );
+    let pushed = Command::new("git")
+        .args(["--git-dir", bare.to_str().unwrap(), "show", "pushed:PUSHED"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&pushed.stdout), "pushed\n");
+
+    let denied = inside("other.test");
+    assert_ne!(denied.status, Some(0), "{}", denied.summary());
+    assert!(
+        denied.stderr.contains("connection not allowed by ruleset"),
+        "{}",
+        denied.summary()
+    );
+
+    let text = std::fs::read_to_string(&audit).unwrap();
+    let outcomes: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|v: &serde_json::Value| v.pointer("/outcome").is_some())
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{text}");
+    let connections = |o: &serde_json::Value| {
+        o.pointer("/outcome/network/connections")
+            .and_then(|c| c.as_array())
+            .cloned()
+            .unwrap_or_default()
+    };
+    // Clone and push: two ssh connections, both SOCKS5 by name, allowed, to the listed address.
+    let ok = connections(&outcomes[0]);
+    assert!(ok.len() >= 2, "{ok:?}");
+    for c in &ok {
+        assert_eq!(c["method"], "SOCKS5 CONNECT", "{c}");
+        assert_eq!(c["host"], "git.test", "{c}");
+        assert_eq!(c["port"], port, "{c}");
+        assert_eq!(c["verdict"], "allowed", "{c}");
+        assert_eq!(c["address"], "127.0.0.2", "{c}");
+    }
+    let refused = connections(&outcomes[1]);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["host"], "other.test");
+    assert_eq!(refused[0]["verdict"], "refused");
+    assert_eq!(refused[0]["code"], "domain-not-allowed");
+    let events = outcomes[1]
+        .pointer("/outcome/denials/events")
+        .and_then(|e| e.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let target = format!("other.test:{port}");
+    assert!(
+        events.iter().any(|e| e["target"] == target.as_str()
+            && e["rule"] == "plan.network.allowlist"
+            && e["operation"] == "SOCKS5 CONNECT"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn git_over_ssh_as_root() {
+    match escape_kit::root_user() {
+        Some(user) => git_over_ssh(user),
+        None => eprintln!("skipped: git over ssh runs its own sshd, which needs root"),
+    }
+}
+
+#[test]
+fn git_over_ssh_unprivileged() {
+    match escape_kit::root_user() {
+        Some(_) => git_over_ssh(escape_kit::unprivileged_user()),
+        None => eprintln!("skipped: git over ssh runs its own sshd, which needs root"),
+    }
+}
+
 #[test]
 fn egress_battery_as_root() {
     match escape_kit::root_user() {

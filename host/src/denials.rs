@@ -415,7 +415,7 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
             "only the run's own processes may use a forwarded host port; `{}` came from elsewhere",
             denial.target
         ),
-        _ => "the network bridge admits only HTTP CONNECT or plain HTTP from the run's own processes; use the proxy the environment names (`HTTPS_PROXY`)".to_owned(),
+        _ => "the network bridge admits only HTTP CONNECT, plain HTTP or SOCKS5 CONNECT from the run's own processes; use the proxy the environment names (`HTTPS_PROXY`, `ALL_PROXY`)".to_owned(),
     }
 }
 

@@ -126,24 +126,86 @@ pub const PROXY_PORT: u16 = 3128;
 /// tmpfs, so nothing of the host's is covered.
 pub const SANDBOX_DIR: &str = "/run/palisade-bridge";
 
+/// The bridge program's path inside the sandbox (this `palisade` under bwrap, the static
+/// `palisade-bridge` under docker), beside its sockets.
+pub fn bridge_program_inside() -> PathBuf {
+    PathBuf::from(SANDBOX_DIR).join("palisade")
+}
+
 /// The proxy variables the command gets: every common spelling, pointing at the bridge, with
 /// the sandbox's own loopback excluded (`NO_PROXY`), so local test servers and forwarded host
-/// ports keep working.
+/// ports keep working. `ALL_PROXY` names SOCKS5 with remote resolution (`socks5h`): the proxy
+/// tells the protocols apart on the one port, and a client that reads `ALL_PROXY` (curl for a
+/// scheme without its own variable, `git` over `ssh` via `ProxyCommand` tools) must not resolve
+/// names itself — the sandbox has no DNS.
 pub fn proxy_env(port: u16) -> Vec<(OsString, OsString)> {
     let url = format!("http://127.0.0.1:{port}");
+    let socks = format!("socks5h://127.0.0.1:{port}");
     let no_proxy = "localhost,127.0.0.1,::1";
     let mut env = Vec::new();
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-        env.push((OsString::from(name), OsString::from(&url)));
+    for (name, value) in [
+        ("HTTP_PROXY", &url),
+        ("HTTPS_PROXY", &url),
+        ("ALL_PROXY", &socks),
+    ] {
+        env.push((OsString::from(name), OsString::from(value)));
         env.push((
             OsString::from(name.to_ascii_lowercase()),
-            OsString::from(&url),
+            OsString::from(value),
         ));
     }
     env.push((OsString::from("NO_PROXY"), OsString::from(no_proxy)));
     env.push((OsString::from("no_proxy"), OsString::from(no_proxy)));
     env
 }
+
+/// `GIT_SSH_COMMAND` for filtered egress: `ssh` whose every connection goes through the proxy
+/// (SOCKS5, by name) via the bridge's `connect` mode, so `git clone git@host:…` reaches an
+/// allowed `host:22` (or the entry's port) with no configuration of the user's. Everything else
+/// of ssh (keys, `known_hosts`, `~/.ssh/config`) stays the user's.
+pub fn git_ssh_command(port: u16) -> OsString {
+    let mut command = OsString::from("ssh -o ProxyCommand='");
+    command.push(bridge_program_inside());
+    command.push(format!(
+        " {} {} --via 127.0.0.1:{port} %h %p'",
+        BRIDGE_SUBCOMMAND, BRIDGE_CONNECT
+    ));
+    command
+}
+
+/// The command's environment for filtered egress, from the one the environment allowlist let
+/// through: the proxy is the only way out, so every proxy variable (any case) points at the
+/// bridge; and git over ssh goes through the proxy too, unless the policy passed the user's own
+/// ssh command through (`GIT_SSH_COMMAND`, or `GIT_SSH`, which git reads only without it): that
+/// is the user's choice, and pointing it at the proxy is theirs. Sorted by name.
+pub fn apply_filtered_env(env: &mut Vec<(OsString, OsString)>) {
+    env.retain(|(name, _)| !is_proxy_variable(name));
+    env.extend(proxy_env(PROXY_PORT));
+    if !env
+        .iter()
+        .any(|(name, _)| name == "GIT_SSH_COMMAND" || name == "GIT_SSH")
+    {
+        env.push((
+            OsString::from("GIT_SSH_COMMAND"),
+            git_ssh_command(PROXY_PORT),
+        ));
+    }
+    env.sort();
+}
+
+/// Proxy variables (any case) the launcher sets itself for filtered egress.
+fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    matches!(
+        upper.as_str(),
+        "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
+    )
+}
+
+/// The bridge's subcommand and its `connect` mode, as `palisade_proxy::bridge` spells them (the
+/// proxy crate is Linux-only; the spelling is checked against it in the tests).
+const BRIDGE_SUBCOMMAND: &str = "__bridge";
+const BRIDGE_CONNECT: &str = "connect";
 
 /// Parses `--proxy-resolve NAME=ADDR`.
 pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), LaunchError> {
@@ -244,7 +306,7 @@ mod linux {
     /// bridge `program` (this binary, or the static bridge for a container) bound read-only
     /// into the sandbox's private `/run`, and the bridge's argv there.
     pub fn bridge_plan(host_dir: &Path, routes: &Routes, program: PathBuf) -> Bridge {
-        let inside = PathBuf::from(super::SANDBOX_DIR).join("palisade");
+        let inside = super::bridge_program_inside();
         let table = route_table(routes);
         let mut binds: Vec<ReadOnlyBind> = table
             .iter()
@@ -595,5 +657,43 @@ mod tests {
         for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "no_proxy"] {
             assert!(names.contains(&name.to_owned()), "{name}");
         }
+        let all = env.iter().find(|(n, _)| n == "all_proxy").unwrap();
+        assert_eq!(all.1, "socks5h://127.0.0.1:3128");
+    }
+
+    #[test]
+    fn filtered_env_replaces_proxies_and_keeps_the_users_ssh_command() {
+        let pair = |n: &str, v: &str| (OsString::from(n), OsString::from(v));
+        let mut env = vec![
+            pair("PATH", "/bin"),
+            pair("Https_Proxy", "http://corp:8080"),
+            pair("FTP_PROXY", "x"),
+        ];
+        apply_filtered_env(&mut env);
+        let names: Vec<_> = env.iter().map(|(n, _)| n.to_string_lossy()).collect();
+        assert!(!names.contains(&"Https_Proxy".into()) && !names.contains(&"FTP_PROXY".into()));
+        assert!(env.contains(&pair("HTTPS_PROXY", "http://127.0.0.1:3128")));
+        assert!(env.contains(&(OsString::from("GIT_SSH_COMMAND"), git_ssh_command(3128))));
+        assert!(env.is_sorted());
+        for own in ["GIT_SSH_COMMAND", "GIT_SSH"] {
+            let mut env = vec![pair(own, "ssh -i /keys/deploy")];
+            apply_filtered_env(&mut env);
+            assert!(env.contains(&pair(own, "ssh -i /keys/deploy")), "{own}");
+            let ssh = env
+                .iter()
+                .filter(|(n, _)| n.to_string_lossy().starts_with("GIT_SSH"));
+            assert_eq!(ssh.count(), 1, "{own}");
+        }
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn git_ssh_command_runs_the_bridges_connect_mode() {
+        assert_eq!(BRIDGE_SUBCOMMAND, palisade_proxy::bridge::SUBCOMMAND);
+        assert_eq!(BRIDGE_CONNECT, palisade_proxy::bridge::CONNECT);
+        assert_eq!(
+            git_ssh_command(3128),
+            "ssh -o ProxyCommand='/run/palisade-bridge/palisade __bridge connect --via 127.0.0.1:3128 %h %p'"
+        );
     }
 }

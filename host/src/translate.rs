@@ -8,7 +8,8 @@
 //! ([`LandlockProc::from_limitations`]). The host adds only what it alone has:
 //! the command, the values of its environment (filtered by the decided allowlist), the run's
 //! private temp dir, and the network bridge it started for the plan's routes (filtered egress,
-//! listed host loopback ports).
+//! listed host loopback ports) with the variables that point the command at it (the proxy
+//! variables and `GIT_SSH_COMMAND`, which follow from the plan's `filtered` network alone).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -111,10 +112,7 @@ where
     );
     let mut env = command_env.env.clone();
     if matches!(plan.network, PlanNetwork::Filtered { .. }) {
-        // The proxy is the only way out: every proxy variable points at the bridge.
-        env.retain(|(name, _)| !is_proxy_variable(name));
-        env.extend(crate::network::proxy_env(crate::network::PROXY_PORT));
-        env.sort();
+        crate::network::apply_filtered_env(&mut env);
     }
     command_env.account_final(&env);
 
@@ -155,13 +153,4 @@ fn budgets(decided: &EffectiveBudgets) -> Budgets {
         }),
         cpu_seconds: decided.cpu_seconds.map(|limit| limit.value),
     }
-}
-
-/// Proxy variables (any case) the launcher sets itself for filtered egress.
-fn is_proxy_variable(name: &std::ffi::OsStr) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    matches!(
-        upper.as_str(),
-        "HTTP_PROXY" | "HTTPS_PROXY" | "ALL_PROXY" | "NO_PROXY" | "FTP_PROXY"
-    )
 }

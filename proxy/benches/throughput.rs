@@ -1,5 +1,6 @@
 //! Bulk download and connection set-up through the in-sandbox path (TCP client → bridge → Unix
-//! socket → proxy → upstream) against the same transfer direct on loopback TCP, in one run.
+//! socket → proxy → upstream), asked by HTTP CONNECT and by SOCKS5, against the same transfer
+//! direct on loopback TCP, in one run.
 //!
 //! Run with `cargo bench -p palisade-proxy --bench throughput`. The run first prints an
 //! interleaved direct-vs-proxied comparison (`ratio` = proxied / direct throughput), then the
@@ -103,6 +104,16 @@ fn open_proxied(path: &Path) -> TcpStream {
     s
 }
 
+/// The same path, asked over SOCKS5 (by name) instead of HTTP CONNECT.
+fn open_socks(path: &Path) -> TcpStream {
+    let mut s = TcpStream::connect(path.bridge).unwrap();
+    s.set_nodelay(true).unwrap();
+    let (host, port) = path.target.rsplit_once(':').unwrap();
+    let host = palisade_proxy::host::Host::parse(host).unwrap();
+    palisade_proxy::socks::client_connect(&mut s, &host, port.parse().unwrap()).unwrap();
+    s
+}
+
 fn download(mut s: TcpStream, bytes: u64) {
     s.write_all(&bytes.to_be_bytes()).unwrap();
     let mut buf = vec![0_u8; 256 * 1024];
@@ -133,7 +144,13 @@ fn cpu_ticks() -> u64 {
 
 /// Interleaved rounds of the same download direct and proxied; prints medians and the ratio,
 /// and the CPU time each path costs (less sensitive than wall time to a busy machine).
-fn print_ratio(upstream: SocketAddr, path: &Path, bytes: u64, rounds: usize) {
+fn print_ratio(
+    upstream: SocketAddr,
+    path: &Path,
+    bytes: u64,
+    rounds: usize,
+    open: fn(&Path) -> TcpStream,
+) {
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
     let (mut direct_cpu, mut proxied_cpu) = (0, 0);
@@ -143,7 +160,7 @@ fn print_ratio(upstream: SocketAddr, path: &Path, bytes: u64, rounds: usize) {
         direct.push(t.elapsed());
         direct_cpu += cpu_ticks() - c;
         let (t, c) = (Instant::now(), cpu_ticks());
-        download(open_proxied(path), bytes);
+        download(open(path), bytes);
         proxied.push(t.elapsed());
         proxied_cpu += cpu_ticks() - c;
     }
@@ -181,6 +198,9 @@ fn benches(c: &mut Criterion, upstream: SocketAddr, path: &Path) {
     group.bench_function(BenchmarkId::new("bridge_proxy", bytes >> 20), |b| {
         b.iter(|| download(open_proxied(path), bytes))
     });
+    group.bench_function(BenchmarkId::new("bridge_socks5", bytes >> 20), |b| {
+        b.iter(|| download(open_socks(path), bytes))
+    });
     group.finish();
 
     // Connect until the upstream has answered once (a zero-length download: request, EOF), so
@@ -193,6 +213,9 @@ fn benches(c: &mut Criterion, upstream: SocketAddr, path: &Path) {
     group.bench_function("bridge_proxy", |b| {
         b.iter(|| download(open_proxied(path), 0));
     });
+    group.bench_function("bridge_socks5", |b| {
+        b.iter(|| download(open_socks(path), 0));
+    });
     group.finish();
 }
 
@@ -200,7 +223,10 @@ fn main() {
     let upstream = start_source();
     let path = start_proxied(upstream);
     if bench_mode() {
-        print_ratio(upstream, &path, 1 << 30, 5);
+        eprintln!("HTTP CONNECT:");
+        print_ratio(upstream, &path, 1 << 30, 5, open_proxied);
+        eprintln!("SOCKS5:");
+        print_ratio(upstream, &path, 1 << 30, 5, open_socks);
     }
     let mut c = Criterion::default().configure_from_args();
     benches(&mut c, upstream, &path);

@@ -6,7 +6,7 @@
 //! policy; the host side of each socket does, and it sees the bridge as its client.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
@@ -278,6 +278,89 @@ pub fn resolve_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf,
         })
 }
 
+/// The bridge's second mode, `__bridge connect [--via ADDR] HOST PORT`: one connection through
+/// the filtering proxy for a program that speaks no proxy protocol itself, on stdin and stdout.
+/// ssh's `ProxyCommand` is the user: Palisade's `GIT_SSH_COMMAND` runs
+/// `ssh -o ProxyCommand='… __bridge connect --via 127.0.0.1:3128 %h %p'`.
+pub const CONNECT: &str = "connect";
+
+/// How long the proxy may take to answer the SOCKS5 greeting and request (it connects upstream
+/// before it replies, with its own 10 s bound per address).
+const CONNECT_ANSWER_BOUND: Duration = Duration::from_secs(60);
+
+/// `connect [--via ADDR] HOST PORT` (after [`CONNECT`]): asks the proxy at `ADDR` (a loopback
+/// address; default `127.0.0.1:3128`, the bridge's proxy listener) for `HOST:PORT` over SOCKS5,
+/// then relays stdin to the connection and the connection to stdout until the connection ends.
+/// The proxy applies the policy; a refusal is its SOCKS5 reply, and the run's record says why.
+pub fn connect_main(args: &[OsString]) -> Result<(), String> {
+    let (via, host, port) = parse_connect_args(args)?;
+    let mut stream = std::net::TcpStream::connect_timeout(&via, Duration::from_secs(10))
+        .map_err(|e| format!("cannot reach the proxy at {via}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(CONNECT_ANSWER_BOUND));
+    crate::socks::client_connect(&mut stream, &host, port)
+        .map_err(|e| format!("{e} (the run's audit outcome, `network.connections`, says why)"))?;
+    let _ = stream.set_read_timeout(None);
+    let mut upstream = stream
+        .try_clone()
+        .map_err(|e| format!("cannot relay: {e}"))?;
+    // stdin → connection on its own thread; when stdin ends, the connection's write half does.
+    let _ = std::thread::Builder::new()
+        .name("palisade-connect-up".into())
+        .spawn(move || {
+            let _ = io::copy(&mut io::stdin().lock(), &mut upstream);
+            let _ = upstream.shutdown(std::net::Shutdown::Write);
+        })
+        .map_err(|e| format!("cannot relay: {e}"))?;
+    // Flushed after every read: stdout is line-buffered, and ssh's packets are not lines.
+    let mut stdout = io::stdout().lock();
+    let mut buf = vec![0_u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("relaying from the proxy failed: {e}")),
+        };
+        stdout
+            .write_all(buf.get(..n).unwrap_or_default())
+            .and_then(|()| stdout.flush())
+            .map_err(|e| format!("relaying to stdout failed: {e}"))?;
+    }
+}
+
+/// Parses `[--via ADDR] HOST PORT`: a loopback proxy address, a host as an HTTP authority
+/// spells it (name, IPv4, `[v6]` or bare IPv6), a port `1..=65535`.
+pub fn parse_connect_args(
+    args: &[OsString],
+) -> Result<(SocketAddr, crate::host::Host, u16), String> {
+    const CONNECT_USAGE: &str = "usage: __bridge connect [--via ADDR] HOST PORT";
+    let text: Option<Vec<&str>> = args.iter().map(|a| a.to_str()).collect();
+    let Some(text) = text else {
+        return Err(format!("{CONNECT_USAGE} (arguments are not UTF-8)"));
+    };
+    let (via, rest) = match text.as_slice() {
+        ["--via", via, rest @ ..] => {
+            let via: SocketAddr = via
+                .parse()
+                .map_err(|_| format!("`{}` is not a socket address", via.escape_debug()))?;
+            if !via.ip().is_loopback() {
+                return Err(format!("the proxy is on loopback, not {via}"));
+            }
+            (via, rest)
+        }
+        rest => (SocketAddr::from(([127, 0, 0, 1], 3128)), rest),
+    };
+    let [host, port] = rest else {
+        return Err(CONNECT_USAGE.to_owned());
+    };
+    let host =
+        crate::host::Host::parse(host).map_err(|e| format!("`{}`: {e}", host.escape_debug()))?;
+    let port = crate::host::parse_port(port)
+        .ok_or_else(|| format!("`{}` is not a port", port.escape_debug()))?;
+    Ok((via, host, port))
+}
+
 const USAGE: &str =
     "usage: __bridge [--proxy ADDR=SOCKET] [--forward ADDR=SOCKET]... -- COMMAND [ARGS...]";
 
@@ -404,6 +487,28 @@ mod tests {
         }
         let error = parse_args(&[OsString::from("--p\u{15}")]).unwrap_err();
         assert_eq!(error, "unexpected argument `--p\\u{15}`");
+    }
+
+    #[test]
+    fn connect_arguments() {
+        let args = |text: &str| -> Vec<OsString> { text.split(' ').map(OsString::from).collect() };
+        let (via, host, port) = parse_connect_args(&args("Git.Test 22")).unwrap();
+        assert_eq!(via, "127.0.0.1:3128".parse().unwrap());
+        assert_eq!(host, crate::host::Host::Name("git.test".into()));
+        assert_eq!(port, 22);
+        let (via, host, _) = parse_connect_args(&args("--via [::1]:9 ::1 2222")).unwrap();
+        assert_eq!(via, "[::1]:9".parse().unwrap());
+        assert_eq!(host.to_authority(), "[::1]");
+        for bad in [
+            "git.test",
+            "git.test 0",
+            "git.test 22 extra",
+            "--via 10.0.0.1:3128 git.test 22",
+            "--via nowhere git.test 22",
+            "bad..name 22",
+        ] {
+            assert!(parse_connect_args(&args(bad)).is_err(), "{bad}");
+        }
     }
 
     #[test]

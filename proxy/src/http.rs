@@ -28,45 +28,67 @@ pub(crate) enum HeadError {
     Io(io::Error),
 }
 
-/// Reads up to and including the blank line ending the head. Returns the head and any bytes the
-/// client sent after it (a pipelined request, a TLS ClientHello sent ahead of the 200).
+/// The time a client has to send what the proxy reads before relaying (an HTTP head, a SOCKS5
+/// greeting and request): a bound on any single silence and one on the whole.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadBudget {
+    deadline: Instant,
+    idle: Duration,
+}
+
+impl ReadBudget {
+    pub(crate) fn new(idle: Duration, total: Duration) -> ReadBudget {
+        ReadBudget {
+            deadline: Instant::now() + total,
+            idle,
+        }
+    }
+
+    /// Appends what one read returns (at most 8 KiB) to `buf`; `Ok(0)` when the client closed.
+    pub(crate) fn read_more(&self, stream: &Stream, buf: &mut Vec<u8>) -> Result<usize, HeadError> {
+        let mut chunk = [0_u8; 8192];
+        let mut reader = stream;
+        loop {
+            let Some(left) = self
+                .deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+            else {
+                return Err(HeadError::TimedOut);
+            };
+            stream
+                .set_read_timeout(Some(left.min(self.idle)))
+                .map_err(HeadError::Io)?;
+            match reader.read(&mut chunk) {
+                Ok(n) => {
+                    buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(HeadError::TimedOut);
+                }
+                Err(e) => return Err(HeadError::Io(e)),
+            }
+        }
+    }
+}
+
+/// Reads up to and including the blank line ending the head, after the bytes already in `buf`.
+/// Returns the head and any bytes the client sent after it (a pipelined request, a TLS
+/// ClientHello sent ahead of the 200).
 pub(crate) fn read_head(
     stream: &Stream,
-    idle: Duration,
-    total: Duration,
+    budget: &ReadBudget,
+    mut buf: Vec<u8>,
 ) -> Result<(Vec<u8>, Vec<u8>), HeadError> {
-    let deadline = Instant::now() + total;
-    let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    let mut chunk = [0_u8; 8192];
-    let mut reader = stream;
+    let mut search_from = 0;
     loop {
-        let now = Instant::now();
-        let Some(left) = deadline
-            .checked_duration_since(now)
-            .filter(|d| !d.is_zero())
-        else {
-            return Err(HeadError::TimedOut);
-        };
-        stream
-            .set_read_timeout(Some(left.min(idle)))
-            .map_err(HeadError::Io)?;
-        let n = match reader.read(&mut chunk) {
-            Ok(0) if buf.is_empty() => return Err(HeadError::ClosedEarly),
-            Ok(0) => return Err(HeadError::Truncated),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                return Err(HeadError::TimedOut);
-            }
-            Err(e) => return Err(HeadError::Io(e)),
-        };
-        let search_from = buf.len().saturating_sub(3);
-        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
         if let Some(pos) = find(buf.get(search_from..).unwrap_or_default(), b"\r\n\r\n") {
             let end = search_from + pos + 4;
             if end > MAX_HEAD {
@@ -78,6 +100,12 @@ pub(crate) fn read_head(
         }
         if buf.len() > MAX_HEAD {
             return Err(HeadError::TooLarge);
+        }
+        search_from = buf.len().saturating_sub(3);
+        match budget.read_more(stream, &mut buf)? {
+            0 if buf.is_empty() => return Err(HeadError::ClosedEarly),
+            0 => return Err(HeadError::Truncated),
+            _ => {}
         }
     }
 }

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RouteKind {
-    /// The filtering proxy (an HTTP request head checked against the allowlist).
+    /// The filtering proxy (an HTTP request head or a SOCKS5 request checked against the
+    /// allowlist).
     Proxy,
     /// A forwarded port of the host's loopback (`host` and `port` name it).
     LoopbackPort,
@@ -41,7 +42,8 @@ pub enum RefusalCode {
     /// 400: the request head is not a well-formed, bounded HTTP/1.x head.
     MalformedRequest,
     /// 400: a well-formed request the proxy does not forward (origin-form, `https://` or another
-    /// scheme in absolute-form: use CONNECT).
+    /// scheme in absolute-form: use CONNECT; SOCKS5 `BIND`, `UDP ASSOCIATE`, an authentication
+    /// method other than none, an unknown address type).
     UnsupportedRequest,
     /// 503: too many connections in flight.
     TooManyConnections,

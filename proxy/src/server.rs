@@ -1,12 +1,13 @@
-//! The filtering proxy: one thread per client connection, one request head per connection, one
-//! upstream per connection.
+//! The filtering proxy: one thread per client connection, one request head (or SOCKS5 greeting
+//! and request) per connection, one upstream per connection.
 //!
-//! Flow per connection: client check → bounded head → parse → allowlist → resolve and check every
-//! address → connect (bounded) → `200 Connection established` (CONNECT) or the rewritten head
-//! (absolute-form) → raw relay until both directions end → one [`ConnectionRecord`]. Because the
-//! proxy never parses anything after the first head, whatever a client sends later (a second
-//! pipelined request, a CONNECT inside the tunnel) can only reach the upstream it was already
-//! allowed to reach.
+//! Flow per connection: client check → first byte (`0x05`: SOCKS5, else HTTP) → bounded head or
+//! SOCKS5 messages → parse → allowlist (name and port) → resolve and check every address →
+//! connect (bounded) → `200 Connection established` (CONNECT), the rewritten head (absolute-form)
+//! or the SOCKS5 success reply → raw relay until both directions end → one [`ConnectionRecord`].
+//! Because the proxy never parses anything after the first request, whatever a client sends later
+//! (a second pipelined request, a CONNECT inside the tunnel) can only reach the upstream it was
+//! already allowed to reach.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,10 +23,12 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::allowlist::Allowlist;
-use crate::http::{self, HeadError, Partial, Target};
+use crate::host::Host;
+use crate::http::{self, HeadError, Partial, ReadBudget, Target};
 use crate::record::{ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict};
 use crate::relay::{self, Stream};
 use crate::resolve::Resolver;
+use crate::socks::{self, Parsed, Reply, SocksError};
 use crate::sys;
 
 /// Who connected to the proxy.
@@ -124,8 +127,8 @@ impl From<TcpListener> for Listener {
 /// What one listener's connections are for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// The filtering proxy: one HTTP `CONNECT` or absolute-form request head per connection,
-    /// checked against the allowlist.
+    /// The filtering proxy: one HTTP `CONNECT` or absolute-form request head, or one SOCKS5
+    /// `CONNECT`, per connection, checked against the allowlist.
     Filter,
     /// Every byte to one fixed address, with no protocol of its own: a port of the host's
     /// loopback that the decision lists (`loopbackPorts`). The client check still applies.
@@ -402,7 +405,7 @@ fn admit(shared: &Arc<Shared>, stream: Stream, peer: PeerInfo, route: Route) {
             RefusalCode::TooManyConnections,
             format!("{in_flight} connections already in flight"),
         );
-        refuse(&stream, &refusal, false, route);
+        refuse(&stream, &refusal, false, Answer::for_route(route));
         shared.push(record.refused(refusal));
         return;
     }
@@ -503,7 +506,8 @@ impl RecordDraft {
 }
 
 /// Handles one client connection; returns its record (`None` for a client that closed without
-/// sending anything).
+/// sending anything). The first byte says the protocol: `0x05` is SOCKS5 (no HTTP method starts
+/// with it), anything else an HTTP head; both get the same allowlist, address checks and record.
 fn serve_connection(
     shared: &Shared,
     id: u64,
@@ -513,41 +517,50 @@ fn serve_connection(
     let config = &shared.config;
     let mut record = RecordDraft::new(id, peer, Route::Filter);
 
+    // Before reading anything: an unknown client's bytes are not parsed at all.
     if !(config.client_check)(peer) {
         let refusal = Refusal::new(
             RefusalCode::ClientNotAllowed,
             format!("client {peer} may not use this proxy"),
         );
-        refuse(&client, &refusal, true, Route::Filter);
+        refuse(&client, &refusal, true, Answer::Http);
         return Some(record.refused(refusal));
     }
 
-    let (head, leftover) =
-        match http::read_head(&client, config.head_idle_timeout, config.head_total_timeout) {
-            Ok(read) => read,
-            Err(HeadError::ClosedEarly) => return None,
-            Err(e) => {
-                let why = match e {
-                    HeadError::TimedOut => "no complete request head in time".to_owned(),
-                    HeadError::TooLarge => {
-                        format!("request head is larger than {} bytes", http::MAX_HEAD)
-                    }
-                    HeadError::Truncated => "client closed in the middle of the head".to_owned(),
-                    HeadError::Io(e) => format!("reading the request head failed: {e}"),
-                    HeadError::ClosedEarly => String::new(),
-                };
-                let refusal = Refusal::new(RefusalCode::MalformedRequest, why);
-                refuse(&client, &refusal, true, Route::Filter);
-                return Some(record.refused(refusal));
+    let budget = ReadBudget::new(config.head_idle_timeout, config.head_total_timeout);
+    let mut first = Vec::new();
+    let read = budget
+        .read_more(&client, &mut first)
+        .and_then(|n| {
+            if n == 0 {
+                Err(HeadError::ClosedEarly)
+            } else {
+                Ok(())
             }
-        };
+        })
+        .and_then(|()| {
+            if first.first() == Some(&socks::VERSION) {
+                Ok(None)
+            } else {
+                http::read_head(&client, &budget, std::mem::take(&mut first)).map(Some)
+            }
+        });
+    let (head, leftover) = match read {
+        Ok(Some(read)) => read,
+        Ok(None) => return Some(serve_socks(shared, client, record, &budget, first)),
+        Err(e) => {
+            let refusal = head_refusal(e)?;
+            refuse(&client, &refusal, true, Answer::Http);
+            return Some(record.refused(refusal));
+        }
+    };
 
     let mut partial = Partial::default();
     let request = match http::parse(&head, &mut partial) {
         Ok(request) => request,
         Err(refusal) => {
             record.method = partial.method;
-            refuse(&client, &refusal, true, Route::Filter);
+            refuse(&client, &refusal, true, Answer::Http);
             return Some(record.refused(refusal));
         }
     };
@@ -556,56 +569,13 @@ fn serve_connection(
     record.host = Some(host.to_authority());
     record.port = Some(port);
 
-    if config.allowlist.matches_host(host, port).is_none() {
-        let refusal = Refusal::new(
-            RefusalCode::DomainNotAllowed,
-            format!(
-                "{}:{port} is not in the sandbox's network allowlist",
-                host.to_authority()
-            ),
-        );
-        refuse(&client, &refusal, true, Route::Filter);
-        return Some(record.refused(refusal));
-    }
-
-    let addrs = match config
-        .resolver
-        .resolve_checked(host, port, &config.allowlist)
-    {
-        Ok(addrs) => addrs,
+    let (upstream, addr) = match open_upstream(shared, host, port) {
+        Ok(opened) => opened,
         Err(refusal) => {
-            refuse(&client, &refusal, true, Route::Filter);
+            refuse(&client, &refusal, true, Answer::Http);
             return Some(record.refused(refusal));
         }
     };
-
-    let mut last_error = None;
-    let mut upstream = None;
-    for addr in &addrs {
-        if shared.stopping.load(Ordering::SeqCst) {
-            break;
-        }
-        match TcpStream::connect_timeout(addr, config.connect_timeout) {
-            Ok(s) => {
-                upstream = Some((s, *addr));
-                break;
-            }
-            Err(e) => last_error = Some(format!("{addr}: {e}")),
-        }
-    }
-    let Some((upstream, addr)) = upstream else {
-        let refusal = Refusal::new(
-            RefusalCode::UpstreamUnreachable,
-            format!(
-                "{}:{port}: no address accepted a connection ({})",
-                host.to_authority(),
-                last_error.unwrap_or_else(|| "proxy stopping".to_owned())
-            ),
-        );
-        refuse(&client, &refusal, true, Route::Filter);
-        return Some(record.refused(refusal));
-    };
-    let _ = upstream.set_nodelay(true);
     record.address = Some(addr.ip().to_string());
     let upstream = Stream::Tcp(upstream);
     if !shared.register(id, &upstream) {
@@ -633,6 +603,186 @@ fn serve_connection(
     Some(record.finish(Verdict::Allowed, None, up, down))
 }
 
+/// The refusal for a head (or SOCKS5 message) that could not be read; `None` when the client
+/// closed before sending anything (a port probe: nothing to answer or record).
+fn head_refusal(error: HeadError) -> Option<Refusal> {
+    let why = match error {
+        HeadError::ClosedEarly => return None,
+        HeadError::TimedOut => "no complete request head in time".to_owned(),
+        HeadError::TooLarge => format!("request head is larger than {} bytes", http::MAX_HEAD),
+        HeadError::Truncated => "client closed in the middle of the head".to_owned(),
+        HeadError::Io(e) => format!("reading the request head failed: {e}"),
+    };
+    Some(Refusal::new(RefusalCode::MalformedRequest, why))
+}
+
+/// The one way to an upstream, for every protocol: the allowlist (name and port), then the
+/// resolver's checked addresses (private, loopback and metadata addresses only by an IP-literal
+/// entry), then a bounded connect to each in turn.
+fn open_upstream(
+    shared: &Shared,
+    host: &Host,
+    port: u16,
+) -> Result<(TcpStream, SocketAddr), Refusal> {
+    let config = &shared.config;
+    if config.allowlist.matches_host(host, port).is_none() {
+        return Err(Refusal::new(
+            RefusalCode::DomainNotAllowed,
+            format!(
+                "{}:{port} is not in the sandbox's network allowlist",
+                host.to_authority()
+            ),
+        ));
+    }
+    let addrs = config
+        .resolver
+        .resolve_checked(host, port, &config.allowlist)?;
+    let mut last_error = None;
+    for addr in &addrs {
+        if shared.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        match TcpStream::connect_timeout(addr, config.connect_timeout) {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok((s, *addr));
+            }
+            Err(e) => last_error = Some(format!("{addr}: {e}")),
+        }
+    }
+    Err(Refusal::new(
+        RefusalCode::UpstreamUnreachable,
+        format!(
+            "{}:{port}: no address accepted a connection ({})",
+            host.to_authority(),
+            last_error.unwrap_or_else(|| "proxy stopping".to_owned())
+        ),
+    ))
+}
+
+/// One SOCKS5 connection after its first byte: greeting (no authentication only), one request
+/// (`CONNECT` only), the same [`open_upstream`] as HTTP, the reply, then a raw relay. `buf` holds
+/// what was read so far; every read is bounded by `budget`, and neither message can grow past
+/// its structural maximum before it parses or is refused.
+fn serve_socks(
+    shared: &Shared,
+    client: Stream,
+    mut record: RecordDraft,
+    budget: &ReadBudget,
+    mut buf: Vec<u8>,
+) -> ConnectionRecord {
+    let id = record.id;
+    let used = loop {
+        match socks::parse_greeting(&buf) {
+            Ok(Parsed::Done { used, .. }) => break used,
+            Ok(Parsed::Incomplete) => {}
+            Err(e) => {
+                let answer = match e {
+                    SocksError::NoAcceptableMethod(_) => Answer::SocksNoMethod,
+                    _ => Answer::Close,
+                };
+                let refusal = e.refusal();
+                refuse(&client, &refusal, true, answer);
+                return record.refused(refusal);
+            }
+        }
+        if let Err(refusal) = read_socks(budget, &client, &mut buf, "greeting") {
+            refuse(&client, &refusal, false, Answer::Close);
+            return record.refused(refusal);
+        }
+    };
+    buf.drain(..used.min(buf.len()));
+    record.method = Some("SOCKS5".to_owned());
+    if (&client).write_all(&socks::method_selection(true)).is_err() {
+        let refusal = Refusal::new(
+            RefusalCode::MalformedRequest,
+            "client closed after the SOCKS5 greeting",
+        );
+        return record.refused(refusal);
+    }
+    let (request, used) = loop {
+        match socks::parse_request(&buf) {
+            Ok(Parsed::Done { value, used }) => break (value, used),
+            Ok(Parsed::Incomplete) => {}
+            Err(e) => {
+                let refusal = e.refusal();
+                refuse(&client, &refusal, true, Answer::Socks(e.reply()));
+                return record.refused(refusal);
+            }
+        }
+        if let Err(refusal) = read_socks(budget, &client, &mut buf, "request") {
+            refuse(&client, &refusal, false, Answer::Close);
+            return record.refused(refusal);
+        }
+    };
+    let leftover = buf.split_off(used.min(buf.len()));
+    let _ = client.set_read_timeout(None);
+    record.method = Some(request.command.record_name().to_owned());
+    record.host = Some(request.host.to_authority());
+    record.port = Some(request.port);
+    if request.command != socks::Command::Connect {
+        let refusal = Refusal::new(
+            RefusalCode::UnsupportedRequest,
+            format!(
+                "{} {}:{} is not supported: the proxy only connects out (CONNECT)",
+                request.command.record_name(),
+                request.host.to_authority(),
+                request.port
+            ),
+        );
+        refuse(
+            &client,
+            &refusal,
+            true,
+            Answer::Socks(Reply::CommandNotSupported),
+        );
+        return record.refused(refusal);
+    }
+
+    let (upstream, addr) = match open_upstream(shared, &request.host, request.port) {
+        Ok(opened) => opened,
+        Err(refusal) => {
+            refuse(
+                &client,
+                &refusal,
+                true,
+                Answer::Socks(Reply::for_refusal(refusal.code)),
+            );
+            return record.refused(refusal);
+        }
+    };
+    record.address = Some(addr.ip().to_string());
+    let upstream = Stream::Tcp(upstream);
+    if !shared.register(id, &upstream) {
+        let _ = client.shutdown(Shutdown::Both);
+        return record.finish(Verdict::Allowed, None, 0, 0);
+    }
+    if (&client).write_all(&Reply::Succeeded.message()).is_err() {
+        return record.finish(Verdict::Allowed, None, 0, 0);
+    }
+    let (up, down) = relay::relay(client, upstream, &leftover);
+    record.finish(Verdict::Allowed, None, up, down)
+}
+
+/// One bounded read of a SOCKS5 message; a close, a timeout or an error is a malformed request.
+fn read_socks(
+    budget: &ReadBudget,
+    client: &Stream,
+    buf: &mut Vec<u8>,
+    what: &str,
+) -> Result<(), Refusal> {
+    let why = match budget.read_more(client, buf) {
+        Ok(0) => format!("client closed in the middle of the SOCKS5 {what}"),
+        Ok(_) => return Ok(()),
+        Err(HeadError::TimedOut) => format!("no complete SOCKS5 {what} in time"),
+        Err(HeadError::Io(e)) => format!("reading the SOCKS5 {what} failed: {e}"),
+        Err(HeadError::ClosedEarly | HeadError::Truncated | HeadError::TooLarge) => {
+            format!("bad SOCKS5 {what}")
+        }
+    };
+    Err(Refusal::new(RefusalCode::MalformedRequest, why))
+}
+
 /// Relays one forwarded connection to `target` (a listed port of the host's loopback), byte
 /// for byte; the client gets no protocol of Palisade's own, so a refusal is a plain close.
 fn forward(
@@ -650,7 +800,7 @@ fn forward(
             RefusalCode::ClientNotAllowed,
             format!("client {peer} may not use this route"),
         );
-        refuse(&client, &refusal, false, route);
+        refuse(&client, &refusal, false, Answer::for_route(route));
         return record.refused(refusal);
     }
     let upstream = match TcpStream::connect_timeout(&target, config.connect_timeout) {
@@ -660,7 +810,7 @@ fn forward(
                 RefusalCode::UpstreamUnreachable,
                 format!("host loopback port {target}: {e}"),
             );
-            refuse(&client, &refusal, false, route);
+            refuse(&client, &refusal, false, Answer::for_route(route));
             return record.refused(refusal);
         }
     };
@@ -676,16 +826,42 @@ fn forward(
     record.finish(Verdict::Allowed, None, up, down)
 }
 
-/// Answers a refusal and closes: an HTTP response on the filtering route, a bare close on a
-/// forwarded port (whose client speaks its own protocol). With `drain`, unread client bytes
-/// are read (bounded) after the answer, so the close does not turn into a reset that destroys
-/// the answer in flight.
-fn refuse(client: &Stream, refusal: &Refusal, drain: bool, route: Route) {
-    if let Route::Forward(_) = route {
-        let _ = client.shutdown(Shutdown::Both);
-        return;
+/// How a refusal is answered: in the client's protocol, or by a bare close.
+#[derive(Debug, Clone, Copy)]
+enum Answer {
+    /// An HTTP response (the filtering route's HTTP clients).
+    Http,
+    /// A SOCKS5 reply with this code.
+    Socks(Reply),
+    /// The SOCKS5 method selection "no acceptable methods".
+    SocksNoMethod,
+    /// Nothing: a forwarded port's client speaks its own protocol; a broken SOCKS5 greeting
+    /// has no reply of its own.
+    Close,
+}
+
+impl Answer {
+    /// How connections of `route` are refused before their protocol is known.
+    fn for_route(route: Route) -> Answer {
+        match route {
+            Route::Filter => Answer::Http,
+            Route::Forward(_) => Answer::Close,
+        }
     }
-    let response = refusal.http_response();
+}
+
+/// Answers a refusal and closes. With `drain`, unread client bytes are read (bounded) after the
+/// answer, so the close does not turn into a reset that destroys the answer in flight.
+fn refuse(client: &Stream, refusal: &Refusal, drain: bool, answer: Answer) {
+    let response = match answer {
+        Answer::Http => refusal.http_response(),
+        Answer::Socks(reply) => reply.message().to_vec(),
+        Answer::SocksNoMethod => socks::method_selection(false).to_vec(),
+        Answer::Close => {
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+    };
     let _ = client.set_write_timeout(Some(Duration::from_secs(5)));
     let mut writer = client;
     if writer.write_all(&response).is_err() {

@@ -12,7 +12,7 @@
 mod util;
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener};
+use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -860,4 +860,247 @@ fn ipv6_loopback_literals_and_names() {
             .all(|r| r.address.as_deref() == Some("::1"))
     );
     assert_eq!(report.records[1].host.as_deref(), Some("[::1]"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SOCKS5 on the same listener
+// ---------------------------------------------------------------------------------------------
+
+/// Greeting (no authentication) and a CONNECT by name, in one write with `extra` behind them;
+/// returns the method selection and the reply code.
+fn socks_connect(client: &mut TcpStream, name: &str, port: u16, extra: &[u8]) -> ([u8; 2], u8) {
+    let mut wire = vec![5, 1, 0, 5, 1, 0, 3, u8::try_from(name.len()).unwrap()];
+    wire.extend_from_slice(name.as_bytes());
+    wire.extend_from_slice(&port.to_be_bytes());
+    wire.extend_from_slice(extra);
+    socks_raw(client, &wire)
+}
+
+/// Sends `wire` (a greeting and what follows) and reads the method selection and, when the
+/// method was accepted, the 10-byte reply.
+fn socks_raw(client: &mut TcpStream, wire: &[u8]) -> ([u8; 2], u8) {
+    client.write_all(wire).unwrap();
+    let mut selection = [0_u8; 2];
+    client.read_exact(&mut selection).unwrap();
+    if selection != [5, 0] {
+        return (selection, 0xff);
+    }
+    let mut reply = [0_u8; 10];
+    client.read_exact(&mut reply).unwrap();
+    assert_eq!(
+        (reply[0], reply[3], &reply[4..]),
+        (5, 1, &[0_u8; 6][..]),
+        "{reply:?}"
+    );
+    (selection, reply[1])
+}
+
+#[test]
+fn socks5_by_name_relays_early_bytes_and_is_recorded_like_connect() {
+    let echo = Upstream::start("127.0.0.2", Behavior::Echo);
+    let entry = format!("git.test:{}", echo.port());
+    let (proxy, addr) = tcp_proxy(config(
+        &[&entry, &format!("127.0.0.2:{}", echo.port())],
+        &[("git.test", "127.0.0.2")],
+    ));
+    let mut client = dial(addr);
+    // Everything in one write, data included: the client need not wait for the answers.
+    let (selection, reply) = socks_connect(&mut client, "Git.Test.", echo.port(), b"SSH-2.0-x\r\n");
+    assert_eq!((selection, reply), ([5, 0], 0));
+    let mut echoed = [0_u8; 11];
+    client.read_exact(&mut echoed).unwrap();
+    assert_eq!(&echoed, b"SSH-2.0-x\r\n");
+    client.write_all(b"more").unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_end(&mut client), b"more");
+
+    // The library's client half, which the bridge's `connect` mode uses.
+    let mut client = dial(addr);
+    palisade_proxy::socks::client_connect(
+        &mut client,
+        &palisade_proxy::host::Host::Name("git.test".into()),
+        echo.port(),
+    )
+    .unwrap();
+    client.write_all(b"ping").unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_end(&mut client), b"ping");
+
+    let report = proxy.shutdown(BOUND);
+    assert_eq!(report.records.len(), 2, "{:#?}", report.records);
+    let r = &report.records[0];
+    assert_eq!(r.route, RouteKind::Proxy);
+    assert_eq!(r.method.as_deref(), Some("SOCKS5 CONNECT"));
+    assert_eq!(r.host.as_deref(), Some("git.test"));
+    assert_eq!(r.port, Some(echo.port()));
+    assert_eq!(r.verdict, Verdict::Allowed);
+    assert_eq!(r.address.as_deref(), Some("127.0.0.2"));
+    assert_eq!((r.bytes_up, r.bytes_down), (15, 15));
+}
+
+#[test]
+fn socks5_refusals_get_their_reply_codes_and_records_and_reach_nothing() {
+    let sentinel = Sentinel::start("127.0.0.3");
+    let loopback = Sentinel::start("127.0.0.1");
+    let sp = sentinel.port();
+    let (proxy, addr) = tcp_proxy(config(
+        &[
+            &format!("allowed.test:{sp}"),
+            &format!("loop.test:{}", loopback.port()),
+            "nowhere.test",
+            "*.meta.test",
+        ],
+        &[
+            ("allowed.test", "127.0.0.3"),
+            ("denied.test", "127.0.0.3"),
+            ("loop.test", "127.0.0.1"),
+            ("a.meta.test", "169.254.169.254"),
+        ],
+    ));
+    let by_name = |name: &str, port: u16| {
+        let mut client = dial(addr);
+        socks_connect(&mut client, name, port, b"").1
+    };
+    // Not on the list; on the list with another port; a name whose address is private (the
+    // rebinding guard) or the metadata address; a name that does not resolve.
+    assert_eq!(by_name("denied.test", sp), 2);
+    assert_eq!(by_name("allowed.test", sp + 1), 2);
+    assert_eq!(by_name("loop.test", loopback.port()), 2);
+    assert_eq!(by_name("a.meta.test", 80), 2);
+    assert_eq!(by_name("nowhere.test", 22), 4);
+    // Literals get the same checks as `CONNECT 127.0.0.3:P`: no IP-literal entry, no address.
+    let mut v4 = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 3];
+    v4.extend_from_slice(&sp.to_be_bytes());
+    assert_eq!(socks_raw(&mut dial(addr), &v4).1, 2);
+    let mut v6 = vec![5, 1, 0, 5, 1, 0, 4];
+    v6.extend_from_slice(&std::net::Ipv6Addr::LOCALHOST.octets());
+    v6.extend_from_slice(&sp.to_be_bytes());
+    assert_eq!(socks_raw(&mut dial(addr), &v6).1, 2);
+    // BIND and UDP ASSOCIATE are refused even for an allowed target; an unknown address type
+    // has its own code; a client without "no authentication" gets 0xFF.
+    for command in [2, 3] {
+        let mut wire = vec![5, 1, 0, 5, command, 0, 3, 12];
+        wire.extend_from_slice(b"allowed.test");
+        wire.extend_from_slice(&sp.to_be_bytes());
+        assert_eq!(socks_raw(&mut dial(addr), &wire).1, 7, "{command}");
+    }
+    assert_eq!(socks_raw(&mut dial(addr), &[5, 1, 0, 5, 1, 0, 2, 0]).1, 8);
+    let mut client = dial(addr);
+    assert_eq!(socks_raw(&mut client, &[5, 2, 1, 2]).0, [5, 0xff]);
+    assert!(read_to_end(&mut client).is_empty());
+
+    let report = proxy.shutdown(BOUND);
+    let seen: Vec<(Option<&str>, Option<RefusalCode>, Option<String>)> = report
+        .records
+        .iter()
+        .map(|r| {
+            assert_eq!(r.verdict, Verdict::Refused, "{r:?}");
+            assert_eq!(r.address, None, "{r:?}");
+            (
+                r.method.as_deref(),
+                r.code,
+                r.host.as_ref().map(|h| format!("{h}:{}", r.port.unwrap())),
+            )
+        })
+        .collect();
+    let connect = Some("SOCKS5 CONNECT");
+    let lp = loopback.port();
+    assert_eq!(
+        seen,
+        [
+            (
+                connect,
+                Some(RefusalCode::DomainNotAllowed),
+                Some(format!("denied.test:{sp}"))
+            ),
+            (
+                connect,
+                Some(RefusalCode::DomainNotAllowed),
+                Some(format!("allowed.test:{}", sp + 1))
+            ),
+            (
+                connect,
+                Some(RefusalCode::AddressNotAllowed),
+                Some(format!("loop.test:{lp}"))
+            ),
+            (
+                connect,
+                Some(RefusalCode::AddressNotAllowed),
+                Some("a.meta.test:80".into())
+            ),
+            (
+                connect,
+                Some(RefusalCode::ResolutionFailed),
+                Some("nowhere.test:22".into())
+            ),
+            (
+                connect,
+                Some(RefusalCode::DomainNotAllowed),
+                Some(format!("127.0.0.3:{sp}"))
+            ),
+            (
+                connect,
+                Some(RefusalCode::DomainNotAllowed),
+                Some(format!("[::1]:{sp}"))
+            ),
+            (
+                Some("SOCKS5 BIND"),
+                Some(RefusalCode::UnsupportedRequest),
+                Some(format!("allowed.test:{sp}"))
+            ),
+            (
+                Some("SOCKS5 UDP-ASSOCIATE"),
+                Some(RefusalCode::UnsupportedRequest),
+                Some(format!("allowed.test:{sp}"))
+            ),
+            (Some("SOCKS5"), Some(RefusalCode::UnsupportedRequest), None),
+            (None, Some(RefusalCode::UnsupportedRequest), None),
+        ]
+    );
+    sentinel.assert_untouched();
+    loopback.assert_untouched();
+}
+
+#[test]
+fn socks5_literal_allowed_by_an_ip_entry_and_truncated_or_silent_clients() {
+    let echo = Upstream::start("127.0.0.2", Behavior::Echo);
+    let mut cfg = config(&[&format!("127.0.0.2:{}", echo.port())], &[]);
+    cfg.head_idle_timeout = Duration::from_millis(300);
+    let (proxy, addr) = tcp_proxy(cfg);
+    let mut v4 = vec![5, 1, 0, 5, 1, 0, 1, 127, 0, 0, 2];
+    v4.extend_from_slice(&echo.port().to_be_bytes());
+    let mut client = dial(addr);
+    assert_eq!(socks_raw(&mut client, &v4).1, 0);
+    client.write_all(b"x").unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert_eq!(read_to_end(&mut client), b"x");
+    // Silent after the greeting: a timeout, no reply; half a greeting, then a close.
+    let mut client = dial(addr);
+    client.write_all(&[5, 1, 0, 5, 1, 0, 3]).unwrap();
+    let mut selection = [0_u8; 2];
+    client.read_exact(&mut selection).unwrap();
+    assert_eq!(selection, [5, 0]);
+    assert!(read_to_end(&mut client).is_empty());
+    let mut client = dial(addr);
+    client.write_all(&[5, 3, 0]).unwrap();
+    client.shutdown(Shutdown::Write).unwrap();
+    assert!(read_to_end(&mut client).is_empty());
+
+    let report = proxy.shutdown(BOUND);
+    let reasons: Vec<_> = report
+        .records
+        .iter()
+        .map(|r| (r.code, r.reason.clone().unwrap_or_default()))
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons[0].0, None);
+    assert_eq!(reasons[1].0, Some(RefusalCode::MalformedRequest));
+    assert!(
+        reasons[1].1.contains("SOCKS5 request in time"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[2].1.contains("middle of the SOCKS5 greeting"),
+        "{reasons:?}"
+    );
 }

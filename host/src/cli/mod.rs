@@ -99,6 +99,19 @@ pub fn dispatch(command: args::Command) -> ExitCode {
             return Exit::NotLaunched.into();
         }
         Command::Bridge(args) => {
+            // `__bridge connect HOST PORT`: ssh's ProxyCommand inside the sandbox.
+            #[cfg(target_os = "linux")]
+            if let Some((mode, rest)) = args.args.split_first()
+                && mode == palisade_proxy::bridge::CONNECT
+            {
+                return match palisade_proxy::bridge::connect_main(rest) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(message) => {
+                        let _ = writeln!(std::io::stderr(), "palisade: {message}");
+                        ExitCode::from(1)
+                    }
+                };
+            }
             let message = crate::network::bridge_main(&args.args);
             let _ = writeln!(std::io::stderr(), "palisade: network bridge: {message}");
             return Exit::NotLaunched.into();

@@ -7,7 +7,9 @@
 //! ```
 //!
 //! It binds the container's loopback ports, detaches the bridge, and execs the command, exactly
-//! as `palisade __bridge` does under bwrap ([`palisade_proxy::bridge::main`]).
+//! as `palisade __bridge` does under bwrap ([`palisade_proxy::bridge::main`]). `palisade-bridge
+//! __bridge connect [--via ADDR] HOST PORT` is ssh's `ProxyCommand` in the container
+//! ([`palisade_proxy::bridge::connect_main`]).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -20,7 +22,19 @@ fn main() -> ExitCode {
     // 127 when the command is not found, as a shell (and Docker's own entrypoint lookup) says;
     // 125 otherwise, as `palisade __bridge`: nothing of the command ran.
     let failure = match args.split_first() {
-        Some((first, rest)) if first == bridge::SUBCOMMAND => bridge::main(rest),
+        Some((first, rest)) if first == bridge::SUBCOMMAND => match rest.split_first() {
+            // ssh's ProxyCommand inside the container (`GIT_SSH_COMMAND`).
+            Some((mode, rest)) if mode == bridge::CONNECT => {
+                return match bridge::connect_main(rest) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(message) => {
+                        let _ = writeln!(std::io::stderr(), "palisade-bridge: {message}");
+                        ExitCode::from(1)
+                    }
+                };
+            }
+            _ => bridge::main(rest),
+        },
         _ => bridge::ExecFailure {
             status: 125,
             message: format!(
