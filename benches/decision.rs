@@ -31,6 +31,7 @@ fn input() -> DecisionInput {
         execution_mode: None,
         budget_flags: None,
         task_contract: None,
+        policy_flags: None,
     }
 }
 
