@@ -1432,3 +1432,30 @@ fn policy_flags_that_loosen_a_taskpack_are_refused() {
         assert!(!text(&out.stdout).contains("RAN"));
     }
 }
+
+/// A managed input's `--writable` places are claims like the host's writable roots: a symlink
+/// inside the workspace (here to /etc) would make its target writable, so it is refused.
+#[test]
+fn a_managed_input_may_not_make_a_symlink_writable() {
+    let env = Env::new();
+    let ws = std::fs::canonicalize(env.path("ws")).unwrap();
+    std::fs::create_dir_all(ws.join("out")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.join("link")).unwrap();
+    let record = env.path("decided.jsonl");
+    let out = env.palisade(
+        "decide",
+        &["--writable", "out", "--record", record.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = std::fs::read_to_string(&record).unwrap();
+    let mut input: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let mut input = input["input"].take();
+    input["policyFlags"]["writableRoots"] = serde_json::json!([ws.join("link")]);
+    let path = env.path("input.json");
+    std::fs::write(&path, input.to_string()).unwrap();
+    let out = env.run(&["--input", path.to_str().unwrap(), "--", "true"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("HOST_FACTS_MISMATCH"), "{stderr}");
+    assert!(stderr.contains("policyFlags.writableRoots[0]"), "{stderr}");
+}
