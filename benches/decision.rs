@@ -35,6 +35,7 @@ fn input() -> DecisionInput {
         execution_mode: None,
         budget_flags: None,
         task_contract: None,
+        policy_flags: None,
     }
 }
 

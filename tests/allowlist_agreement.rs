@@ -60,6 +60,7 @@ fn input(entries: &[String]) -> DecisionInput {
         execution_mode: None,
         budget_flags: None,
         task_contract: None,
+        policy_flags: None,
     }
 }
 

@@ -74,6 +74,27 @@ fn from_wit_input(input: wit::DecisionInput) -> model::DecisionInput {
             name: d.name,
             text: d.text,
         }),
+        policy_flags: input.policy_flags.map(from_wit_flags),
+    }
+}
+
+fn from_wit_flags(flags: wit::PolicyFlags) -> model::PolicyFlags {
+    model::PolicyFlags {
+        network_mode: flags.network_mode.map(from_wit_network_mode),
+        allowed_domains: flags.allowed_domains,
+        denied_read_paths: flags.denied_read_paths,
+        writable_roots: flags.writable_roots,
+        preferred_backends: flags
+            .preferred_backends
+            .into_iter()
+            .map(from_wit_backend)
+            .collect(),
+        required_capabilities: flags
+            .required_capabilities
+            .into_iter()
+            .map(from_wit_capability)
+            .collect(),
+        pass_environment: flags.pass_environment,
     }
 }
 
@@ -258,6 +279,7 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
             origin: match plan.environment.origin {
                 output::EnvironmentOrigin::Default => wit::EnvironmentOrigin::Default,
                 output::EnvironmentOrigin::Host => wit::EnvironmentOrigin::Host,
+                output::EnvironmentOrigin::Flag => wit::EnvironmentOrigin::Flag,
             },
         },
         warnings: plan.warnings,

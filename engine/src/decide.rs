@@ -15,7 +15,7 @@ use crate::output::{
     FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json,
     sha256_hex,
 };
-use crate::{budgets, host, negotiate, plan, policy, resolve};
+use crate::{budgets, flags, host, negotiate, plan, policy, resolve};
 
 /// Decides how the input's command may be sandboxed: a decision or a refusal, with its
 /// canonical JSON and digest. Never panics; the same input always gives the same bytes.
@@ -144,9 +144,31 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         },
     };
 
-    // (3) Resolution, with the launcher's narrowing of the allowlist.
+    // (2c) The launcher's policy flags, checked on their own.
+    let flags = match &input.policy_flags {
+        None => None,
+        Some(flags) => {
+            let errors = if workspace {
+                flags::unenforceable_in_workspace(flags)
+            } else {
+                crate::text::Errors::default()
+            };
+            match flags::check(flags, &input.host) {
+                Ok(checked) if errors.is_empty() => Some(checked),
+                Ok(_) => return invalid(input_digest, errors),
+                Err(errors) => return invalid(input_digest, errors),
+            }
+        }
+    };
+
+    // (3) Resolution, with the launcher's policy flags and narrowing of the allowlist.
     let mut effective = resolve::resolve(input, taskpack.as_ref());
     effective.task_contract = contract;
+    if let Some(flags) = &flags
+        && let Err(errors) = flags::apply(&mut effective, flags)
+    {
+        return invalid(input_digest, errors);
+    }
     if workspace && input.narrow_allowed_domains.is_some() {
         // `--allow-domain` asks for filtered egress, which only a sandbox can enforce.
         let mut errors = crate::text::Errors::default();
@@ -264,6 +286,14 @@ fn workspace_decision(
             reason: String::from("unsandboxed by request"),
         }),
     }
+}
+
+/// `SANDBOX_POLICY_INVALID` with every offending field.
+fn invalid(input_digest: String, errors: crate::text::Errors) -> Report {
+    let message = format!("policy is invalid: {}", errors.summary());
+    let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
+    report.errors = errors.into_listed();
+    report
 }
 
 /// A refusal report with nothing but its code and message filled in.

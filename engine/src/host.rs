@@ -259,6 +259,7 @@ mod tests {
             execution_mode: None,
             budget_flags: None,
             task_contract: None,
+            policy_flags: None,
         }
     }
 

@@ -18,6 +18,7 @@ pub mod yaml;
 
 mod decide;
 mod domains;
+mod flags;
 mod host;
 mod negotiate;
 mod nesting;
@@ -33,7 +34,7 @@ mod component;
 pub use decide::{decide, decide_json};
 pub use model::{
     Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    RecordedFacts, SessionKind,
+    PolicyFlags, RecordedFacts, SessionKind,
 };
 pub use output::{Outcome, RefusalCode, Verdict};
 
@@ -41,7 +42,7 @@ pub use output::{Outcome, RefusalCode, Verdict};
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version of the WIT package this engine implements (`palisade:engine@…`).
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.3.0";
 
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.

@@ -268,6 +268,49 @@ pub struct DecisionInput {
     /// and the flags may only tighten within. Absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_contract: Option<NamedDocument>,
+    /// The launcher's policy flags (`--network`, `--deny-read`, ...): without a declared
+    /// `spec.sandbox` they form the policy over the omitted-policy defaults; with one they may
+    /// only tighten it. Absent: none given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_flags: Option<PolicyFlags>,
+}
+
+/// The launcher's policy flags, named as `spec.sandbox` names its fields (so a field error's
+/// path, `policyFlags.deniedReadPaths[0]`, reads like the policy's own). An empty list, or an
+/// absent mode, is a flag not given; empty lists are omitted from the JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyFlags {
+    /// `--network`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_mode: Option<NetworkMode>,
+    /// `--allow-domain`, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_domains: Vec<String>,
+    /// `--deny-read` (absolute or `~/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_read_paths: Vec<String>,
+    /// `--writable`: the only writable places of the workspace (absolute, normalised, inside
+    /// it); the host's own writable roots stay writable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_roots: Vec<String>,
+    /// `--backend`, in preference order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_backends: Vec<Backend>,
+    /// `--require`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_capabilities: Vec<Capability>,
+    /// `--pass-env`: exact variable names, each passed by the host's (or the default)
+    /// environment allowlist; the command sees these and no others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_environment: Vec<String>,
+}
+
+impl PolicyFlags {
+    /// Whether no flag was given.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyFlags::default()
+    }
 }
 
 /// A document's text and where it came from (recorded, never opened).

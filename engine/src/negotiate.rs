@@ -254,6 +254,8 @@ mod tests {
             loopback_ports: vec![],
             allowed_domains: None,
             allowed_domains_origin: None,
+            writable_roots: None,
+            pass_environment: None,
         }
     }
 

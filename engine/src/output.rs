@@ -102,6 +102,9 @@ pub enum Origin {
     Host,
     /// The launcher's command line (`--allow-domain`), which may only narrow the policy.
     Launcher,
+    /// The launcher's policy flags (`policyFlags`: `--network`, `--backend`, ...), which form
+    /// an omitted policy and may only tighten a declared one.
+    Flag,
 }
 
 /// A capability the chosen backend must provide, with why.
@@ -146,6 +149,8 @@ pub enum DeniedOrigin {
     Host,
     /// A credential store every policy denies ([`crate::resolve::BUILT_IN_DENIED_READ_PATHS`]).
     BuiltIn,
+    /// The launcher's `--deny-read` (`policyFlags.deniedReadPaths`).
+    Flag,
 }
 
 /// One denied read path and its origin.
@@ -207,6 +212,14 @@ pub struct EffectivePolicy {
     pub allowed_domains: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_domains_origin: Option<Origin>,
+    /// `--writable`: the only writable places of the workspace (in the order given). Absent:
+    /// the whole workspace is writable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writable_roots: Option<Vec<String>>,
+    /// `--pass-env`: the only variables the command sees (sorted). Absent: the host's or the
+    /// default allowlist.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pass_environment: Option<Vec<String>>,
 }
 
 impl EffectivePolicy {
@@ -446,6 +459,9 @@ pub enum EnvironmentOrigin {
     Default,
     /// The host configuration's list.
     Host,
+    /// The launcher's `--pass-env` (`policyFlags.passEnvironment`), narrower than the host's
+    /// or the default list.
+    Flag,
 }
 
 /// A run without a sandbox, by explicit request. Present only for `workspace` decisions.

@@ -38,7 +38,7 @@ pub(crate) fn plan(
         execution_mode: ExecutionMode::Sandbox,
         network,
         workspace_dir: input.host.workspace_dir.clone(),
-        writable_roots: writable_roots(&input.host),
+        writable_roots: writable_roots(policy, &input.host),
         read_only_root: has(Capability::FilesystemWriteContainment),
         denied_read_paths: if has(Capability::FilesystemReadContainment) {
             policy
@@ -53,7 +53,7 @@ pub(crate) fn plan(
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
         budgets: budgets::effective(&budget_sources(policy, input), helper_processes),
-        environment: environment_policy(&input.host),
+        environment: environment_policy(policy, &input.host),
         warnings: Vec::new(),
     };
     plan.warnings = warnings(policy, &plan);
@@ -69,14 +69,14 @@ pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) ->
         execution_mode: ExecutionMode::Workspace,
         network: PlanNetwork::AllowOutbound,
         workspace_dir: input.host.workspace_dir.clone(),
-        writable_roots: writable_roots(&input.host),
+        writable_roots: writable_roots(policy, &input.host),
         read_only_root: false,
         denied_read_paths: Vec::new(),
         protected_paths: protected_paths(policy, false),
         syscall_filter: false,
         process_tree_cleanup: true,
         budgets: budgets::effective(&budget_sources(policy, input), 0),
-        environment: environment_policy(&input.host),
+        environment: environment_policy(policy, &input.host),
         warnings: Vec::new(),
     };
     plan.warnings = warnings(policy, &plan);
@@ -180,10 +180,16 @@ fn network(policy: &EffectivePolicy, backend: Backend) -> PlanNetwork {
     }
 }
 
-/// The workspace first, then the host's writable roots, deduplicated, in host order.
-fn writable_roots(host: &HostFacts) -> Vec<String> {
+/// The workspace first (or only the places in it `--writable` names), then the host's
+/// writable roots, deduplicated, in host order.
+fn writable_roots(policy: &EffectivePolicy, host: &HostFacts) -> Vec<String> {
     let mut seen = BTreeSet::new();
-    std::iter::once(&host.workspace_dir)
+    let workspace = match &policy.writable_roots {
+        Some(narrowed) => narrowed.iter().collect(),
+        None => vec![&host.workspace_dir],
+    };
+    workspace
+        .into_iter()
         .chain(&host.writable_roots)
         .filter(|root| seen.insert(root.as_str()))
         .cloned()
@@ -201,12 +207,13 @@ fn protected_paths(policy: &EffectivePolicy, enforced: bool) -> Vec<ProtectedPat
         .collect()
 }
 
-/// The host's environment allowlist with its secret-looking exact entries, or the built-in
-/// default list.
-fn environment_policy(host: &HostFacts) -> EnvironmentPolicy {
-    let (allowlist, origin) = match &host.environment_allowlist {
-        Some(list) => (list.clone(), EnvironmentOrigin::Host),
-        None => (
+/// `--pass-env`'s names, or the host's environment allowlist, or the built-in default list;
+/// with the secret-looking exact entries.
+fn environment_policy(policy: &EffectivePolicy, host: &HostFacts) -> EnvironmentPolicy {
+    let (allowlist, origin) = match (&policy.pass_environment, &host.environment_allowlist) {
+        (Some(names), _) => (names.clone(), EnvironmentOrigin::Flag),
+        (None, Some(list)) => (list.clone(), EnvironmentOrigin::Host),
+        (None, None) => (
             environment::DEFAULT_ALLOWLIST
                 .iter()
                 .map(|entry| (*entry).to_owned())
@@ -256,6 +263,7 @@ mod tests {
             execution_mode: None,
             budget_flags: None,
             task_contract: None,
+            policy_flags: None,
         }
     }
 
@@ -304,6 +312,8 @@ mod tests {
             loopback_ports: vec![],
             allowed_domains: None,
             allowed_domains_origin: None,
+            writable_roots: None,
+            pass_environment: None,
         }
     }
 

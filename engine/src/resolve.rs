@@ -83,6 +83,8 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         loopback_ports: Vec::new(),
         allowed_domains: None,
         allowed_domains_origin: None,
+        writable_roots: None,
+        pass_environment: None,
     };
     match taskpack.and_then(|t| t.sandbox.as_ref()) {
         Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
@@ -223,81 +225,111 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
     policy.requirements = requirements;
 }
 
-/// Applies the launcher's `--allow-domain` list, which may only narrow what the policy allows,
-/// then adds the requirement filtered egress implies. Every entry that would widen the policy
-/// is reported at its own path.
+/// Applies the launcher's `narrowAllowedDomains`, which may only narrow what the policy
+/// allows, then adds the requirement filtered egress implies.
 pub(crate) fn narrow_and_imply(
     policy: &mut EffectivePolicy,
     narrow: Option<&[String]>,
 ) -> Result<(), Errors> {
     if let Some(raw) = narrow {
-        let mut errors = Errors::default();
-        let items = raw
-            .iter()
-            .enumerate()
-            .map(|(index, entry)| (text::index_path(NARROW_PATH, index), Some(entry.as_str())))
-            .collect();
-        let Some(list) = sandbox::entry_list(items, NARROW_PATH, &mut errors) else {
-            return Err(errors);
-        };
-        // What the policy allows: `None` = everything.
-        let allowed: Option<Vec<DomainEntry>> = match &policy.allowed_domains {
-            Some(entries) => Some(
-                entries
-                    .iter()
-                    .filter_map(|e| DomainEntry::parse(e).ok())
-                    .collect(),
-            ),
-            None if policy.network_mode == NetworkMode::AllowOutbound => None,
-            None => Some(Vec::new()),
-        };
-        if let Some(allowed) = &allowed {
-            let everything = allowed.iter().any(DomainEntry::is_everything);
-            // Reported at the index the launcher gave (the canonical list is sorted).
-            for (index, entry) in raw.iter().enumerate() {
-                let covered = everything
-                    || DomainEntry::parse(entry)
-                        .is_ok_and(|parsed| allowed.iter().any(|a| a.covers(&parsed)));
-                if !covered {
-                    let why = if allowed.is_empty() {
-                        format!(
-                            "the policy allows no outbound traffic (networkMode `{}`)",
-                            policy.network_mode.as_str()
-                        )
-                    } else {
-                        String::from("no entry of the policy's allowedDomains covers it")
-                    };
-                    errors.push(
-                        text::index_path(NARROW_PATH, index),
-                        format!(
-                            "{} would widen the policy: {why}; --allow-domain may only narrow \
-                             it",
-                            text::quote(entry)
-                        ),
-                    );
-                }
+        narrow_domains(policy, raw, NARROW_PATH, Origin::Launcher)?;
+    }
+    imply_filtered(policy);
+    Ok(())
+}
+
+/// Narrows the policy's allowlist to `raw` (given at `path`), recorded with `origin`. Every
+/// entry that would widen the policy is reported at its own path.
+pub(crate) fn narrow_domains(
+    policy: &mut EffectivePolicy,
+    raw: &[String],
+    path: &str,
+    origin: Origin,
+) -> Result<(), Errors> {
+    let mut errors = Errors::default();
+    let items = raw
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| (text::index_path(path, index), Some(entry.as_str())))
+        .collect();
+    let Some(list) = sandbox::entry_list(items, path, &mut errors) else {
+        return Err(errors);
+    };
+    // What the policy allows: `None` = everything.
+    let allowed: Option<Vec<DomainEntry>> = match &policy.allowed_domains {
+        Some(entries) => Some(
+            entries
+                .iter()
+                .filter_map(|e| DomainEntry::parse(e).ok())
+                .collect(),
+        ),
+        None if policy.network_mode == NetworkMode::AllowOutbound => None,
+        None => Some(Vec::new()),
+    };
+    if let Some(allowed) = &allowed {
+        let everything = allowed.iter().any(DomainEntry::is_everything);
+        // Reported at the index the launcher gave (the canonical list is sorted).
+        for (index, entry) in raw.iter().enumerate() {
+            let covered = everything
+                || DomainEntry::parse(entry)
+                    .is_ok_and(|parsed| allowed.iter().any(|a| a.covers(&parsed)));
+            if !covered {
+                let why = if allowed.is_empty() {
+                    format!(
+                        "the policy allows no outbound traffic (networkMode `{}`)",
+                        policy.network_mode.as_str()
+                    )
+                } else {
+                    String::from("no entry of the policy's allowedDomains covers it")
+                };
+                errors.push(
+                    text::index_path(path, index),
+                    format!(
+                        "{} would widen the policy: {why}; --allow-domain may only narrow it",
+                        text::quote(entry)
+                    ),
+                );
             }
         }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        policy.allowed_domains = Some(list);
-        policy.allowed_domains_origin = Some(Origin::Launcher);
     }
-    if policy.filtered_egress().is_some()
-        && !policy
-            .requirements
-            .iter()
-            .any(|r| r.capability == Capability::NetworkIsolation)
-    {
-        policy.requirements.push(requirement(
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    policy.allowed_domains = Some(list);
+    policy.allowed_domains_origin = Some(origin);
+    Ok(())
+}
+
+/// Filtered egress needs a network of the sandbox's own: `networkIsolation`, implied.
+fn imply_filtered(policy: &mut EffectivePolicy) {
+    if policy.filtered_egress().is_some() {
+        add_requirement(
+            policy,
             Capability::NetworkIsolation,
             Origin::Implied,
             "implied by allowedDomains (egress only through the filtering proxy)",
-        ));
+        );
+    }
+}
+
+/// Adds a requirement unless the capability is required already (whatever its origin), keeping
+/// the list sorted.
+pub(crate) fn add_requirement(
+    policy: &mut EffectivePolicy,
+    capability: Capability,
+    origin: Origin,
+    reason: &str,
+) {
+    if !policy
+        .requirements
+        .iter()
+        .any(|r| r.capability == capability)
+    {
+        policy
+            .requirements
+            .push(requirement(capability, origin, reason));
         policy.requirements.sort_by_key(|r| r.capability);
     }
-    Ok(())
 }
 
 /// The field path of the launcher's narrowing list in errors.
@@ -345,6 +377,7 @@ mod tests {
             execution_mode: None,
             budget_flags: None,
             task_contract: None,
+            policy_flags: None,
         }
     }
 

@@ -154,6 +154,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                 execution_mode: None,
                 budget_flags: None,
                 task_contract: None,
+                policy_flags: None,
             };
             (document, input)
         })

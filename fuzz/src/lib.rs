@@ -177,6 +177,7 @@ pub fn host_input(document: Option<String>, task_contract: Option<String>) -> De
             name: String::from("contract.yaml"),
             text,
         }),
+        policy_flags: None,
     }
 }
 

@@ -102,6 +102,7 @@ where
     let source = match plan.environment.origin {
         EnvironmentOrigin::Default => "default",
         EnvironmentOrigin::Host => "host",
+        EnvironmentOrigin::Flag => "flag",
     };
     let mut command_env = envpolicy::command_env(
         host.vars,

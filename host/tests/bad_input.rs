@@ -315,6 +315,46 @@ fn cases(env: &Env) -> Vec<Case> {
             &[s("--taskpack"), tp, s("--allow-domain"), s("")],
         ),
         case(
+            "--network unknown",
+            "PALISADE_USAGE_INVALID",
+            &[s("--network"), s("offline")],
+        ),
+        case(
+            "--network looser than the taskpack",
+            "SANDBOX_POLICY_INVALID",
+            &[s("--taskpack"), tp, s("--network"), s("allow-outbound")],
+        ),
+        case(
+            "--deny-read relative",
+            "SANDBOX_POLICY_INVALID",
+            &[s("--deny-read"), s("secrets")],
+        ),
+        case(
+            "--writable missing",
+            "PALISADE_INPUT_INVALID",
+            &[s("--writable"), &env.p("no-such-dir")],
+        ),
+        case(
+            "--writable outside the workspace",
+            "SANDBOX_POLICY_INVALID",
+            &[s("--writable"), s("/usr")],
+        ),
+        case(
+            "--backend unknown",
+            "PALISADE_USAGE_INVALID",
+            &[s("--backend"), s("firejail")],
+        ),
+        case(
+            "--require unknown",
+            "PALISADE_USAGE_INVALID",
+            &[s("--require"), s("magic")],
+        ),
+        case(
+            "--pass-env a secret the allowlist withholds",
+            "SANDBOX_POLICY_INVALID",
+            &[s("--pass-env"), s("GITHUB_TOKEN")],
+        ),
+        case(
             "an unknown flag",
             "PALISADE_USAGE_INVALID",
             &[s("--taskpack"), tp, s("--no-such-flag")],

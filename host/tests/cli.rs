@@ -136,7 +136,7 @@ fn wit_prints_the_contract() {
     let env = Env::new();
     let out = env.run(&["wit"]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("package palisade:engine@0.2.0;"));
+    assert!(stdout(&out).contains("package palisade:engine@0.3.0;"));
 }
 
 #[test]
@@ -909,12 +909,26 @@ fn sha256_bytes(bytes: &[u8]) -> String {
 /// engine that made them, from a component store; the current engine gives other bytes.
 #[test]
 fn records_of_the_previous_contract_replay_with_their_own_engine() {
+    replay_fixture("engine-0.1.0", "0.1.0", 2);
+}
+
+/// Records made by the engine of the contract before the policy flags (`palisade:engine@0.2.0`,
+/// `tests/fixtures/engine-0.2.0/`: that component and three records it made, one the refusal of
+/// `--allow-domain` without a taskpack) still replay with the engine that made them.
+#[test]
+fn records_of_the_contract_before_policy_flags_replay_with_their_own_engine() {
+    replay_fixture("engine-0.2.0", "0.2.0", 3);
+}
+
+/// Replays `tests/fixtures/<name>/decisions.jsonl` with the component beside it (from a
+/// component store): every record REPRODUCED; the embedded engine is not the one they name.
+fn replay_fixture(name: &str, wit_version: &str, records: usize) {
     let env = Env::new();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("..")
         .join("tests")
         .join("fixtures")
-        .join("engine-0.1.0");
+        .join(name);
     let old = std::fs::read(fixtures.join("palisade-engine.wasm")).unwrap();
     let digest = sha256_bytes(&old);
     let store = env.path("store");
@@ -928,12 +942,12 @@ fn records_of_the_previous_contract_replay_with_their_own_engine() {
         &[audit_arg, "--component-store", store.to_str().unwrap()],
     );
     assert_eq!(code, Some(0), "{results:?}");
-    assert_eq!(results.len(), 2);
+    assert_eq!(results.len(), records);
     for result in &results {
         assert_eq!(result["status"], "REPRODUCED", "{result}");
         assert_eq!(result["replayedWith"], digest.as_str());
     }
-    // The records really are of the old schema, and the embedded engine does not reproduce them.
+    // The records really are of that contract, and the embedded engine is not theirs.
     let first: Value = serde_json::from_str(
         std::fs::read_to_string(&audit)
             .unwrap()
@@ -942,7 +956,7 @@ fn records_of_the_previous_contract_replay_with_their_own_engine() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(first["engine"]["witVersion"], "0.1.0");
+    assert_eq!(first["engine"]["witVersion"], wit_version);
     let (code, results) = replay_json(&env, &[audit_arg]);
     assert_eq!(code, Some(5));
     assert!(

@@ -20,7 +20,7 @@ use palisade_engine::{
 };
 use wasmparser::{ComponentExternalKind, Parser, Payload};
 
-const DECISION_EXPORT: &str = "palisade:engine/decision@0.2.0";
+const DECISION_EXPORT: &str = "palisade:engine/decision@0.3.0";
 
 /// Top-level imports and exports of a component (nested modules and components skipped).
 struct Shape {
@@ -141,6 +141,7 @@ fn sample_input() -> DecisionInput {
         execution_mode: None,
         budget_flags: None,
         task_contract: None,
+        policy_flags: None,
     }
 }
 

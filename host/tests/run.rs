@@ -1505,4 +1505,133 @@ fn a_setup_that_fails_before_the_command_starts_is_tried_once_more() {
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert_eq!(ran, "", "the command never ran");
     assert_eq!(lines[1]["outcome"]["endedBy"], "not-launched");
+/// Policy flags without a taskpack (issue 12): `--network none --deny-read X --writable W` form
+/// the policy, bwrap enforces each (the denied path unreadable, the workspace read-only outside
+/// W), the audit record carries them as `policyFlags` with origin `flag` in the decision, and
+/// replay reproduces it.
+#[test]
+fn policy_flags_form_the_policy_and_bwrap_enforces_them() {
+    let env = Env::new();
+    let ws = std::fs::canonicalize(env.path("ws")).unwrap();
+    std::fs::create_dir_all(ws.join("out")).unwrap();
+    std::fs::create_dir_all(ws.join("secret")).unwrap();
+    std::fs::write(ws.join("secret").join("key"), "s3cret").unwrap();
+    let audit = env.path("audit.jsonl");
+    let secret = ws.join("secret");
+    let out = env.run(&[
+        "--audit",
+        audit.to_str().unwrap(),
+        "--backend",
+        "linux-bwrap",
+        "--network",
+        "none",
+        "--deny-read",
+        secret.to_str().unwrap(),
+        "--writable",
+        "out",
+        "--",
+        "sh",
+        "-c",
+        "cat secret/key && echo READ-SECRET; echo a > out/a && echo WROTE-OUT; echo b > b && echo WROTE-WS; true",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(stdout.contains("WROTE-OUT"), "{stdout}");
+    assert!(!stdout.contains("READ-SECRET"), "{stdout}");
+    assert!(!stdout.contains("WROTE-WS"), "{stdout}");
+    assert!(ws.join("out").join("a").exists());
+    assert!(!ws.join("b").exists());
+
+    let record = &env.audit_lines()[0];
+    let flags = &record["input"]["policyFlags"];
+    assert_eq!(flags["networkMode"], "none");
+    assert_eq!(flags["deniedReadPaths"][0], secret.to_str().unwrap());
+    assert_eq!(flags["writableRoots"][0], ws.join("out").to_str().unwrap());
+    let decision: Value = serde_json::from_str(record["output"].as_str().unwrap()).unwrap();
+    assert_eq!(decision["policy"]["networkModeOrigin"], "flag");
+    assert_eq!(decision["policy"]["preferredBackendsOrigin"], "flag");
+    assert_eq!(decision["plan"]["network"]["mode"], "none");
+    assert_eq!(
+        decision["plan"]["writableRoots"][0],
+        ws.join("out").to_str().unwrap()
+    );
+    assert!(
+        decision["policy"]["deniedReadPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["origin"] == "flag" && d["path"] == secret.to_str().unwrap()),
+        "{decision}"
+    );
+
+    let replay = env.palisade("replay", &[audit.to_str().unwrap()]);
+    assert_eq!(replay.status.code(), Some(0), "{}", text(&replay.stderr));
+    assert!(
+        text(&replay.stdout).contains("REPRODUCED"),
+        "{}",
+        text(&replay.stdout)
+    );
+}
+
+/// With a taskpack the flags may only tighten it: a looser network or a backend the taskpack
+/// does not list is refused at its `policyFlags` path, and nothing runs.
+#[test]
+fn policy_flags_that_loosen_a_taskpack_are_refused() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    for (flag, value, path) in [
+        ("--network", "allow-outbound", "policyFlags.networkMode"),
+        (
+            "--backend",
+            "linux-landlock",
+            "policyFlags.preferredBackends[0]",
+        ),
+        ("--writable", "/", "policyFlags.writableRoots[0]"),
+    ] {
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            flag,
+            value,
+            "--",
+            "sh",
+            "-c",
+            "echo RAN",
+        ]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{flag}: {stderr}");
+        assert!(
+            stderr.contains("SANDBOX_POLICY_INVALID"),
+            "{flag}: {stderr}"
+        );
+        assert!(stderr.contains(path), "{flag}: {stderr}");
+        assert!(!text(&out.stdout).contains("RAN"));
+    }
+}
+
+/// A managed input's `--writable` places are claims like the host's writable roots: a symlink
+/// inside the workspace (here to /etc) would make its target writable, so it is refused.
+#[test]
+fn a_managed_input_may_not_make_a_symlink_writable() {
+    let env = Env::new();
+    let ws = std::fs::canonicalize(env.path("ws")).unwrap();
+    std::fs::create_dir_all(ws.join("out")).unwrap();
+    std::os::unix::fs::symlink("/etc", ws.join("link")).unwrap();
+    let record = env.path("decided.jsonl");
+    let out = env.palisade(
+        "decide",
+        &["--writable", "out", "--record", record.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let line = std::fs::read_to_string(&record).unwrap();
+    let mut input: Value = serde_json::from_str(line.lines().next().unwrap()).unwrap();
+    let mut input = input["input"].take();
+    input["policyFlags"]["writableRoots"] = serde_json::json!([ws.join("link")]);
+    let path = env.path("input.json");
+    std::fs::write(&path, input.to_string()).unwrap();
+    let out = env.run(&["--input", path.to_str().unwrap(), "--", "true"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("HOST_FACTS_MISMATCH"), "{stderr}");
+    assert!(stderr.contains("policyFlags.writableRoots[0]"), "{stderr}");
 }

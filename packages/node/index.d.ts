@@ -33,7 +33,7 @@ export type CandidateVerdict = 'selected' | 'unavailable' | 'blocked' | 'insuffi
 export type BudgetOrigin = 'policy' | 'flag' | 'task-contract' | 'runtime-profile' | 'host-ceiling';
 export type BudgetKind = 'timeout' | 'memory' | 'max-processes' | 'cpu';
 export type PlanNetworkMode = 'none' | 'loopback-only' | 'host-loopback' | 'allow-outbound' | 'filtered';
-export type EnvironmentOrigin = 'default' | 'host';
+export type EnvironmentOrigin = 'default' | 'host' | 'flag';
 
 // --- The decision input (the JSON form of `palisade decide --input`) -----------------------
 
@@ -87,6 +87,20 @@ export interface NamedDocument {
   text: string;
 }
 
+/**
+ * The launcher's policy flags (`--network`, `--deny-read`, ...): they form an omitted policy and
+ * may only tighten a declared one; an absent key is a flag not given.
+ */
+export interface PolicyFlags {
+  networkMode?: NetworkMode;
+  allowedDomains?: string[];
+  deniedReadPaths?: string[];
+  writableRoots?: string[];
+  preferredBackends?: Backend[];
+  requiredCapabilities?: Capability[];
+  passEnvironment?: string[];
+}
+
 /** Everything one decision depends on; the optional keys are the launcher's inputs. */
 export interface DecisionInput {
   document: string | null;
@@ -97,6 +111,7 @@ export interface DecisionInput {
   executionMode?: ExecutionMode;
   budgetFlags?: BudgetLimits;
   taskContract?: NamedDocument;
+  policyFlags?: PolicyFlags;
 }
 
 // --- The decision's JSON (schema `palisade.decision/v2`) -----------------------------------
@@ -230,7 +245,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.2.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.3.0`. */
 export const INTERFACE: string;
 
 /**

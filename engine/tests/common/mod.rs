@@ -114,6 +114,7 @@ pub fn input(document: Option<&str>) -> DecisionInput {
         execution_mode: None,
         budget_flags: None,
         task_contract: None,
+        policy_flags: None,
     }
 }
 

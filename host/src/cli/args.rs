@@ -176,6 +176,58 @@ pub struct BudgetArgs {
     pub task_contract: Option<PathBuf>,
 }
 
+/// Policy flags (shared by `decide` and `run`): decision inputs (`policyFlags`). Without a
+/// Taskpack's `spec.sandbox` they form the policy over the omitted-policy defaults; with one they
+/// may only tighten it. A whole `--input` carries its own, so none combines with it.
+#[derive(Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// The network: `none`, `loopback-only` or `allow-outbound` (with a Taskpack: the same or
+    /// stricter, allow-outbound > loopback-only > none).
+    #[arg(long, value_name = "MODE", value_parser = ["none", "loopback-only", "allow-outbound"], conflicts_with = "input")]
+    pub network: Option<String>,
+    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
+    /// repeatable. With a Taskpack, may only narrow its `allowedDomains`.
+    #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
+    pub allow_domains: Vec<String>,
+    /// Make this path unreadable (absolute or `~/`); repeatable.
+    #[arg(long = "deny-read", value_name = "PATH", conflicts_with = "input")]
+    pub deny_read: Vec<String>,
+    /// Make only this directory of the workspace writable (the rest of it read-only);
+    /// repeatable. Must exist inside the workspace.
+    #[arg(long = "writable", value_name = "DIR", conflicts_with = "input")]
+    pub writable: Vec<PathBuf>,
+    /// A backend to negotiate, in order of preference; repeatable. With a Taskpack, only among
+    /// its preferred backends.
+    #[arg(long = "backend", value_name = "NAME", value_parser = BACKENDS, conflicts_with = "input")]
+    pub backends: Vec<String>,
+    /// A capability the backend must provide; repeatable.
+    #[arg(long = "require", value_name = "CAPABILITY", value_parser = CAPABILITIES, conflicts_with = "input")]
+    pub require: Vec<String>,
+    /// Pass only this environment variable (one the environment allowlist passes);
+    /// repeatable.
+    #[arg(long = "pass-env", value_name = "NAME", conflicts_with = "input")]
+    pub pass_env: Vec<String>,
+}
+
+/// Backend names as `--backend` takes them.
+const BACKENDS: [&str; 5] = [
+    "macos-seatbelt",
+    "linux-bwrap",
+    "linux-landlock",
+    "docker",
+    "direct-dedicated",
+];
+
+/// Capability names as `--require` takes them.
+const CAPABILITIES: [&str; 6] = [
+    "filesystemReadContainment",
+    "filesystemWriteContainment",
+    "protectedPathReadOnlyMask",
+    "networkIsolation",
+    "processTreeCleanup",
+    "syscallFiltering",
+];
+
 #[derive(Args)]
 pub struct DecideArgs {
     /// The Taskpack (default: `<workspace>/.loopwright/taskpack.yaml` when it exists, else no policy).
@@ -196,10 +248,8 @@ pub struct DecideArgs {
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     pub no_cache: bool,
-    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
-    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
-    #[arg(long = "allow-domain", value_name = "DOMAIN", conflicts_with = "input")]
-    pub allow_domains: Vec<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     #[command(flatten)]
     pub budgets: BudgetArgs,
     #[command(flatten)]
@@ -215,7 +265,7 @@ pub struct RunArgs {
     pub taskpack: Option<PathBuf>,
     /// Launch from a whole decision input (JSON, as `decide --input` takes; `-` reads stdin),
     /// as a managed controller passes it. This host's own probes must confirm every claim.
-    #[arg(long, value_name = "FILE|-", conflicts_with_all = ["taskpack", "allow_domains"])]
+    #[arg(long, value_name = "FILE|-", conflicts_with = "taskpack")]
     pub input: Option<String>,
     /// Append the decision (before launching) and the run's outcome (after) to this file.
     #[arg(long, value_name = "FILE")]
@@ -237,10 +287,8 @@ pub struct RunArgs {
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     pub no_cache: bool,
-    /// Allow egress only to this domain (`host`, `*.suffix`, an IP, optional `:port`);
-    /// repeatable. May only narrow the Taskpack's `allowedDomains`.
-    #[arg(long = "allow-domain", value_name = "DOMAIN")]
-    pub allow_domains: Vec<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Resolve NAME to ADDR in the filtering proxy instead of asking DNS (like curl's
     /// `--resolve`); repeatable. The proxy still applies its address checks.
     #[arg(long = "proxy-resolve", value_name = "NAME=ADDR")]

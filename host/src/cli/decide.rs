@@ -18,7 +18,7 @@ use crate::report::{ErrorCode, Failure};
 use super::args::DecideArgs;
 use super::engine::{decide_recorded, refusal_failure};
 use super::inputs::{
-    budget_flags, execution, narrowing, read_document, read_input, read_json_file,
+    budget_flags, execution, policy_flags, read_document, read_input, read_json_file,
     read_task_contract,
 };
 use super::setup::{facts_failure, host_setup, probe_options};
@@ -71,10 +71,11 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
                 document_name,
                 host: recorded.host,
                 probes: recorded.probes,
-                narrow_allowed_domains: narrowing(&args.allow_domains),
+                narrow_allowed_domains: None,
                 execution_mode: execmode::input_field(execution(&args.exec)?.0),
                 budget_flags: budget_flags(&args.budgets)?,
                 task_contract: read_task_contract(&args.budgets)?,
+                policy_flags: policy_flags(&args.policy)?,
             },
             probe_source: "facts-file",
             host_config: None,
@@ -93,10 +94,11 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
             document_name,
             host,
             probes: probes.probes,
-            narrow_allowed_domains: narrowing(&args.allow_domains),
+            narrow_allowed_domains: None,
             execution_mode: execmode::input_field(execution(&args.exec)?.0),
             budget_flags: budget_flags(&args.budgets)?,
             task_contract: read_task_contract(&args.budgets)?,
+            policy_flags: policy_flags(&args.policy)?,
         },
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
         host_config: Some(setup.config),
@@ -204,9 +206,14 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         other => out.push_str(&format!("network   {}\n", other.as_str())),
     }
     out.push_str(&format!(
-        "policy    {} ({})\n",
+        "policy    {} ({}){}\n",
         text("/policy/source"),
-        text("/policy/documentName")
+        text("/policy/documentName"),
+        if shaped_by_flags(&report) {
+            ", with policy flags"
+        } else {
+            ""
+        }
     ));
     if let Some(requirements) = report
         .pointer("/policy/requirements")
@@ -253,6 +260,7 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         match environment.origin {
             EnvironmentOrigin::Default => "default",
             EnvironmentOrigin::Host => "host",
+            EnvironmentOrigin::Flag => "--pass-env",
         },
         list(&environment.allowlist)
     ));
@@ -275,6 +283,31 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
     }
     out.push_str(&format!("digest    sha256:{}\n", outcome.digest));
     out
+}
+
+/// Whether the launcher's policy flags set anything of the policy (some origin `flag`, or the
+/// narrowed writable places or environment).
+fn shaped_by_flags(report: &Value) -> bool {
+    let Some(policy) = report.get("policy") else {
+        return false;
+    };
+    let flag = Value::from("flag");
+    let origin_flag = |item: &Value| item.get("origin") == Some(&flag);
+    [
+        "networkModeOrigin",
+        "preferredBackendsOrigin",
+        "allowedDomainsOrigin",
+    ]
+    .iter()
+    .any(|key| policy.get(*key) == Some(&flag))
+        || ["requirements", "deniedReadPaths"].iter().any(|key| {
+            policy
+                .get(*key)
+                .and_then(Value::as_array)
+                .is_some_and(|items| items.iter().any(origin_flag))
+        })
+        || policy.get("writableRoots").is_some()
+        || policy.get("passEnvironment").is_some()
 }
 
 /// `, host loopback ports 8080, 5432`, or nothing.

@@ -1,18 +1,18 @@
 //! The pieces of a decision input the command line gives: the taskpack, the budget flags, the
-//! domain narrowing and the execution mode.
+//! policy flags and the execution mode.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use palisade_engine::ExecutionMode;
-use palisade_engine::model::BudgetLimits;
+use palisade_engine::model::{BudgetLimits, PolicyFlags};
+use palisade_engine::{Backend, Capability, ExecutionMode, NetworkMode};
 use serde_json::Value;
 
 use crate::execmode;
 use crate::launch;
 use crate::report::{ErrorCode, Failure};
 
-use super::args::{BudgetArgs, ExecArgs, HostArgs};
+use super::args::{BudgetArgs, ExecArgs, HostArgs, PolicyArgs};
 
 /// `--execution-mode`, and the audit's requester entry for a `workspace` request.
 pub(super) fn execution(exec: &ExecArgs) -> Result<(ExecutionMode, Option<Value>), Failure> {
@@ -93,9 +93,55 @@ fn read_engine_document(path: &Path, what: &str) -> Result<String, Failure> {
     })
 }
 
-/// `--allow-domain` entries as the engine's narrowing list (absent when none were given).
-pub(super) fn narrowing(entries: &[String]) -> Option<Vec<String>> {
-    (!entries.is_empty()).then(|| entries.to_vec())
+/// The policy flags as the engine's input (`None` when none was given). Names were checked by
+/// the parser; everything else is the engine's (`policyFlags.*`). `--writable` directories are
+/// resolved here, as the workspace is: the engine takes canonical paths, and a symlink inside
+/// the workspace must not make its target writable.
+pub(super) fn policy_flags(args: &PolicyArgs) -> Result<Option<PolicyFlags>, Failure> {
+    let flags = PolicyFlags {
+        network_mode: args.network.as_deref().and_then(NetworkMode::from_name),
+        allowed_domains: args.allow_domains.clone(),
+        denied_read_paths: args.deny_read.clone(),
+        writable_roots: args
+            .writable
+            .iter()
+            .map(|dir| writable_dir(dir))
+            .collect::<Result<_, _>>()?,
+        preferred_backends: args
+            .backends
+            .iter()
+            .filter_map(|name| Backend::from_name(name))
+            .collect(),
+        required_capabilities: args
+            .require
+            .iter()
+            .filter_map(|name| Capability::from_name(name))
+            .collect(),
+        pass_environment: args.pass_env.clone(),
+    };
+    Ok((!flags.is_empty()).then_some(flags))
+}
+
+/// A `--writable` directory's canonical path.
+fn writable_dir(dir: &Path) -> Result<String, Failure> {
+    let real = std::fs::canonicalize(dir).map_err(|e| {
+        Failure::new(
+            ErrorCode::InputInvalid,
+            format!("cannot resolve `--writable {}`: {e}", dir.display()),
+        )
+    })?;
+    if !real.is_dir() {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            format!("`--writable {}` is not a directory", dir.display()),
+        ));
+    }
+    real.into_os_string().into_string().map_err(|raw| {
+        Failure::new(
+            ErrorCode::InputInvalid,
+            format!("`--writable {}` is not valid utf-8", raw.to_string_lossy()),
+        )
+    })
 }
 
 /// The task contract document (`--task-contract`), if given: its text and name, as the engine

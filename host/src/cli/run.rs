@@ -24,7 +24,7 @@ use super::CommandResult;
 use super::args::RunArgs;
 use super::engine::{decide_recorded, refusal_failure};
 use super::inputs::{
-    budget_flags, execution, narrowing, read_document, read_input, read_task_contract,
+    budget_flags, execution, policy_flags, read_document, read_input, read_task_contract,
 };
 use super::setup::{docker_spec, facts_failure, host_setup, probe_options, verified_bridge};
 
@@ -46,14 +46,23 @@ fn confirm_claims(
             problems.push(format!("{field}: `{claimed}`, but this host is `{here}`"));
         }
     }
-    let dirs = std::iter::once(("host.workspaceDir".to_owned(), &input.host.workspace_dir)).chain(
-        input
-            .host
-            .writable_roots
-            .iter()
-            .enumerate()
-            .map(|(i, root)| (format!("host.writableRoots[{i}]"), root)),
-    );
+    // `--writable` places too: the shim binds a writable root at its real path, so a symlink
+    // spelt inside the workspace would make its target writable.
+    let flagged = input
+        .policy_flags
+        .iter()
+        .flat_map(|flags| flags.writable_roots.iter().enumerate())
+        .map(|(i, root)| (format!("policyFlags.writableRoots[{i}]"), root));
+    let dirs = std::iter::once(("host.workspaceDir".to_owned(), &input.host.workspace_dir))
+        .chain(
+            input
+                .host
+                .writable_roots
+                .iter()
+                .enumerate()
+                .map(|(i, root)| (format!("host.writableRoots[{i}]"), root)),
+        )
+        .chain(flagged);
     for (field, dir) in dirs {
         let real = std::fs::canonicalize(dir);
         if !real
@@ -419,10 +428,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 document_name,
                 host,
                 probes: probes.probes,
-                narrow_allowed_domains: narrowing(&args.allow_domains),
+                narrow_allowed_domains: None,
                 execution_mode: execmode::input_field(mode),
                 budget_flags,
                 task_contract: read_task_contract(&args.budgets)?,
+                policy_flags: policy_flags(&args.policy)?,
             };
             (input, if probes.from_cache { "cache" } else { "fresh" })
         }

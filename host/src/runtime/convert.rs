@@ -1,6 +1,6 @@
 //! Conversions between the engine crate's model types and the wasmtime bindings' WIT types.
 
-use palisade_engine::model::BudgetLimits;
+use palisade_engine::model::{BudgetLimits, PolicyFlags};
 use palisade_engine::output::{
     BudgetClamp, BudgetKind, BudgetLimit, BudgetOrigin, CandidateTrace, CandidateVerdict,
     ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, EnvironmentPolicy, FieldError,
@@ -29,6 +29,29 @@ pub(super) fn to_wit_input(input: &DecisionInput) -> wit::DecisionInput {
             name: d.name.clone(),
             text: d.text.clone(),
         }),
+        policy_flags: input.policy_flags.as_ref().map(to_wit_flags),
+    }
+}
+
+fn to_wit_flags(flags: &PolicyFlags) -> wit::PolicyFlags {
+    wit::PolicyFlags {
+        network_mode: flags.network_mode.map(to_wit_network_mode),
+        allowed_domains: flags.allowed_domains.clone(),
+        denied_read_paths: flags.denied_read_paths.clone(),
+        writable_roots: flags.writable_roots.clone(),
+        preferred_backends: flags
+            .preferred_backends
+            .iter()
+            .copied()
+            .map(to_wit_backend)
+            .collect(),
+        required_capabilities: flags
+            .required_capabilities
+            .iter()
+            .copied()
+            .map(to_wit_capability)
+            .collect(),
+        pass_environment: flags.pass_environment.clone(),
     }
 }
 
@@ -183,6 +206,7 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
             origin: match plan.environment.origin {
                 wit::EnvironmentOrigin::Default => EnvironmentOrigin::Default,
                 wit::EnvironmentOrigin::Host => EnvironmentOrigin::Host,
+                wit::EnvironmentOrigin::Flag => EnvironmentOrigin::Flag,
             },
         },
         warnings: plan.warnings,

@@ -42,7 +42,7 @@ CandidateVerdict = Literal["selected", "unavailable", "blocked", "insufficient",
 BudgetOrigin = Literal["policy", "flag", "task-contract", "runtime-profile", "host-ceiling"]
 BudgetKind = Literal["timeout", "memory", "max-processes", "cpu"]
 PlanNetworkMode = Literal["none", "loopback-only", "host-loopback", "allow-outbound", "filtered"]
-EnvironmentOrigin = Literal["default", "host"]
+EnvironmentOrigin = Literal["default", "host", "flag"]
 
 # --- The decision input (the JSON form of `palisade decide --input`) -----------------------
 
@@ -102,6 +102,19 @@ class NamedDocument(TypedDict):
     text: str
 
 
+class PolicyFlags(TypedDict, total=False):
+    """The launcher's policy flags (`--network`, `--deny-read`, ...): they form an omitted
+    policy and may only tighten a declared one; an absent key is a flag not given."""
+
+    networkMode: NetworkMode
+    allowedDomains: List[str]
+    deniedReadPaths: List[str]
+    writableRoots: List[str]
+    preferredBackends: List[Backend]
+    requiredCapabilities: List[Capability]
+    passEnvironment: List[str]
+
+
 class _DecisionInputRequired(TypedDict):
     document: Optional[str]
     documentName: str
@@ -116,6 +129,7 @@ class DecisionInput(_DecisionInputRequired, total=False):
     executionMode: ExecutionMode
     budgetFlags: BudgetLimits
     taskContract: NamedDocument
+    policyFlags: PolicyFlags
 
 
 # --- The decision's JSON (schema `palisade.decision/v2`) -----------------------------------

@@ -386,7 +386,13 @@ pub fn filesystem(
 ) -> Result<Filesystem, BwrapError> {
     validate(plan)?;
     let workspace = writable_root(facts, &plan.workspace)?;
-    let mut roots = BTreeSet::from([workspace.clone()]);
+    // The workspace is writable when the plan lists it (`--writable` may narrow it to places
+    // inside it); otherwise it is still the working directory, bound read-only.
+    let workspace_writable = plan.writable_roots.contains(&plan.workspace);
+    let mut roots = BTreeSet::new();
+    if workspace_writable {
+        roots.insert(workspace.clone());
+    }
     for root in plan.writable_roots.iter().chain([&plan.run_temp_dir]) {
         roots.insert(writable_root(facts, root)?);
     }
@@ -412,6 +418,9 @@ pub fn filesystem(
     }
     for bind in read_only_binds {
         base.add(bind, BaseOp::ReadOnly);
+    }
+    if !workspace_writable {
+        base.add(&workspace, BaseOp::ReadOnly);
     }
     for root in &roots {
         base.add(root, BaseOp::Writable);

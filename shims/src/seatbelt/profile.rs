@@ -47,7 +47,10 @@ pub fn profile(
         let real = normal(&fact(root)?.real);
         roots.insert(normal(root));
         roots.insert(real.clone());
-        writable.insert(real);
+        // The workspace is writable only when the plan lists it (`--writable` may narrow it).
+        if root != &plan.workspace || plan.writable_roots.contains(&plan.workspace) {
+            writable.insert(real);
+        }
     }
 
     let (protected, protected_links) = masks(facts, &plan.protected_paths, "protected", &roots)?;
