@@ -1505,6 +1505,8 @@ fn a_setup_that_fails_before_the_command_starts_is_tried_once_more() {
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert_eq!(ran, "", "the command never ran");
     assert_eq!(lines[1]["outcome"]["endedBy"], "not-launched");
+}
+
 /// Policy flags without a taskpack (issue 12): `--network none --deny-read X --writable W` form
 /// the policy, bwrap enforces each (the denied path unreadable, the workspace read-only outside
 /// W), the audit record carries them as `policyFlags` with origin `flag` in the decision, and
