@@ -336,8 +336,9 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         }
     }
     if let Removal::Failed(detail) = &done.removal {
-        return Err(LaunchError::TreeNotEmpty {
-            remaining: 1,
+        return Err(LaunchError::ContainerNotRemoved {
+            container: done.container.clone(),
+            detail: detail.clone(),
             record: {
                 let mut record = record;
                 if let Some(object) = record.as_object_mut() {

@@ -26,6 +26,15 @@ pub enum LaunchError {
         remaining: usize,
         record: serde_json::Value,
     },
+    /// The docker daemon did not confirm that the run's container is gone (it was restarting,
+    /// or did not answer in time): the reaper keeps removing it, and the next docker run of
+    /// this user removes it once this run is over.
+    #[error("the docker daemon did not confirm that container {container} is gone ({detail})")]
+    ContainerNotRemoved {
+        container: String,
+        detail: String,
+        record: serde_json::Value,
+    },
     #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
     Setup(String),
     /// A forwarded SIGINT, SIGTERM or SIGHUP ended the sandbox while it was being set up.

@@ -587,7 +587,11 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // A launch that failed before the command ran still gets an outcome, so no decision in the
     // audit file is left without one.
     let mut failed_record = match &result {
-        Ok(_) | Err(launch::LaunchError::TreeNotEmpty { .. }) => None,
+        Ok(_)
+        | Err(
+            launch::LaunchError::TreeNotEmpty { .. }
+            | launch::LaunchError::ContainerNotRemoved { .. },
+        ) => None,
         Err(launch::LaunchError::Stopped(signal)) => Some(serde_json::json!({
             "endedBy": "not-launched",
             "exitCode": exit_for_signal(*signal),
@@ -603,7 +607,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
-        Err(launch::LaunchError::TreeNotEmpty { record, .. }) => Some(record),
+        Err(
+            launch::LaunchError::TreeNotEmpty { record, .. }
+            | launch::LaunchError::ContainerNotRemoved { record, .. },
+        ) => Some(record),
         Err(_) => failed_record.as_mut(),
     };
     if let Some(Value::Object(map)) = record {
@@ -656,6 +663,20 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 format!("{remaining} processes of the run survived the cleanup"),
             )
             .hint("the outcome is in the audit record; report this as a bug"))
+        }
+        Err(launch::LaunchError::ContainerNotRemoved {
+            container,
+            detail,
+            record,
+        }) => {
+            record_outcome(&record);
+            Err(Failure::new(
+                ErrorCode::DockerDaemonUnavailable,
+                format!(
+                    "the docker daemon did not confirm that container {container} is gone ({detail})"
+                ),
+            )
+            .hint("a reaper keeps removing it, and the next docker run of this user removes it once this run is over"))
         }
         Err(launch::LaunchError::Stopped(signal)) => {
             if let Some(record) = &failed_record {
