@@ -525,9 +525,9 @@ fn wait_frozen(frozen: impl Fn() -> bool) {
     }
 }
 
-/// Removes empty leftovers of supervisors that died (SIGKILL) before removing their run's
-/// cgroup: `run-<pid>-<n>` whose `<pid>` no longer exists. Non-empty ones stay. An empty one
-/// gets [`remove_dirs`]'s short retry: right after the dead run's last task exited, the kernel
+/// Removes leftovers of supervisors that died (SIGKILL) before removing their run's cgroup:
+/// `run-<pid>-<n>` whose `<pid>` no longer exists. What is still in one is killed first (it
+/// outlived its run). An empty one gets [`remove_dirs`]'s short retry: right after the dead run's last task exited, the kernel
 /// may still answer `EBUSY`, and a single attempt would leave it for good.
 fn sweep_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
@@ -544,7 +544,24 @@ fn sweep_stale(parent: &Path) {
             continue;
         };
         let dir = entry.path();
-        if pid > 0 && !Path::new(&format!("/proc/{pid}")).exists() && read_pids(&dir).is_empty() {
+        if pid <= 0 || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        // Its supervisor is gone, so whatever is still in it outlived its run: bwrap's child,
+        // orphaned while it waits for its killed parent during setup (bubblewrap#633). Thawed
+        // first (a frozen task takes SIGKILL only once thawed), killed, then removed.
+        let members = read_pids(&dir);
+        if !members.is_empty() {
+            let _ = fs::write(dir.join("freezer.state"), "THAWED");
+            for member in members {
+                let _ = crate::sys::kill(member, libc::SIGKILL);
+            }
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while !read_pids(&dir).is_empty() && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        if read_pids(&dir).is_empty() {
             let _ = remove_dirs(&[dir]);
         }
     }
