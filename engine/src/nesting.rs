@@ -12,10 +12,15 @@
 //! them), its flow level, and where tokens start and end: quoted scalars (across lines), plain
 //! scalars (and their continuation lines), block scalars (by libyaml's indentation rules),
 //! comments, anchors, aliases and tags. Sequences that libyaml opens without a token of their own
-//! (a `- ` list at its key's column, a `key: value` pair inside `[ ]`) are counted too. The
-//! count is of collections open at once, which is what the node walk limits; only where libyaml
-//! would stop with a syntax error may the count differ, and there the parser stops anyway. The
-//! `yaml_nesting` fuzz target checks the count against libyaml's own events.
+//! (a `- ` list at its key's column, a `key: value` pair inside `[ ]`) are counted too. So are
+//! the mappings libyaml opens *around* what it already read: a simple key is only known to be one
+//! when its `:` arrives, later on the line, and the mapping then starts before the key, so a key
+//! that is itself a collection (`[[…]]: x`, at any level) ends one level deeper than it looked
+//! while it was read. Each level keeps its key candidate with the deepest point since it, as
+//! libyaml keeps one candidate per flow level. The count is of collections open at once, which is
+//! what the node walk limits; only where libyaml would stop with a syntax error may the count
+//! differ, and there the parser stops anyway. The `yaml_nesting` fuzz target checks the count
+//! against libyaml's own events.
 
 use crate::yaml::MAX_DEPTH;
 
@@ -94,6 +99,21 @@ struct Flow {
     sequence: bool,
     /// A `key: value` pair inside `[ ]` is open: a mapping with no bracket of its own.
     pair: bool,
+    /// The simple key candidate directly inside this collection (libyaml's per-level one).
+    key: Option<KeyCandidate>,
+    /// The deepest this collection went, counting the mappings that keys inside it opened
+    /// around what was read before their `:`.
+    deepest: usize,
+}
+
+/// A token that becomes a simple key if a `:` follows on its line: libyaml then opens the
+/// mapping (block, or a flow pair inside `[ ]`) before the token, around everything read since.
+#[derive(Clone, Copy)]
+struct KeyCandidate {
+    /// Its column.
+    start: usize,
+    /// The deepest nesting read since it started (itself included).
+    deepest: usize,
 }
 
 /// A block scalar (`|`, `>`) whose content lines are being skipped.
@@ -157,8 +177,8 @@ impl Scan {
     }
 
     /// libyaml's `roll_indent`: a block collection opens at `column` if it is right of the
-    /// enclosing one.
-    fn roll(&mut self, column: usize, sequence: bool) -> Result<(), Deep> {
+    /// enclosing one. Whether it opened one.
+    fn roll(&mut self, column: usize, sequence: bool) -> Result<bool, Deep> {
         let right = isize::try_from(column).is_ok_and(|c| c > self.top());
         if right {
             self.indents.push(Indent {
@@ -175,7 +195,8 @@ impl Scan {
             top.indentless = true;
             self.implicit += 1;
         }
-        self.check()
+        self.check()?;
+        Ok(right)
     }
 
     /// A token other than `- ` at the column of an indentless sequence ends it.
@@ -189,29 +210,75 @@ impl Scan {
         }
     }
 
+    /// libyaml's `save_simple_key`: the token starting at `column` is the current level's key
+    /// candidate if a simple key may start here; otherwise the earlier candidate stays.
+    fn save_key(&mut self, block_key: &mut Option<KeyCandidate>, column: usize) {
+        if !self.key_allowed {
+            return;
+        }
+        let candidate = Some(KeyCandidate {
+            start: column,
+            deepest: self.depth(),
+        });
+        match self.flows.last_mut() {
+            Some(flow) => flow.key = candidate,
+            None => *block_key = candidate,
+        }
+    }
+
     fn open_flow(&mut self, sequence: bool) -> Result<(), Deep> {
         self.flows.push(Flow {
             sequence,
             pair: false,
+            key: None,
+            deepest: 0,
         });
+        let depth = self.depth();
+        if let Some(flow) = self.flows.last_mut() {
+            flow.deepest = depth;
+        }
         self.check()
     }
 
-    fn close_flow(&mut self) {
+    /// `]` or `}`: the collection's deepest point now lies inside the enclosing level's key
+    /// candidate, if it has one.
+    fn close_flow(&mut self, block_key: &mut Option<KeyCandidate>) {
         self.end_pair();
-        self.flows.pop();
+        let Some(closed) = self.flows.pop() else {
+            return;
+        };
+        let enclosing_key = match self.flows.last_mut() {
+            Some(flow) => {
+                flow.deepest = flow.deepest.max(closed.deepest);
+                &mut flow.key
+            }
+            None => block_key,
+        };
+        if let Some(key) = enclosing_key {
+            key.deepest = key.deepest.max(closed.deepest);
+        }
     }
 
-    /// `?` or `:` directly inside `[ ]` opens a single-pair mapping.
-    fn open_pair(&mut self) -> Result<(), Deep> {
+    /// `?` or `:` directly inside `[ ]` opens a single-pair mapping. After a simple key (`key`,
+    /// the candidate a `:` used) it opens before the key, so all read since is one level deeper.
+    fn open_pair(&mut self, key: Option<KeyCandidate>) -> Result<(), Deep> {
+        let mut deepest = self.depth();
         if let Some(flow) = self.flows.last_mut()
             && flow.sequence
             && !flow.pair
         {
             flow.pair = true;
             self.implicit += 1;
+            deepest = deepest.max(key.map_or(0, |key| key.deepest)) + 1;
         }
-        self.check()
+        if let Some(flow) = self.flows.last_mut() {
+            flow.deepest = flow.deepest.max(deepest);
+        }
+        if deepest > MAX_DEPTH {
+            Err(Deep)
+        } else {
+            self.check()
+        }
     }
 
     fn end_pair(&mut self) {
@@ -242,6 +309,10 @@ impl Scan {
         if self.flows.is_empty() {
             self.key_allowed = true;
         }
+        // A simple key ends on its line: every level's candidate goes stale here.
+        for flow in &mut self.flows {
+            flow.key = None;
+        }
         if let Some(quote) = self.quote {
             match end_of_quote(chars, 0, quote) {
                 Some(end) => {
@@ -269,10 +340,15 @@ impl Scan {
             }
             self.plain = false;
         }
-        // The column of this line's simple key candidate at flow level 0 (libyaml keeps one
-        // per level; only level 0 opens blocks). It goes stale at the end of the line.
-        let mut key: Option<usize> = None;
+        // This line's simple key candidate at flow level 0; those inside flow collections are
+        // kept with them. It goes stale at the end of the line.
+        let mut key: Option<KeyCandidate> = None;
         let mut blank_before = true;
+        // libyaml skips a byte order mark at the start of any line before a token, and counts
+        // it as a column: the line's tokens start at column 1.
+        if !plain && at == 0 && chars.first() == Some(&'\u{feff}') {
+            at = 1;
+        }
         while let Some(&ch) = chars.get(at) {
             let next = chars.get(at + 1).copied();
             let blankz_next = next.is_none_or(is_blank);
@@ -310,12 +386,6 @@ impl Scan {
                     self.end_indentless(at);
                 }
             }
-            // Whether this token may be a simple key (libyaml's `save_simple_key`).
-            let candidate = |key: &mut Option<usize>, allowed: bool| {
-                if block_context && allowed {
-                    *key = Some(at);
-                }
-            };
             match ch {
                 '%' if at == 0 => return Ok(()),
                 '-' | '.' if at == 0 && block_context && document_marker(chars) => {
@@ -325,51 +395,55 @@ impl Scan {
                     at += 3;
                 }
                 '[' | '{' => {
-                    candidate(&mut key, self.key_allowed);
+                    self.save_key(&mut key, at);
                     self.open_flow(ch == '[')?;
                     self.key_allowed = true;
                     at += 1;
                 }
                 ']' | '}' => {
-                    self.close_flow();
+                    self.close_flow(&mut key);
                     self.key_allowed = false;
                     at += 1;
                 }
                 ',' => {
                     self.end_pair();
-                    if block_context {
-                        key = None;
-                    }
+                    self.remove_key(&mut key);
                     self.key_allowed = true;
                     at += 1;
                 }
                 '-' if entry => {
                     if block_context {
                         self.roll(at, true)?;
-                        key = None;
                     }
+                    self.remove_key(&mut key);
                     self.key_allowed = true;
                     at += 1;
                 }
                 '?' if !block_context || blankz_next => {
+                    self.remove_key(&mut key);
                     if block_context {
                         self.roll(at, false)?;
-                        key = None;
                     } else {
-                        self.open_pair()?;
+                        self.open_pair(None)?;
                     }
                     self.key_allowed = block_context;
                     at += 1;
                 }
                 ':' if !block_context || blankz_next => {
+                    // libyaml's `stale_simple_keys`: a candidate too far back is no key.
+                    let used = self
+                        .take_key(&mut key)
+                        .filter(|key| at - key.start <= MAX_SIMPLE_KEY_CHARS);
                     if block_context {
-                        let column = match key.take() {
-                            Some(start) if at - start <= MAX_SIMPLE_KEY_CHARS => start,
-                            _ => at,
-                        };
-                        self.roll(column, false)?;
+                        let column = used.map_or(at, |key| key.start);
+                        // A block mapping opened at the key holds what was read since it.
+                        if self.roll(column, false)?
+                            && used.is_some_and(|key| key.deepest + 1 > MAX_DEPTH)
+                        {
+                            return Err(Deep);
+                        }
                     } else {
-                        self.open_pair()?;
+                        self.open_pair(used)?;
                     }
                     self.key_allowed = block_context;
                     at += 1;
@@ -388,7 +462,7 @@ impl Scan {
                     return Ok(());
                 }
                 '\'' | '"' => {
-                    candidate(&mut key, self.key_allowed);
+                    self.save_key(&mut key, at);
                     self.key_allowed = false;
                     match end_of_quote(chars, at + 1, ch) {
                         Some(end) => at = end,
@@ -399,7 +473,7 @@ impl Scan {
                     }
                 }
                 '&' | '*' => {
-                    candidate(&mut key, self.key_allowed);
+                    self.save_key(&mut key, at);
                     self.key_allowed = false;
                     at += 1;
                     while chars
@@ -410,7 +484,7 @@ impl Scan {
                     }
                 }
                 '!' => {
-                    candidate(&mut key, self.key_allowed);
+                    self.save_key(&mut key, at);
                     self.key_allowed = false;
                     at += 1;
                     if chars.get(at) == Some(&'<') {
@@ -430,7 +504,7 @@ impl Scan {
                     }
                 }
                 _ => {
-                    candidate(&mut key, self.key_allowed);
+                    self.save_key(&mut key, at);
                     self.key_allowed = false;
                     plain = true;
                     at += 1;
@@ -439,6 +513,19 @@ impl Scan {
         }
         self.plain = plain;
         Ok(())
+    }
+
+    /// The current level's key candidate, taken (used by a `:`, or removed by a token that
+    /// cannot follow a key).
+    fn take_key(&mut self, block_key: &mut Option<KeyCandidate>) -> Option<KeyCandidate> {
+        match self.flows.last_mut() {
+            Some(flow) => flow.key.take(),
+            None => block_key.take(),
+        }
+    }
+
+    fn remove_key(&mut self, block_key: &mut Option<KeyCandidate>) {
+        self.take_key(block_key);
     }
 
     /// `---` or `...`: every block closes.
@@ -590,6 +677,44 @@ mod tests {
         ] {
             assert!(!depth_ok(&text), "{text}");
         }
+    }
+
+    #[test]
+    fn a_key_that_is_a_collection_nests_one_level_deeper_once_its_colon_arrives() {
+        // libyaml opens the mapping before the key when the `:` arrives, around all it read.
+        let most = MAX_DEPTH - 1;
+        let key = |levels: usize| format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+        // At the top level: a block mapping.
+        assert!(depth_ok(&format!("{}: x\n", key(most))));
+        assert!(!depth_ok(&format!("{}: x\n", key(most + 1))));
+        // Inside `[ ]`: a single-pair mapping, even with a scalar between the key and `:`
+        // (a token that cannot start a key leaves the candidate in place).
+        assert!(depth_ok(&format!("[{}: x]\n", key(most - 1))));
+        assert!(!depth_ok(&format!("[{}: x]\n", key(most))));
+        assert!(!depth_ok(&format!("[{} y: x]\n", key(most))));
+        // Nested keys add up: the fuzzer's find (libyaml 65 deep, counted 63 before).
+        let found = include_str!("../tests/nesting/fuzz-nested-flow-keys.yaml");
+        assert!(!depth_ok(found));
+        // The key goes stale at the end of its line, and after 1024 characters.
+        assert!(depth_ok(&format!("[{}\n: x]\n", key(most))));
+        let far = " ".repeat(MAX_SIMPLE_KEY_CHARS);
+        assert!(depth_ok(&format!("[{}{far}: x]\n", key(most))));
+        // A `,` ends the candidate; a new one is a scalar.
+        assert!(depth_ok(&format!("[{}, y: x]\n", key(most))));
+    }
+
+    #[test]
+    fn a_byte_order_mark_starting_a_line_is_skipped() {
+        // The fuzzer's find: `- ? ` pairs after a mark on the second line, read as text before.
+        let found = include_str!("../tests/nesting/fuzz-byte-order-mark-line.yaml");
+        assert!(!depth_ok(found));
+        let deep = format!("a:\n\u{feff}{}x\n", "- ".repeat(MAX_DEPTH));
+        assert!(!depth_ok(&deep));
+        let shallow = format!("a:\n\u{feff}{}x\n", "- ".repeat(MAX_DEPTH - 1));
+        assert!(depth_ok(&shallow));
+        // Inside a plain scalar's continuation it is text.
+        let text = format!("b\n\u{feff}{}x\n", "- ".repeat(MAX_DEPTH + 1));
+        assert!(depth_ok(&text));
     }
 
     #[test]

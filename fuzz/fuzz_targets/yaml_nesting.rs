@@ -6,7 +6,8 @@
 //! count lets a document through, libyaml never has more than `MAX_DEPTH` collections open
 //! (nothing deep reaches the parser, so its time and memory stay linear); and if libyaml reads a
 //! whole document with at most `MAX_DEPTH` open, the count lets it through (no valid, shallow
-//! document is refused). Seeds: the corpus taskpacks and nesting that is almost too deep.
+//! document is refused). Seeds: the corpus taskpacks, nesting that is almost too deep, and the
+//! documents this target found (`engine/tests/nesting/`, each also a unit test of the count).
 #![no_main]
 
 use std::mem::MaybeUninit;
@@ -64,6 +65,12 @@ fuzz_target!(
         for (unit, tail) in [("[", "]"), ("{a: ", "}"), ("- ", ""), ("? ", ""), ("[a: ", "]"), ("- ? ", "")] {
             seeds.push(format!("{}x{}", unit.repeat(MAX_DEPTH - 1), tail.repeat(MAX_DEPTH - 1)).into_bytes());
         }
+        // Keys that are collections: libyaml opens their mapping around them at the `:`.
+        let key = format!("{}{}", "[".repeat(MAX_DEPTH - 1), "]".repeat(MAX_DEPTH - 1));
+        seeds.push(format!("{key}: x\n").into_bytes());
+        seeds.push(format!("[{key} y: x]\n").into_bytes());
+        seeds.push(include_bytes!("../../engine/tests/nesting/fuzz-nested-flow-keys.yaml").to_vec());
+        seeds.push(include_bytes!("../../engine/tests/nesting/fuzz-byte-order-mark-line.yaml").to_vec());
         let indented: String = (0..MAX_DEPTH).map(|n| format!("{}k:\n", " ".repeat(n))).collect();
         seeds.push(indented.into_bytes());
         write_seeds(seeds);
