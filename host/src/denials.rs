@@ -198,7 +198,7 @@ pub fn budget_denial(outcome: &Outcome, budgets: &Budgets) -> Option<Denial> {
                 limit,
                 Some(millis(outcome.duration)),
                 "ms",
-                "the run outlived its wall-clock budget; the supervisor sent SIGTERM, then SIGKILL after the grace period".to_owned(),
+                "the run outlived its wall-clock budget; the supervisor sent SIGTERM (and SIGKILL if the command was still running when the grace ran out)".to_owned(),
             )
         }
         EndReason::Memory => (

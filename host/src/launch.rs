@@ -168,6 +168,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         fds: Vec::new(),
         kind: supervise::LaunchKind::Plain,
         started: None,
+        pid_record: None,
     };
     let outcome = supervised(
         pgroup::run(
@@ -262,6 +263,9 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
         kind: supervise::LaunchKind::Bwrap,
         // The supervisor notes when the byte arrives; it is read here after the run.
         started: started.try_clone().ok().map(std::os::fd::OwnedFd::from),
+        // bwrap's child can outlive a killed supervisor (bubblewrap#633): the next run's sweep
+        // finds it by what the supervisor writes into this run's lock.
+        pid_record: open_run_lock_for_record(&plan.run_temp_dir),
     };
     let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
     // Mountpoints bwrap had to create in writable roots go, whatever happened.
@@ -607,7 +611,7 @@ impl RunTempDir {
         // goes with the file): a `run-<id>.lock` a sweeper can lock is a dead run's, so it must
         // never be visible unlocked -- a concurrent run's sweep would take it for one and remove
         // it between its creation and its lock.
-        let lock_path = parent.join(format!("run-{run_id}.lock"));
+        let lock_path = run_lock_path(&parent.join(format!("run-{run_id}")));
         let pending = parent.join(format!("{PENDING_LOCK_PREFIX}{run_id}.lock"));
         let lock = std::fs::OpenOptions::new()
             .write(true)
@@ -655,6 +659,26 @@ impl Drop for RunTempDir {
         let _ = std::fs::remove_dir_all(&self.path);
         let _ = std::fs::remove_file(&self.lock_path);
     }
+}
+
+/// The lock of the run whose temp dir is `dir`: `run-<id>.lock` beside `run-<id>`.
+fn run_lock_path(dir: &std::path::Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    dir.with_file_name(name)
+}
+
+/// The lock of the run whose temp dir is `dir`, opened for the supervisor to record its
+/// launch in ([`palisade_shims::supervise::Launch::pid_record`]); `None` when the run has none (a temp dir
+/// that is not a [`RunTempDir`]).
+#[cfg(target_os = "linux")]
+fn open_run_lock_for_record(dir: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(run_lock_path(dir))
+        .ok()
 }
 
 /// How a run's lock file is named until it is locked ([`RunTempDir::create`]).
@@ -708,6 +732,7 @@ fn sweep_dead_runs(parent: &std::path::Path) {
             if lock.try_lock().is_err() {
                 continue;
             }
+            kill_leftovers(&id, &lock);
             Some(lock)
         } else {
             if !supervisor_gone(&id) {
@@ -726,6 +751,27 @@ fn sweep_dead_runs(parent: &std::path::Path) {
             let _ = std::fs::remove_file(&lock_path);
         }
     }
+}
+
+/// Kills what the launch recorded in dead run `id`'s lock left running (bwrap's child orphaned
+/// in setup, [`palisade_shims::supervise::kill_group_leftovers`]), and says so.
+fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
+    let mut record = String::new();
+    if std::io::Read::read_to_string(&mut lock, &mut record).is_err() || record.is_empty() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let killed = palisade_shims::supervise::kill_group_leftovers(&record);
+        if killed > 0 {
+            say!(
+                "palisade: killed {killed} process{} left by run {id}, whose supervisor was killed while bwrap set the sandbox up",
+                if killed == 1 { "" } else { "es" }
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = id;
 }
 
 /// Whether run `id`, whose temp dir would be in `parent`, is over: its lock is there and
@@ -873,6 +919,71 @@ mod tests {
         drop(file);
         sweep_dead_runs(parent);
         assert!(!held.exists(), "a lock nobody holds is a dead run's");
+    }
+
+    /// Start time of `pid` in clock ticks after boot (`/proc/<pid>/stat` field 22).
+    #[cfg(target_os = "linux")]
+    fn start_ticks(pid: u32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, rest) = stat.rsplit_once(')').unwrap();
+        rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_dead_runs_orphaned_bwrap_child_is_killed_by_the_next_sweep_and_nothing_else() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        use std::process::Command;
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path().join("runs");
+        std::fs::create_dir(&parent).unwrap();
+        // The kernel names a process after the path it was executed by: stand-ins for bwrap.
+        let bwrap = base.path().join("bwrap");
+        std::os::unix::fs::symlink("/bin/sleep", &bwrap).unwrap();
+        let spawn = |program: &std::path::Path, group: i32| {
+            Command::new(program)
+                .arg("60")
+                .process_group(group)
+                .spawn()
+                .unwrap()
+        };
+        // A dead run: its launch (the group's leader, bwrap) and bwrap's child left in the
+        // group, next to a process of another name in the group and a bwrap in another group.
+        let mut launched = spawn(&bwrap, 0);
+        let group = i32::try_from(launched.id()).unwrap();
+        let mut orphan = spawn(&bwrap, group);
+        let mut other_name = spawn(std::path::Path::new("/bin/sleep"), group);
+        let mut other_group = spawn(&bwrap, 0);
+        let record = format!("{group} {}", start_ticks(launched.id()));
+        std::fs::write(parent.join("run-1-2147483646.lock"), &record).unwrap();
+        // A live run with the same record (its lock held), and a dead one whose launch
+        // started after these processes did.
+        let held = parent.join("run-2-1.lock");
+        std::fs::write(&held, &record).unwrap();
+        let lock = std::fs::File::open(&held).unwrap();
+        lock.try_lock().unwrap();
+        sweep_dead_runs(&parent);
+        assert_eq!(launched.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(orphan.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for survivor in [&mut other_name, &mut other_group] {
+            assert!(survivor.try_wait().unwrap().is_none());
+        }
+        let mut later = spawn(&bwrap, 0);
+        let later_group = i32::try_from(later.id()).unwrap();
+        let after = start_ticks(later.id()) + 1_000_000;
+        std::fs::write(
+            parent.join("run-3-2147483646.lock"),
+            format!("{later_group} {after}"),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert!(later.try_wait().unwrap().is_none());
+        assert!(held.exists());
+        for mut process in [other_name, other_group, later] {
+            process.kill().unwrap();
+            process.wait().unwrap();
+        }
+        drop(lock);
     }
 
     #[test]

@@ -389,6 +389,14 @@ fn wall_clock_budget_ends_the_run_and_says_so() {
                 && stderr.contains("the wall-clock limit of 1000 ms ended the run"),
             "{backend}: {stderr}"
         );
+        // The command ignored SIGTERM: 137 is palisade's SIGKILL, and it says so.
+        assert_eq!(lines[1]["outcome"]["graceExpired"], true, "{backend}");
+        assert!(
+            stderr.contains(
+                "palisade: the wall-clock budget ran out; the command had not exited 2 s later"
+            ) && stderr.contains("killed with SIGKILL"),
+            "{backend}: {stderr}"
+        );
         let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
         assert_eq!(
             explained.status.code(),
@@ -400,6 +408,28 @@ fn wall_clock_budget_ends_the_run_and_says_so() {
             text(&explained.stdout).contains("to allow it: raise `--timeout`"),
             "{backend}: {}",
             text(&explained.stdout)
+        );
+        // A command that ends on SIGTERM needs no SIGKILL, and nothing says there was one.
+        let mut args = run_args(&taskpack, &audit, backend);
+        args.extend(["--timeout", "1s", "--", "sleep", "60"]);
+        let out = env.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(128 + 15),
+            "{backend}: {}",
+            text(&out.stderr)
+        );
+        let lines = env.audit_lines();
+        let outcome = &lines.last().unwrap()["outcome"];
+        assert_eq!(outcome["endedBy"], "wall-clock", "{backend}: {outcome}");
+        assert!(
+            outcome.get("graceExpired").is_none(),
+            "{backend}: {outcome}"
+        );
+        assert!(
+            !text(&out.stderr).contains("SIGKILL"),
+            "{backend}: {}",
+            text(&out.stderr)
         );
     }
 }

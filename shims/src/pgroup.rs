@@ -207,6 +207,7 @@ pub fn run(
         duration: end.saturating_duration_since(sup.start),
         processes_reaped: 1,
         processes_killed: u64::try_from(sup.killed.len()).unwrap_or(u64::MAX),
+        grace_expired: sup.ending.escalated,
         tree_empty: remaining == 0,
         enforcement,
         cleanup_mechanisms,
@@ -513,6 +514,7 @@ mod tests {
             fds: Vec::new(),
             kind: LaunchKind::Plain,
             started: None,
+            pid_record: None,
         }
     }
 

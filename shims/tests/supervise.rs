@@ -258,6 +258,7 @@ fn launch(mode: Mode, script: &str, dir: &Path) -> (Launch, Option<InitReport>) 
                 fds: Vec::new(),
                 kind: LaunchKind::Plain,
                 started: None,
+                pid_record: None,
             },
             None,
         ),
@@ -1192,6 +1193,7 @@ fn only_stdio_and_passed_descriptors_reach_the_command() {
         }],
         kind: LaunchKind::Plain,
         started: None,
+        pid_record: None,
     };
     let outcome = supervise::run(
         launch,
@@ -1217,6 +1219,7 @@ fn launch_failures_are_errors_and_nothing_runs() {
         fds: Vec::new(),
         kind: LaunchKind::Plain,
         started: None,
+        pid_record: None,
     };
     let err = supervise::run(
         plain("no-such-program-palisade", dir.path().into()),

@@ -643,6 +643,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
         );
         // After the command, never interleaved with its output.
         if !args.quiet {
+            if let Some(line) = escalation_line(record) {
+                say!("{line}");
+            }
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
                 say!("{line}");
             }
@@ -694,6 +697,28 @@ pub fn run(args: &RunArgs) -> CommandResult {
             ))
         }
     }
+}
+
+/// What `run` says when ending the run took SIGKILL (the record's `graceExpired`): the command
+/// was sent SIGTERM (or the interrupt palisade received) and was still running when the grace
+/// ran out, so a status of 137 is palisade's doing, not the command's.
+fn escalation_line(record: &Value) -> Option<String> {
+    if record.get("graceExpired") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    let grace = palisade_shims::supervise::SuperviseOptions::default().grace;
+    let why = match record.get("endedBy") {
+        Some(Value::Object(map)) => match map.get("signal").and_then(Value::as_i64) {
+            Some(signal) => format!("palisade received signal {signal} and passed it on"),
+            None => "the run was being ended".to_owned(),
+        },
+        Some(Value::String(budget)) => format!("the {budget} budget ran out"),
+        _ => "the run was being ended".to_owned(),
+    };
+    Some(format!(
+        "palisade: {why}; the command had not exited {} s later (or a second interrupt came), so its process tree was killed with SIGKILL",
+        grace.as_secs()
+    ))
 }
 
 /// The status for a run stopped by `signal`: what a shell reports for a process it killed.

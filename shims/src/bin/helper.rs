@@ -132,6 +132,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             fds: Vec::new(),
             kind: LaunchKind::Bwrap,
             started: None,
+            pid_record: None,
         }
     } else {
         Launch {
@@ -142,6 +143,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             fds: Vec::new(),
             kind: LaunchKind::Plain,
             started: None,
+            pid_record: None,
         }
     };
     let outcome = match supervise::run(launch, &budgets, &options) {

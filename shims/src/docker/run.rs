@@ -110,6 +110,7 @@ pub fn run(
         fds,
         kind: LaunchKind::Plain,
         started: None,
+        pid_record: None,
     };
     // Memory, processes and CPU are the container's (its cgroup, its rlimits); the client is
     // one small process, so only the wall clock applies to it.

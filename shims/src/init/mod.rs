@@ -317,6 +317,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         fds,
         kind: LaunchKind::SandboxInit,
         started: Some(started_read),
+        pid_record: None,
     };
     Ok((
         launch,

@@ -94,6 +94,13 @@ pub fn run(
     let pid = child.spawn(&program)?;
     let spawned = Instant::now();
     drop(cgroup_files);
+    if let Some(mut record) = launch.pid_record.take() {
+        // Best effort: without it a later run cannot find this launch's leftovers, which
+        // only matters if this supervisor is killed.
+        if let Some(stat) = super::procfs::read_stat(pid) {
+            let _ = io::Write::write_all(&mut record, format!("{pid} {}", stat.start).as_bytes());
+        }
+    }
     let start_watch = StartWatch::new(launch.started.take());
     drop(launch);
 
@@ -585,6 +592,7 @@ impl Supervisor {
             duration,
             processes_reaped: self.reaped,
             processes_killed: self.killed.len() as u64,
+            grace_expired: self.ending.escalated,
             tree_empty: remaining == 0,
             enforcement: self.enforcing.list.clone(),
             cleanup_mechanisms: cleanup,

@@ -47,6 +47,8 @@ mod procfs;
 
 #[cfg(target_os = "linux")]
 pub use linux::{NO_CGROUP_NEEDED, data_fd, run};
+#[cfg(target_os = "linux")]
+pub use procfs::kill_group_leftovers;
 
 /// What to start: a program, its arguments, environment, working directory and the file
 /// descriptors it gets besides stdin, stdout and stderr.
@@ -70,6 +72,11 @@ pub struct Launch {
     /// init's command child). The supervisor only polls it, to note when the command started
     /// ([`Marks::started`]); it never reads the byte, which stays for the launcher.
     pub started: Option<OwnedFd>,
+    /// A file the supervisor writes the launched process's identity to once it is spawned
+    /// (`<pid> <start time in clock ticks>`; the pid is also its process group's id), so that
+    /// a later run can find what this one left should its supervisor be killed
+    /// ([`kill_group_leftovers`]).
+    pub pid_record: Option<std::fs::File>,
 }
 
 /// A descriptor handed to the launched program as number `target`.
@@ -193,6 +200,8 @@ pub(crate) struct Ending {
     pub(crate) reason: Option<EndReason>,
     /// When the grace period ends and SIGKILL is due.
     pub(crate) kill_at: Option<Instant>,
+    /// SIGKILL was sent because the grace ran out (or a second interrupt cut it short).
+    pub(crate) escalated: bool,
     grace: Duration,
 }
 
@@ -201,6 +210,7 @@ impl Ending {
         Ending {
             reason: None,
             kill_at: None,
+            escalated: false,
             grace,
         }
     }
@@ -275,6 +285,7 @@ pub(crate) fn supervise_until_exit(s: &mut impl Supervised) {
             s.terminate();
         }
         if s.ending().kill_at.is_some_and(|at| now >= at) {
+            s.ending().escalated = true;
             s.kill_all();
         }
         s.start_watch().check();
@@ -382,6 +393,11 @@ pub struct Outcome {
     pub processes_reaped: u64,
     /// Processes the supervisor SIGKILLed while ending the run and cleaning up.
     pub processes_killed: u64,
+    /// The run was being ended (a budget, a forwarded interrupt) and the command had not
+    /// exited when the grace after SIGTERM ran out (or a second interrupt cut it short), so
+    /// the tree was SIGKILLed. Absent from the record when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grace_expired: bool,
     /// Whether the tree was verified empty afterwards (cgroup empty, no child left).
     pub tree_empty: bool,
     /// Which mechanism enforced each budget that was set.

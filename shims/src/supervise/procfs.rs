@@ -12,6 +12,8 @@ use crate::sys;
 pub(super) struct ProcStat {
     pub(super) pid: i32,
     pub(super) ppid: i32,
+    /// Its process group.
+    pub(super) pgrp: i32,
     /// Start time in clock ticks since boot: with the pid, the process's identity.
     pub(super) start: u64,
     /// utime + stime + cutime + cstime.
@@ -62,7 +64,7 @@ impl ProcStat {
     }
 }
 
-fn read_stat(pid: i32) -> Option<ProcStat> {
+pub(super) fn read_stat(pid: i32) -> Option<ProcStat> {
     let bytes = fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&bytes)
 }
@@ -82,6 +84,7 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let num = |field: usize| -> Option<u64> { fields.get(field.checked_sub(3)?)?.parse().ok() };
     let ppid = i32::try_from(num(4)?).ok()?;
+    let pgrp = i32::try_from(num(5)?).ok()?;
     let cpu_ticks = [14, 15, 16, 17]
         .into_iter()
         .map(|f| num(f).unwrap_or(0))
@@ -89,10 +92,80 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
     Some(ProcStat {
         pid,
         ppid,
+        pgrp,
         start: num(22)?,
         cpu_ticks,
         threads: num(20).unwrap_or(1),
     })
+}
+
+/// SIGKILLs what a killed supervisor's launch left, from the launch's [`pid_record`]
+/// (`<pid> <start ticks>`), and returns how many processes were signalled.
+///
+/// Why: bwrap's child is cloned before its parent releases it (it blocks reading an eventfd
+/// that only the parent writes), and it arms no parent-death signal of its own until then.
+/// When the supervisor is SIGKILLed in that window, the parent bwrap dies of its parent-death
+/// signal and the child stays blocked forever with PPID 1, holding the run's stdio
+/// (containers/bubblewrap#633). It is still in the launch's process group (it only leaves it
+/// with `--new-session`, after setup), under bwrap's name. So a process is taken for a leftover
+/// only if it has all of: the recorded group, the name `bwrap`, this user's uid, and a start
+/// no earlier than the recorded launch's; each is signalled through a pidfd after checking its
+/// start time again, so a recycled pid is never hit. Call it only for a run that is over.
+///
+/// [`pid_record`]: super::Launch::pid_record
+pub fn kill_group_leftovers(record: &str) -> usize {
+    let mut fields = record.split_whitespace();
+    let (Some(Ok(pgid)), Some(Ok(launched))) = (
+        fields.next().map(str::parse::<i32>),
+        fields.next().map(str::parse::<u64>),
+    ) else {
+        return 0;
+    };
+    if pgid <= 1 {
+        return 0;
+    }
+    let uid = sys::getuid();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(bytes) = fs::read(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(stat) = parse_stat(&bytes) else {
+            continue;
+        };
+        let named_bwrap = bytes
+            .iter()
+            .position(|b| *b == b'(')
+            .and_then(|open| bytes.get(open + 1..))
+            .is_some_and(|rest| rest.starts_with(b"bwrap)"));
+        if stat.pgrp != pgid || !named_bwrap || stat.start < launched {
+            continue;
+        }
+        // The real uid (`/proc/<pid>` is root's for a process that is not dumpable).
+        let real_uid = fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Uid:"))
+                    .and_then(|ids| ids.split_whitespace().next())
+                    .and_then(|id| id.parse::<libc::uid_t>().ok())
+            });
+        if real_uid == Some(uid) && stat.signal(libc::SIGKILL) {
+            killed += 1;
+        }
+    }
+    killed
 }
 
 /// Every descendant of the supervisor, found by walking parent links of all of `/proc`

@@ -32,6 +32,7 @@ fn outcome_serializes_for_the_audit_record() {
         duration: Duration::from_millis(1500),
         processes_reaped: 3,
         processes_killed: 1,
+        grace_expired: false,
         tree_empty: true,
         enforcement: vec![Enforcement {
             budget: Budget::Memory,
