@@ -164,8 +164,7 @@ pub const NO_CGROUP_NEEDED: &str =
 /// PID namespace the kernel kills every process of the namespace when its init dies (and the
 /// init dies with the supervisor), so the tree's removal does not depend on a cgroup: only
 /// the controllers a budget uses are created — the memory limit, `pids.max`, the CPU time —
-/// with the freezer, so that ending a budget's run still kills the tree frozen. A bwrap launch
-/// always keeps the freezer: bwrap's own outer process is outside its namespace. With no such
+/// with the freezer, so that ending a budget's run still kills the tree frozen. With no such
 /// budget there is no cgroup at all (creating and removing one per controller is a few
 /// directory operations in each hierarchy, on the critical path of every run); the outcome
 /// then has no cgroup peaks (`peakMemoryBytes`, `peakProcesses` are null) and the CPU time is
@@ -185,11 +184,12 @@ pub(super) fn cgroup_controllers(
     .into_iter()
     .filter_map(|(used, controller)| used.then_some(controller))
     .collect();
-    // bwrap's outer process is outside the namespace it makes: when the supervisor is
-    // SIGKILLed while bwrap sets the sandbox up, it can be left blocked forever with PPID 1
-    // (seen in the soak, as root). A freezer cgroup keeps it a member of a dead run, which the
-    // next run's sweep kills.
-    if used.is_empty() && kind != LaunchKind::Bwrap {
+    // bwrap's child can be left blocked forever with PPID 1 when the supervisor is SIGKILLed
+    // while bwrap sets the sandbox up (bubblewrap#633). It needs no cgroup to be found: the
+    // next run's sweep finds it by the process group recorded in the run's lock
+    // (`kill_group_leftovers`), as root and without. Joining a cgroup v1 hierarchy costs the
+    // spawn about 6 ms here (the migration waits out an RCU grace period).
+    if used.is_empty() {
         return None;
     }
     Some(used.into_iter().chain([Controller::Freezer]).collect())
