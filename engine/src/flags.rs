@@ -412,32 +412,13 @@ fn deny(policy: &mut EffectivePolicy, denied: &[String]) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::{Backend, BackendProbe, DecisionInput, SessionKind};
+    use crate::model::{Backend, BackendProbe, DecisionInput};
     use serde_json::Value;
 
     fn input(document: Option<&str>, flags: PolicyFlags) -> DecisionInput {
         DecisionInput {
             document: document.map(str::to_owned),
             document_name: String::from("t.yaml"),
-            host: HostFacts {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                session_kind: SessionKind::Cli,
-                github_actions: false,
-                allow_direct_dedicated: false,
-                home_dir: "/home/u".into(),
-                workspace_dir: "/home/u/ws".into(),
-                writable_roots: vec![],
-                default_backend_order: vec![Backend::LinuxBwrap],
-                environment_allowlist: None,
-                allow_workspace_mode: None,
-                budget_ceilings: None,
-                denied_read_paths: None,
-                exempt_denied_read_paths: None,
-                allow_home_writable: None,
-                runtime_profile_budgets: None,
-                loopback_ports: None,
-            },
             probes: vec![BackendProbe {
                 backend: Backend::LinuxBwrap,
                 available: true,
@@ -448,11 +429,8 @@ mod tests {
                 version: String::new(),
                 limitations: vec![],
             }],
-            narrow_allowed_domains: None,
-            execution_mode: None,
-            budget_flags: None,
-            task_contract: None,
             policy_flags: Some(flags),
+            ..crate::test_support::input(crate::test_support::linux_host("/home/u", "/home/u/ws"))
         }
     }
 

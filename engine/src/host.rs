@@ -229,38 +229,10 @@ fn validate_allowlist(allowlist: &[String], errors: &mut Errors) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::{BackendProbe, HostFacts, SessionKind};
+    use crate::model::BackendProbe;
 
     fn input() -> DecisionInput {
-        DecisionInput {
-            document: None,
-            document_name: String::new(),
-            host: HostFacts {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                session_kind: SessionKind::Cli,
-                github_actions: false,
-                allow_direct_dedicated: false,
-                home_dir: "/root".into(),
-                workspace_dir: "/w".into(),
-                writable_roots: vec![],
-                default_backend_order: vec![Backend::LinuxBwrap],
-                environment_allowlist: None,
-                allow_workspace_mode: None,
-                budget_ceilings: None,
-                denied_read_paths: None,
-                exempt_denied_read_paths: None,
-                allow_home_writable: None,
-                runtime_profile_budgets: None,
-                loopback_ports: None,
-            },
-            probes: vec![],
-            narrow_allowed_domains: None,
-            execution_mode: None,
-            budget_flags: None,
-            task_contract: None,
-            policy_flags: None,
-        }
+        crate::test_support::input(crate::test_support::linux_host("/root", "/w"))
     }
 
     fn probe(backend: Backend) -> BackendProbe {

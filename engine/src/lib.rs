@@ -26,6 +26,8 @@ mod paths;
 mod plan;
 mod policy;
 mod sandbox;
+#[cfg(test)]
+mod test_support;
 mod text;
 
 #[cfg(target_arch = "wasm32")]

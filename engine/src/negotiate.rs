@@ -207,23 +207,9 @@ mod tests {
 
     fn host(session_kind: SessionKind, allow_direct_dedicated: bool) -> HostFacts {
         HostFacts {
-            os: "linux".into(),
-            arch: "x86_64".into(),
             session_kind,
-            github_actions: false,
             allow_direct_dedicated,
-            home_dir: "/root".into(),
-            workspace_dir: "/w".into(),
-            writable_roots: vec![],
-            default_backend_order: vec![Backend::LinuxBwrap],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            allow_home_writable: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
+            ..crate::test_support::linux_host("/root", "/w")
         }
     }
 

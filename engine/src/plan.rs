@@ -250,42 +250,18 @@ pub(crate) fn provided_capabilities(probe: &BackendProbe) -> Vec<Capability> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::SessionKind;
     use crate::output::{Origin, PolicySource};
 
     fn input() -> DecisionInput {
-        DecisionInput {
-            document: None,
-            document_name: String::new(),
-            host: host(),
-            probes: vec![],
-            narrow_allowed_domains: None,
-            execution_mode: None,
-            budget_flags: None,
-            task_contract: None,
-            policy_flags: None,
-        }
+        crate::test_support::input(host())
     }
 
+    /// Direct runs allowed, and writable roots with a duplicate and the workspace among them.
     fn host() -> HostFacts {
         HostFacts {
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            session_kind: SessionKind::Cli,
-            github_actions: false,
             allow_direct_dedicated: true,
-            home_dir: "/root".into(),
-            workspace_dir: "/w".into(),
             writable_roots: vec!["/tmp/a".into(), "/w".into(), "/tmp/a".into(), "/out".into()],
-            default_backend_order: vec![Backend::LinuxBwrap],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            allow_home_writable: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
+            ..crate::test_support::linux_host("/root", "/w")
         }
     }
 

@@ -406,29 +406,13 @@ pub(crate) fn blocked_root(denied: &str, host: &HostFacts) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::SessionKind;
     use crate::output::FieldError;
     use crate::yaml;
 
     fn host() -> HostFacts {
         HostFacts {
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            session_kind: SessionKind::Cli,
-            github_actions: false,
-            allow_direct_dedicated: false,
-            home_dir: "/home/u".into(),
-            workspace_dir: "/home/u/proj".into(),
             writable_roots: vec!["/tmp/task".into()],
-            default_backend_order: vec![Backend::LinuxBwrap],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            allow_home_writable: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
+            ..crate::test_support::linux_host("/home/u", "/home/u/proj")
         }
     }
 

@@ -691,7 +691,6 @@ const PENDING_LOCK_PREFIX: &str = ".pending-run-";
 /// cannot be removed now is tried again by the next run.
 fn sweep_dead_runs(parent: &std::path::Path) {
     use std::collections::BTreeMap;
-    use std::os::unix::fs::OpenOptionsExt;
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
     };
@@ -722,16 +721,9 @@ fn sweep_dead_runs(parent: &std::path::Path) {
         let lock_path = parent.join(format!("run-{id}.lock"));
         // Held until the entries are gone, so a sweeper that starts now waits out this one.
         let lock = if entries.iter().any(|e| e.path() == lock_path) {
-            let Ok(lock) = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&lock_path)
-            else {
+            let Ok(Some(lock)) = take_free_lock(&lock_path) else {
                 continue;
             };
-            if lock.try_lock().is_err() {
-                continue;
-            }
             kill_leftovers(&id, &lock);
             Some(lock)
         } else {
@@ -779,17 +771,22 @@ fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
 /// its supervisor is gone. What outlives a run (a container) may then be removed.
 #[cfg(target_os = "linux")]
 pub(crate) fn run_is_over(parent: &std::path::Path, id: &str) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let lock_path = parent.join(format!("run-{id}.lock"));
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&lock_path)
-    {
-        Ok(lock) => lock.try_lock().is_ok(),
+    match take_free_lock(&parent.join(format!("run-{id}.lock"))) {
+        Ok(free) => free.is_some(),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => supervisor_gone(id),
         Err(_) => false,
     }
+}
+
+/// A run's lock, locked, if nobody holds it (its run is over); `Ok(None)` while its run holds
+/// it. The lock stays taken as long as the file is open.
+fn take_free_lock(lock_path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(lock_path)?;
+    Ok(lock.try_lock().is_ok().then_some(lock))
 }
 
 /// Whether the supervisor of run `<nanos hex>-<pid>[-…]` is gone: no process has its pid, or
