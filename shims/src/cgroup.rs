@@ -525,6 +525,20 @@ fn wait_frozen(frozen: impl Fn() -> bool) {
     }
 }
 
+/// [`sweep_stale`] in every hierarchy this process's cgroup is in: for a run that creates no
+/// cgroup of its own (creating one sweeps its parents). Best effort, like the sweep.
+pub fn sweep_dead_runs() {
+    match detect() {
+        Ok(Hierarchy::V1 { own }) => {
+            for base in own.values() {
+                sweep_stale(&base.join(PARENT_DIR));
+            }
+        }
+        Ok(Hierarchy::V2 { own, .. }) => sweep_stale(&own.join(PARENT_DIR)),
+        Err(_) => {}
+    }
+}
+
 /// Removes leftovers of supervisors that died (SIGKILL) before removing their run's cgroup:
 /// `run-<pid>-<n>` whose `<pid>` no longer exists. What is still in one is killed first (it
 /// outlived its run). An empty one gets [`remove_dirs`]'s short retry: right after the dead run's last task exited, the kernel

@@ -614,6 +614,45 @@ fn sigkill_of_the_supervisor_takes_the_whole_tree_down() {
     }
 }
 
+/// A dead supervisor's cgroup is swept by the next run even when that run needs no cgroup of
+/// its own (a launch in a PID namespace without a budget): otherwise a host running only such
+/// launches would keep every killed run's cgroup, and whatever is left in it, for good.
+#[test]
+fn a_run_without_a_cgroup_still_sweeps_dead_runs_cgroups() {
+    let _serial = serial();
+    if !is_root() {
+        return;
+    }
+    // A pid that no process has: a child's, once reaped.
+    let mut child = Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let dead = child.id();
+    let stale = Path::new("/sys/fs/cgroup/pids/palisade").join(format!("run-{dead}-0"));
+    fs::create_dir_all(&stale).unwrap();
+    let mode = Mode {
+        via: Via::Init,
+        cgroups: true,
+    };
+    let dir = tempdir();
+    let outcome = run(
+        mode,
+        "true",
+        dir.path(),
+        &Budgets::default(),
+        Duration::from_secs(1),
+    );
+    assert!(
+        outcome
+            .notes
+            .iter()
+            .any(|n| n == supervise::NO_CGROUP_NEEDED),
+        "{outcome:?}"
+    );
+    let swept = !stale.exists();
+    let _ = fs::remove_dir(&stale);
+    assert!(swept, "stale cgroup `{}` was not swept", stale.display());
+}
+
 /// The control for the test above: launched directly (no PID namespace), a setsid daemon
 /// outlives a SIGKILLed supervisor — which is why `direct-dedicated` launches through init, and
 /// proves the marker scan sees survivors.

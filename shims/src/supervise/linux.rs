@@ -48,6 +48,12 @@ pub fn run(
             None
         }
         (true, None) => {
+            // Creating a cgroup is where dead runs' cgroups are swept; a run that creates none
+            // sweeps them all the same, or a host that runs only such launches would keep them
+            // (and whatever is still in them) for good. Only root can have made them.
+            if sys::geteuid() == 0 {
+                cgroup::sweep_dead_runs();
+            }
             notes.push(NO_CGROUP_NEEDED.to_string());
             None
         }
