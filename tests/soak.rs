@@ -346,7 +346,8 @@ fn soak(user: User) {
             workspace.display().to_string(),
             "--audit".into(),
             audit.display().to_string(),
-            "--quiet".into(),
+            // Not `--quiet`: what palisade says after the command (a SIGKILL after the grace)
+            // is how the soak tells a known case from an unexplained status.
         ]);
         if let (Some(docker), "docker") = (&docker, run.backend) {
             argv.extend([
