@@ -754,7 +754,7 @@ fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
     }
     #[cfg(target_os = "linux")]
     {
-        let killed = palisade_shims::supervise::kill_group_leftovers(&record);
+        let killed = palisade_shims::supervise::kill_group_leftovers(&record, run_start_ticks(id));
         if killed > 0 {
             say!(
                 "palisade: killed {killed} process{} left by run {id}, whose supervisor was killed while bwrap set the sandbox up",
@@ -822,6 +822,26 @@ fn supervisor_gone(id: &str) -> bool {
     let run_secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
     // Whole seconds on both sides: a process started two seconds after the run is another.
     started_secs > run_secs.saturating_add(1)
+}
+
+/// When run `<nanos hex>-<pid>[-…]` started, in clock ticks after boot, less a second (the
+/// clocks' whole seconds): no process of the run started before it.
+#[cfg(target_os = "linux")]
+fn run_start_ticks(id: &str) -> Option<u64> {
+    let nanos = u128::from_str_radix(id.split('-').next()?, 16).ok()?;
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    })?;
+    let run_secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    let hz = crate::facts::clock_ticks_per_second().max(1);
+    Some(
+        run_secs
+            .checked_sub(boot)?
+            .saturating_sub(1)
+            .saturating_mul(hz),
+    )
 }
 
 /// Parses a duration: `90`, `90s`, `1500ms`, `5m`, `2h`.
@@ -976,7 +996,28 @@ mod tests {
         sweep_dead_runs(&parent);
         assert!(later.try_wait().unwrap().is_none());
         assert!(held.exists());
-        for mut process in [other_name, other_group, later] {
+        // A supervisor killed right after the exec wrote no start time, only the child's pid:
+        // the run id's clock bounds the start instead (a run of the future finds nothing).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let future = now + 3_600_000_000_000;
+        std::fs::write(
+            parent.join(format!("run-{future:x}-2147483646.lock")),
+            later_group.to_string(),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert!(later.try_wait().unwrap().is_none());
+        std::fs::write(
+            parent.join(format!("run-{now:x}-2147483646.lock")),
+            later_group.to_string(),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert_eq!(later.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for mut process in [other_name, other_group] {
             process.kill().unwrap();
             process.wait().unwrap();
         }

@@ -88,10 +88,16 @@ pub fn run(
     } else {
         None
     };
+    // The child writes its pid to each before it execs (the cgroup's `procs`, and the launch's
+    // record: written by the child, it exists however soon after the exec this process dies).
     let child = ChildPlan::new(
         &program,
         &launch,
-        cgroup_files.iter().map(AsRawFd::as_raw_fd).collect(),
+        cgroup_files
+            .iter()
+            .map(AsRawFd::as_raw_fd)
+            .chain(launch.pid_record.as_ref().map(AsRawFd::as_raw_fd))
+            .collect(),
         plan.rlimits.clone(),
         tty,
     )?;
@@ -101,10 +107,10 @@ pub fn run(
     let spawned = Instant::now();
     drop(cgroup_files);
     if let Some(mut record) = launch.pid_record.take() {
-        // Best effort: without it a later run cannot find this launch's leftovers, which
-        // only matters if this supervisor is killed.
+        // After the pid the child wrote (same file offset): its start time, which narrows what a
+        // later sweep takes for this launch's. Best effort: the sweep has a bound without it.
         if let Some(stat) = super::procfs::read_stat(pid) {
-            let _ = io::Write::write_all(&mut record, format!("{pid} {}", stat.start).as_bytes());
+            let _ = io::Write::write_all(&mut record, format!(" {}", stat.start).as_bytes());
         }
     }
     let start_watch = StartWatch::new(launch.started.take());

@@ -72,9 +72,10 @@ pub struct Launch {
     /// init's command child). The supervisor only polls it, to note when the command started
     /// ([`Marks::started`]); it never reads the byte, which stays for the launcher.
     pub started: Option<OwnedFd>,
-    /// A file the supervisor writes the launched process's identity to once it is spawned
-    /// (`<pid> <start time in clock ticks>`; the pid is also its process group's id), so that
-    /// a later run can find what this one left should its supervisor be killed
+    /// A file the launched process's identity goes to: its pid, written by the child itself
+    /// before it execs (so it is there however soon the supervisor dies), then ` <start time in
+    /// clock ticks>` from the supervisor once spawned. The pid is also its process group's id.
+    /// A later run finds what this one left by it should the supervisor be killed
     /// ([`kill_group_leftovers`]).
     pub pid_record: Option<std::fs::File>,
 }

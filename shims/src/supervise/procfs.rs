@@ -100,7 +100,9 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
 }
 
 /// SIGKILLs what a killed supervisor's launch left, from the launch's [`pid_record`]
-/// (`<pid> <start ticks>`), and returns how many processes were signalled.
+/// (`<pid>[ <start ticks>]`), and returns how many processes were signalled. Without the start
+/// time (the supervisor died before writing it), `not_before` bounds it: the clock tick after
+/// boot before which the run had not started.
 ///
 /// Why: bwrap's child is cloned before its parent releases it (it blocks reading an eventfd
 /// that only the parent writes), and it arms no parent-death signal of its own until then.
@@ -113,12 +115,16 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
 /// start time again, so a recycled pid is never hit. Call it only for a run that is over.
 ///
 /// [`pid_record`]: super::Launch::pid_record
-pub fn kill_group_leftovers(record: &str) -> usize {
+pub fn kill_group_leftovers(record: &str, not_before: Option<u64>) -> usize {
     let mut fields = record.split_whitespace();
-    let (Some(Ok(pgid)), Some(Ok(launched))) = (
-        fields.next().map(str::parse::<i32>),
-        fields.next().map(str::parse::<u64>),
-    ) else {
+    let Some(Ok(pgid)) = fields.next().map(str::parse::<i32>) else {
+        return 0;
+    };
+    let Some(launched) = fields
+        .next()
+        .and_then(|start| start.parse::<u64>().ok())
+        .or(not_before)
+    else {
         return 0;
     };
     if pgid <= 1 {
