@@ -14,7 +14,7 @@
 
 use palisade_engine::output::PlanNetwork;
 use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, SessionKind, Verdict,
+    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, Verdict,
 };
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -27,25 +27,7 @@ fn input(entries: &[String]) -> DecisionInput {
              spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    allowedDomains: {list}\n"
         )),
         document_name: "t.yaml".into(),
-        host: HostFacts {
-            os: "linux".into(),
-            arch: "x86_64".into(),
-            session_kind: SessionKind::Cli,
-            github_actions: false,
-            allow_direct_dedicated: false,
-            home_dir: "/home/u".into(),
-            workspace_dir: "/home/u/w".into(),
-            writable_roots: vec![],
-            default_backend_order: vec![Backend::LinuxBwrap],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            allow_home_writable: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
-        },
+        host: HostFacts::linux_cli("/home/u", "/home/u/w"),
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,
             available: true,

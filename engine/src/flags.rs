@@ -430,7 +430,10 @@ mod tests {
                 limitations: vec![],
             }],
             policy_flags: Some(flags),
-            ..crate::test_support::input(crate::test_support::linux_host("/home/u", "/home/u/ws"))
+            ..crate::test_support::input(crate::model::HostFacts::linux_cli(
+                "/home/u",
+                "/home/u/ws",
+            ))
         }
     }
 

@@ -232,7 +232,7 @@ mod tests {
     use crate::model::BackendProbe;
 
     fn input() -> DecisionInput {
-        crate::test_support::input(crate::test_support::linux_host("/root", "/w"))
+        crate::test_support::input(crate::model::HostFacts::linux_cli("/root", "/w"))
     }
 
     fn probe(backend: Backend) -> BackendProbe {

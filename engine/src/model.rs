@@ -244,6 +244,33 @@ pub struct HostFacts {
     pub allow_home_writable: Option<bool>,
 }
 
+impl HostFacts {
+    /// A Linux (x86-64) CLI host with home `home_dir` and workspace `workspace_dir`, bwrap
+    /// first, and nothing else configured: no writable roots, no host configuration, direct
+    /// runs not allowed. What tests and tools start from, changing only what they are about.
+    pub fn linux_cli(home_dir: impl Into<String>, workspace_dir: impl Into<String>) -> Self {
+        HostFacts {
+            os: "linux".into(),
+            arch: "x86_64".into(),
+            session_kind: SessionKind::Cli,
+            github_actions: false,
+            allow_direct_dedicated: false,
+            home_dir: home_dir.into(),
+            workspace_dir: workspace_dir.into(),
+            writable_roots: vec![],
+            default_backend_order: vec![Backend::LinuxBwrap],
+            environment_allowlist: None,
+            allow_workspace_mode: None,
+            budget_ceilings: None,
+            denied_read_paths: None,
+            exempt_denied_read_paths: None,
+            allow_home_writable: None,
+            runtime_profile_budgets: None,
+            loopback_ports: None,
+        }
+    }
+}
+
 /// Everything one decision depends on (the seed's `SandboxPolicyInput`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -209,7 +209,7 @@ mod tests {
         HostFacts {
             session_kind,
             allow_direct_dedicated,
-            ..crate::test_support::linux_host("/root", "/w")
+            ..HostFacts::linux_cli("/root", "/w")
         }
     }
 

@@ -261,7 +261,7 @@ mod tests {
         HostFacts {
             allow_direct_dedicated: true,
             writable_roots: vec!["/tmp/a".into(), "/w".into(), "/tmp/a".into(), "/out".into()],
-            ..crate::test_support::linux_host("/root", "/w")
+            ..HostFacts::linux_cli("/root", "/w")
         }
     }
 

@@ -347,30 +347,16 @@ fn requirement(capability: Capability, origin: Origin, reason: &str) -> Requirem
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
     use super::*;
-    use crate::model::{HostFacts, SessionKind};
+    use crate::model::HostFacts;
 
     fn input(github_actions: bool) -> DecisionInput {
         DecisionInput {
             document: None,
             document_name: "taskpack.yaml".into(),
             host: HostFacts {
-                os: "linux".into(),
-                arch: "x86_64".into(),
-                session_kind: SessionKind::Cli,
                 github_actions,
-                allow_direct_dedicated: false,
-                home_dir: "/root".into(),
-                workspace_dir: "/w".into(),
-                writable_roots: vec![],
                 default_backend_order: vec![Backend::LinuxLandlock, Backend::Docker],
-                environment_allowlist: None,
-                allow_workspace_mode: None,
-                budget_ceilings: None,
-                denied_read_paths: None,
-                exempt_denied_read_paths: None,
-                allow_home_writable: None,
-                runtime_profile_budgets: None,
-                loopback_ports: None,
+                ..HostFacts::linux_cli("/root", "/w")
             },
             probes: vec![],
             narrow_allowed_domains: None,

@@ -412,7 +412,7 @@ mod tests {
     fn host() -> HostFacts {
         HostFacts {
             writable_roots: vec!["/tmp/task".into()],
-            ..crate::test_support::linux_host("/home/u", "/home/u/proj")
+            ..HostFacts::linux_cli("/home/u", "/home/u/proj")
         }
     }
 

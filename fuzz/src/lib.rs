@@ -12,7 +12,7 @@ use palisade_engine::model::NamedDocument;
 use palisade_engine::output::{FieldError, sha256_hex};
 use palisade_engine::{
     Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    Outcome, RefusalCode, SessionKind, Verdict,
+    Outcome, RefusalCode, Verdict,
 };
 
 /// The conformance corpus and the fixtures, as the seeds are made from them.
@@ -141,27 +141,14 @@ pub fn host_input(document: Option<String>, task_contract: Option<String>) -> De
         document,
         document_name: String::from("taskpack.yaml"),
         host: HostFacts {
-            os: String::from("linux"),
-            arch: String::from("x86_64"),
-            session_kind: SessionKind::Cli,
-            github_actions: false,
             allow_direct_dedicated: true,
-            home_dir: String::from("/home/dev"),
-            workspace_dir: String::from("/home/dev/work/repo"),
             writable_roots: vec![String::from("/home/dev/work/results")],
             default_backend_order: vec![
                 Backend::LinuxBwrap,
                 Backend::LinuxLandlock,
                 Backend::Docker,
             ],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
-            allow_home_writable: None,
+            ..HostFacts::linux_cli("/home/dev", "/home/dev/work/repo")
         },
         probes: vec![
             probe(Backend::MacosSeatbelt, false),

@@ -793,11 +793,10 @@ fn take_free_lock(lock_path: &std::path::Path) -> std::io::Result<Option<std::fs
 /// the one that has it started after the run did (the pid was reused). An id in another form
 /// is never judged gone.
 fn supervisor_gone(id: &str) -> bool {
-    let mut parts = id.split('-');
-    let (Some(Ok(nanos)), Some(Ok(pid))) = (
-        parts.next().map(|n| u128::from_str_radix(n, 16)),
-        parts.next().map(str::parse::<u32>),
-    ) else {
+    let Some(Ok(pid)) = id.split('-').nth(1).map(str::parse::<u32>) else {
+        return false;
+    };
+    let Some(run_secs) = run_started_secs(id) else {
         return false;
     };
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
@@ -809,17 +808,11 @@ fn supervisor_gone(id: &str) -> bool {
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().nth(19))
         .and_then(|t| t.parse::<u64>().ok());
-    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|t| t.trim().parse::<u64>().ok())
-    });
-    let (Some(ticks), Some(boot)) = (ticks, boot) else {
+    let (Some(ticks), Some(boot)) = (ticks, boot_time_secs()) else {
         return false;
     };
-    let hz = crate::facts::clock_ticks_per_second();
-    let started_secs = boot.saturating_add(ticks / hz.max(1));
-    let run_secs = u64::try_from(nanos / 1_000_000_000).unwrap_or(u64::MAX);
+    let hz = crate::facts::clock_ticks_per_second().max(1);
+    let started_secs = boot.saturating_add(ticks / hz);
     // Whole seconds on both sides: a process started two seconds after the run is another.
     started_secs > run_secs.saturating_add(1)
 }
@@ -828,20 +821,29 @@ fn supervisor_gone(id: &str) -> bool {
 /// clocks' whole seconds): no process of the run started before it.
 #[cfg(target_os = "linux")]
 fn run_start_ticks(id: &str) -> Option<u64> {
-    let nanos = u128::from_str_radix(id.split('-').next()?, 16).ok()?;
-    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|t| t.trim().parse::<u64>().ok())
-    })?;
-    let run_secs = u64::try_from(nanos / 1_000_000_000).ok()?;
     let hz = crate::facts::clock_ticks_per_second().max(1);
     Some(
-        run_secs
-            .checked_sub(boot)?
+        run_started_secs(id)?
+            .checked_sub(boot_time_secs()?)?
             .saturating_sub(1)
             .saturating_mul(hz),
     )
+}
+
+/// The run id's own clock: the whole second (since the epoch) in which run
+/// `<nanos hex>-<pid>[-…]` started.
+fn run_started_secs(id: &str) -> Option<u64> {
+    let nanos = u128::from_str_radix(id.split('-').next()?, 16).ok()?;
+    u64::try_from(nanos / 1_000_000_000).ok()
+}
+
+/// When the machine booted, in seconds since the epoch (`btime` of `/proc/stat`).
+fn boot_time_secs() -> Option<u64> {
+    std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    })
 }
 
 /// Parses a duration: `90`, `90s`, `1500ms`, `5m`, `2h`.

@@ -15,9 +15,7 @@ use std::time::Instant;
 use palisade::runtime::{
     EMBEDDED_COMPONENT_SHA256, EngineRuntime, LoadOptions, RuntimeError, embedded_component,
 };
-use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, SessionKind,
-};
+use palisade_engine::{Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode};
 use wasmparser::{ComponentExternalKind, Parser, Payload};
 
 const DECISION_EXPORT: &str = "palisade:engine/decision@0.3.0";
@@ -109,23 +107,9 @@ fn sample_input() -> DecisionInput {
         )),
         document_name: String::from("taskpack.yaml"),
         host: HostFacts {
-            os: String::from("linux"),
-            arch: String::from("x86_64"),
-            session_kind: SessionKind::Cli,
-            github_actions: false,
-            allow_direct_dedicated: false,
-            home_dir: String::from("/home/user"),
-            workspace_dir: String::from("/home/user/work"),
             writable_roots: vec![String::from("/tmp/palisade-task")],
             default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock],
-            environment_allowlist: None,
-            allow_workspace_mode: None,
-            budget_ceilings: None,
-            denied_read_paths: None,
-            exempt_denied_read_paths: None,
-            allow_home_writable: None,
-            runtime_profile_budgets: None,
-            loopback_ports: None,
+            ..HostFacts::linux_cli("/home/user", "/home/user/work")
         },
         probes: vec![BackendProbe {
             backend: Backend::LinuxBwrap,

@@ -220,7 +220,6 @@ impl RunCgroup {
                 };
                 for (controller, base) in own {
                     let parent = base.join(PARENT_DIR);
-                    sweep_stale(&parent);
                     let dir = parent.join(name);
                     ensure_dir(&parent)?;
                     create_new_dir(&dir)?;
@@ -240,7 +239,6 @@ impl RunCgroup {
                     )));
                 }
                 let parent = own.join(PARENT_DIR);
-                sweep_stale(&parent);
                 let enable: Vec<&str> = controllers.iter().filter_map(|c| c.v2_name()).collect();
                 if !enable.is_empty() {
                     let value = enable
@@ -525,8 +523,9 @@ fn wait_frozen(frozen: impl Fn() -> bool) {
     }
 }
 
-/// [`sweep_stale`] in every hierarchy this process's cgroup is in: for a run that creates no
-/// cgroup of its own (creating one sweeps its parents). Best effort, like the sweep.
+/// [`sweep_stale`] in every hierarchy this process's cgroup is in. The supervisor calls it once
+/// per run, before creating its own cgroup or none: a host that runs only cgroup-less launches
+/// must not keep dead runs' cgroups (and what is still in them) for good. Best effort.
 pub fn sweep_dead_runs() {
     match detect() {
         Ok(Hierarchy::V1 { own }) => {

@@ -10,7 +10,7 @@
 )]
 
 use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, Outcome, SessionKind,
+    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, Outcome,
 };
 use serde_json::Value;
 
@@ -31,23 +31,9 @@ pub fn taskpack(sandbox_body: &str) -> String {
 
 pub fn host() -> HostFacts {
     HostFacts {
-        os: "linux".into(),
-        arch: "x86_64".into(),
-        session_kind: SessionKind::Cli,
-        github_actions: false,
-        allow_direct_dedicated: false,
-        home_dir: "/home/dev".into(),
-        workspace_dir: "/home/dev/proj".into(),
         writable_roots: vec!["/tmp/palisade-task".into()],
         default_backend_order: vec![Backend::LinuxBwrap, Backend::LinuxLandlock, Backend::Docker],
-        environment_allowlist: None,
-        allow_workspace_mode: None,
-        budget_ceilings: None,
-        denied_read_paths: None,
-        exempt_denied_read_paths: None,
-        allow_home_writable: None,
-        runtime_profile_budgets: None,
-        loopback_ports: None,
+        ..HostFacts::linux_cli("/home/dev", "/home/dev/proj")
     }
 }
 

@@ -38,7 +38,12 @@ pub fn run(
     let program = resolve_program(&launch.program, &launch.env)?;
     let mut notes = Vec::new();
 
-    // Cgroup first: the child joins it before it execs.
+    // Dead runs' cgroups first, whether this run creates one or not. Only root can have made
+    // them.
+    if options.use_cgroups && sys::geteuid() == 0 {
+        cgroup::sweep_dead_runs();
+    }
+    // Then this run's cgroup: the child joins it before it execs.
     let cgroup = match (
         options.use_cgroups,
         cgroup_controllers(budgets, launch.kind),
@@ -48,12 +53,6 @@ pub fn run(
             None
         }
         (true, None) => {
-            // Creating a cgroup is where dead runs' cgroups are swept; a run that creates none
-            // sweeps them all the same, or a host that runs only such launches would keep them
-            // (and whatever is still in them) for good. Only root can have made them.
-            if sys::geteuid() == 0 {
-                cgroup::sweep_dead_runs();
-            }
             notes.push(NO_CGROUP_NEEDED.to_string());
             None
         }

@@ -19,9 +19,19 @@ pub(super) struct ProcStat {
     /// utime + stime + cutime + cstime.
     pub(super) cpu_ticks: u64,
     pub(super) threads: u64,
+    /// The command name (`comm`: at most 15 bytes, cut by the kernel), and its length.
+    name: [u8; 16],
+    name_len: u8,
 }
 
 impl ProcStat {
+    /// The command name as the kernel keeps it (the first 15 bytes of the executable's name).
+    pub(super) fn name(&self) -> &[u8] {
+        self.name
+            .get(..usize::from(self.name_len))
+            .unwrap_or_default()
+    }
+
     /// Sends `signal` if `pid` is still the process that was scanned (pidfd + start time, so a
     /// recycled pid is never signalled). Returns whether it was sent.
     pub(super) fn signal(&self, signal: i32) -> bool {
@@ -79,6 +89,12 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
         .trim()
         .parse()
         .ok()?;
+    let comm = bytes.get(open.checked_add(1)?..close)?;
+    let mut name = [0_u8; 16];
+    for (slot, byte) in name.iter_mut().zip(comm) {
+        *slot = *byte;
+    }
+    let name_len = comm.len().min(name.len());
     let rest = std::str::from_utf8(bytes.get(close.checked_add(1)?..)?).ok()?;
     // After the name: field 3 (state) is index 0.
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -96,7 +112,19 @@ pub(super) fn parse_stat(bytes: &[u8]) -> Option<ProcStat> {
         start: num(22)?,
         cpu_ticks,
         threads: num(20).unwrap_or(1),
+        name,
+        name_len: u8::try_from(name_len).ok()?,
     })
+}
+
+/// Every process `/proc` lists that could be read (a process may exit while it is walked).
+fn all_processes() -> impl Iterator<Item = ProcStat> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(read_stat)
 }
 
 /// SIGKILLs what a killed supervisor's launch left, from the launch's [`pid_record`]
@@ -131,32 +159,12 @@ pub fn kill_group_leftovers(record: &str, not_before: Option<u64>) -> usize {
         return 0;
     }
     let uid = sys::getuid();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return 0;
-    };
     let mut killed = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(bytes) = fs::read(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some(stat) = parse_stat(&bytes) else {
-            continue;
-        };
-        let named_bwrap = bytes
-            .iter()
-            .position(|b| *b == b'(')
-            .and_then(|open| bytes.get(open + 1..))
-            .is_some_and(|rest| rest.starts_with(b"bwrap)"));
-        if stat.pgrp != pgid || !named_bwrap || stat.start < launched {
+    for stat in all_processes() {
+        if stat.pgrp != pgid || stat.name() != b"bwrap" || stat.start < launched {
             continue;
         }
+        let pid = stat.pid;
         // The real uid (`/proc/<pid>` is root's for a process that is not dumpable).
         let real_uid = fs::read_to_string(format!("/proc/{pid}/status"))
             .ok()
@@ -177,21 +185,9 @@ pub fn kill_group_leftovers(record: &str, not_before: Option<u64>) -> usize {
 /// Every descendant of the supervisor, found by walking parent links of all of `/proc`
 /// (kernels without `CONFIG_PROC_CHILDREN` have no `children` files).
 pub(super) fn proc_tree() -> Vec<ProcStat> {
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut by_parent: BTreeMap<i32, Vec<ProcStat>> = BTreeMap::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some(stat) = read_stat(pid) {
-            by_parent.entry(stat.ppid).or_default().push(stat);
-        }
+    for stat in all_processes() {
+        by_parent.entry(stat.ppid).or_default().push(stat);
     }
     let mut tree = Vec::new();
     let mut queue = vec![sys::getpid()];

@@ -16,6 +16,7 @@ fn stat_parses_names_with_spaces_and_parentheses() {
         (s.pid, s.ppid, s.cpu_ticks, s.threads, s.start),
         (4242, 17, 36, 3, 999)
     );
+    assert_eq!(s.name(), b"a) b (c)");
 }
 
 #[test]
