@@ -6,6 +6,10 @@
 //!   system directory tree: nothing is refused, so observing must cost nothing (target ≤ 1.10×).
 //! - `refusal-flood`: 20,000 refused `ptrace` calls: each one is a round trip to the observer,
 //!   the bound on what a command that triggers denials in a loop pays.
+//! - `connect-flood`: 5,000 TCP connections to a listener of the command's own on loopback,
+//!   under the profile of a bwrap sandbox with its own loopback: every `connect` is stopped for
+//!   the observer to look at (the address, then the socket tables, as for the proxy's port)
+//!   and let run. What each connection pays for being explained when refused.
 //!
 //! Run with `cargo bench -p palisade-suite --bench observe`; the ratios of the medians are
 //! printed at the end. Under `cargo test --all-targets` each benchmark runs once.
@@ -35,8 +39,20 @@ const FILE_HEAVY: &str = "i=0; while [ $i -lt 2000 ]; do echo x > \"$0/f$i\"; i=
 
 const FLOOD: &str = "import ctypes\nlibc = ctypes.CDLL(None)\nfor _ in range(20000): libc.syscall(101, 0, 0, 0, 0)\n";
 
+const OWN_LOOPBACK: Profile = Profile {
+    mechanism: Mechanism::Bwrap,
+    reach: Reach::OwnLoopback,
+};
+
+const CONNECTS: &str = "import socket\nl = socket.socket()\nl.bind(('127.0.0.1', 0))\nl.listen(64)\n\
+for _ in range(5000):\n    c = socket.create_connection(l.getsockname())\n    a, _ = l.accept()\n    a.close()\n    c.close()\n";
+
 fn run(program: &str, args: &[&str], observed: bool) {
-    let plain = seccomp::build(&PROFILE).unwrap();
+    run_under(PROFILE, program, args, observed);
+}
+
+fn run_under(profile: Profile, program: &str, args: &[&str], observed: bool) {
+    let plain = seccomp::build(&profile).unwrap();
     let mut command = Command::new(program);
     command
         .args(args)
@@ -44,7 +60,12 @@ fn run(program: &str, args: &[&str], observed: bool) {
         .stderr(Stdio::null());
     if observed {
         let (ours, theirs) = observe::channel().unwrap();
-        let observer = observe::Observer::start(ours, Arch::native().unwrap(), PROFILE).unwrap();
+        let watch = observe::Watch {
+            own_network: profile.reach == Reach::OwnLoopback,
+            host_sockets: Vec::new(),
+        };
+        let observer =
+            observe::Observer::start(ours, Arch::native().unwrap(), profile, watch).unwrap();
         let filter = plain.observed();
         let fd = theirs.as_raw_fd();
         // SAFETY: install_observed allocates nothing and only makes system calls.
@@ -120,9 +141,19 @@ fn observing(c: &mut Criterion) {
         group.bench_function("plain", |b| b.iter(|| run(python, &["-c", FLOOD], false)));
         group.bench_function("observed", |b| b.iter(|| run(python, &["-c", FLOOD], true)));
         group.finish();
+        let mut group = c.benchmark_group("connect-flood");
+        group.sample_size(10);
+        group.bench_function("plain", |b| {
+            b.iter(|| run_under(OWN_LOOPBACK, python, &["-c", CONNECTS], false))
+        });
+        group.bench_function("observed", |b| {
+            b.iter(|| run_under(OWN_LOOPBACK, python, &["-c", CONNECTS], true))
+        });
+        group.finish();
     }
     ratio("file-heavy");
     ratio("refusal-flood");
+    ratio("connect-flood");
 }
 
 criterion_group!(benches, observing);

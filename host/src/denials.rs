@@ -21,6 +21,9 @@ use serde_json::Value;
 /// Distinct events kept in the account; the rest are counted in [`Denials::dropped`].
 pub const MAX_EVENTS: usize = 64;
 
+/// The rule of a `connect` to a host socket the sandbox masks: built in, in every network mode.
+pub const MASKED_HOST_SOCKETS: &str = "builtin.maskedHostSockets";
+
 /// Events `run` prints on stderr after the command ends (the summary line counts them all).
 pub const SHOWN_ON_STDERR: usize = 5;
 
@@ -299,8 +302,10 @@ pub fn network_denials(connections: &[ConnectionRecord]) -> Vec<Denial> {
 }
 
 /// The calls the seccomp filter refused, as its observer answered them: a `socket` is a
-/// network denial (of the network mode's socket rule, or the filter's vsock rule), anything else
-/// a syscall denial of the filter.
+/// network denial (of the network mode's socket rule, or the filter's vsock rule), and so is a
+/// `connect` the observer saw the sandbox refuse (an address off the network namespace's
+/// loopback: the mode; a masked host socket: the built-in mask); anything else is a syscall
+/// denial of the filter.
 #[cfg(target_os = "linux")]
 pub fn syscall_denials(observed: &palisade_shims::seccomp::observe::Observed) -> Vec<Denial> {
     observed
@@ -317,8 +322,13 @@ pub fn syscall_denials(observed: &palisade_shims::seccomp::observe::Observed) ->
                 errno_name(call.errno),
                 call.closes
             );
-            let (kind, target, rule) = match &call.socket_family {
-                Some(family) => (
+            let (kind, target, rule) = match (&call.target, &call.socket_family) {
+                (Some(address), Some(_)) => (
+                    DenialKind::Network,
+                    address.clone(),
+                    connect_rule(&call.condition),
+                ),
+                (_, Some(family)) => (
                     DenialKind::Network,
                     family.clone(),
                     if call.network_rule {
@@ -327,7 +337,7 @@ pub fn syscall_denials(observed: &palisade_shims::seccomp::observe::Observed) ->
                         "plan.syscallFilter"
                     },
                 ),
-                None => (
+                (_, None) => (
                     DenialKind::Syscall,
                     call.condition.clone(),
                     "plan.syscallFilter",
@@ -349,6 +359,19 @@ pub fn syscall_denials(observed: &palisade_shims::seccomp::observe::Observed) ->
         .collect()
 }
 
+/// The rule of a `connect` the observer saw the sandbox refuse, by its condition.
+#[cfg(target_os = "linux")]
+fn connect_rule(condition: &str) -> &'static str {
+    use palisade_shims::seccomp::observe;
+    match condition {
+        observe::HOST_LOOPBACK_PORT => "plan.network.hostPorts",
+        observe::MASKED_SOCKET | observe::PRIVATE_SOCKET | observe::HOST_ABSTRACT_SOCKET => {
+            MASKED_HOST_SOCKETS
+        }
+        _ => "plan.network.mode",
+    }
+}
+
 /// `EPERM`, `ENOSYS`, … for the errnos the filter answers with.
 #[cfg(target_os = "linux")]
 fn errno_name(errno: i32) -> String {
@@ -357,6 +380,11 @@ fn errno_name(errno: i32) -> String {
         libc::ENOSYS => "ENOSYS".to_owned(),
         libc::EACCES => "EACCES".to_owned(),
         libc::EAFNOSUPPORT => "EAFNOSUPPORT".to_owned(),
+        libc::ENETUNREACH => "ENETUNREACH".to_owned(),
+        libc::ECONNREFUSED => "ECONNREFUSED".to_owned(),
+        libc::ENOENT => "ENOENT".to_owned(),
+        // A datagram the call sent to a port nothing of the sandbox's listens on.
+        0 => "sent, and dropped,".to_owned(),
         other => format!("errno {other}"),
     }
 }
@@ -400,6 +428,25 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
             }
             text
         }
+        "plan.network.mode" if matches!(denial.operation.as_str(), "connect" | "sendto") => {
+            let mode = at(decision, "/plan/network/mode").as_str().unwrap_or("none");
+            let filtered = at(decision, "/plan/network/allowlist").is_array();
+            if filtered {
+                format!(
+                    "the command connected to `{}` directly; in this run only the proxy the environment names (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`) leads out, to the names in `spec.sandbox.allowedDomains`: make the tool use it, and add the destination's name to `allowedDomains` if it is missing",
+                    denial.target
+                )
+            } else {
+                format!(
+                    "the network mode `{mode}` reaches only the sandbox's own loopback; ask for `spec.sandbox.networkMode: allow-outbound` (with `allowedDomains` to filter it) to reach `{}`",
+                    denial.target
+                )
+            }
+        }
+        MASKED_HOST_SOCKETS => format!(
+            "not allowed by a built-in mask, whatever the policy: every host Unix socket (`{}` here) is masked in every network mode",
+            denial.target
+        ),
         "plan.network.mode" if denial.operation == "socket" => {
             let mode = at(decision, "/plan/network/mode").as_str().unwrap_or("none");
             format!(
@@ -411,6 +458,12 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
             "not allowed in any mode: `{}` sockets reach past every network namespace",
             denial.target
         ),
+        "plan.network.hostPorts" if denial.observed_by == Observer::Seccomp => {
+            let port = denial.target.rsplit_once(':').map_or("", |(_, port)| port);
+            format!(
+                "the sandbox's loopback is its own; to reach the host's port {port} (TCP only), add it to `spec.sandbox.loopbackPorts` (with `networkMode: loopback-only`)"
+            )
+        }
         "plan.network.hostPorts" => format!(
             "only the run's own processes may use a forwarded host port; `{}` came from elsewhere",
             denial.target

@@ -228,16 +228,10 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
     // The filter is installed by Palisade's stub in the sandbox, observed: the calls
     // it refuses are answered (with the filter's errno) and recorded by this process.
-    let (seccomp_rules, stub, observer) = if plan.syscall_filter {
+    let (seccomp_rules, stub, observer_end) = if plan.syscall_filter {
         let profile = seccomp::Profile::for_plan(plan);
         let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
         let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
-        let observer = seccomp::observe::Observer::start(
-            ours,
-            seccomp::Arch::native().map_err(|e| prepare(&e))?,
-            profile,
-        )
-        .map_err(|e| prepare(&e))?;
         fds.push(supervise::PassFd {
             fd: theirs,
             target: bwrap::OBSERVE_FD,
@@ -247,11 +241,27 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
             reach: profile.reach,
             started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
         };
-        (Some(program.len()), Some(stub), Some(observer))
+        (Some(program.len()), Some(stub), Some((ours, profile)))
     } else {
         (None, None, None)
     };
     let args = bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
+    let observer = match observer_end {
+        Some((ours, profile)) => {
+            // Connections the sandbox will refuse are recorded too: IP off its own loopback
+            // (a namespace of its own), and host sockets the sandbox's view hides.
+            let watch = seccomp::observe::Watch {
+                own_network: !matches!(profile.reach, palisade_shims::plan::Reach::Everything),
+                host_sockets: facts.host_sockets.clone(),
+            };
+            let arch = seccomp::Arch::native().map_err(|e| prepare(&e))?;
+            Some(
+                seccomp::observe::Observer::start(ours, arch, profile, watch)
+                    .map_err(|e| prepare(&e))?,
+            )
+        }
+        None => None,
+    };
     // bwrap binds them, so they exist before it starts; a failure below releases them.
     let placeholders = placeholder::hold(&args.placeholders).map_err(|e| prepare(&e))?;
     let launch = supervise::Launch {

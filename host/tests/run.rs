@@ -1038,6 +1038,185 @@ fn refused_syscalls_and_sockets_are_observed_under_bwrap_and_landlock() {
     }
 }
 
+/// Under bwrap a connection the sandbox cannot make is explained too, though the filter allows
+/// `connect`: the observer reads the address and lets the kernel refuse it. An address off the
+/// namespace's own loopback (IPv4 and IPv6) is a denial of the network mode; a host socket the
+/// sandbox masks (also named through a symlink) or keeps under its private `/tmp` is a denial of
+/// the built-in mask; a port of the host's loopback the plan does not list is a denial of the
+/// host ports; a connection to the sandbox's own loopback is not a denial, even when nothing
+/// listens there, and neither is one to a socket the command made itself.
+#[cfg(target_os = "linux")]
+#[test]
+fn connections_the_sandbox_refuses_are_observed_under_bwrap() {
+    let env = Env::new();
+    // A host socket this test made, outside the workspace. It answers from the host, so the
+    // sandbox's refusal below is the mask's doing.
+    let socket_path = env.path("host.sock");
+    let alias = env.path("alias.sock");
+    std::os::unix::fs::symlink(&socket_path, &alias).unwrap();
+    let host_tmp = tempfile::tempdir().unwrap();
+    let tmp_socket = host_tmp.path().join("host.sock");
+    // A port of the host's loopback, reachable from the host.
+    let host_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = host_port.local_addr().unwrap().port();
+    std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let host_udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_port = host_udp.local_addr().unwrap().port();
+    // An abstract socket of the host's network namespace.
+    let abstract_name = format!("palisade-run-test-{}", std::process::id());
+    let abstract_address = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap()
+    };
+    let _host_abstract = std::os::unix::net::UnixListener::bind_addr(&abstract_address).unwrap();
+    std::os::unix::net::UnixStream::connect_addr(&abstract_address).unwrap();
+    let _listeners = [&socket_path, &tmp_socket].map(|path| {
+        let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+        std::os::unix::net::UnixStream::connect(path).unwrap();
+        listener
+    });
+    let taskpack = env.path("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    networkMode: loopback-only\n",
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+import errno, socket
+def attempt(family, address):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.connect(address)
+        print("connected")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+attempt(socket.AF_INET, ("192.0.2.7", 443))
+attempt(socket.AF_INET6, ("2001:db8::7", 443))
+attempt(socket.AF_INET, ("127.0.0.1", 9))
+attempt(socket.AF_INET, ("127.0.0.1", {port}))
+mine = socket.socket()
+mine.bind(("127.0.0.1", 0))
+mine.listen()
+attempt(socket.AF_INET, mine.getsockname())
+attempt(socket.AF_UNIX, "{}")
+attempt(socket.AF_UNIX, "{}")
+attempt(socket.AF_UNIX, "{}")
+own = socket.socket(socket.AF_UNIX)
+own.bind("/tmp/own.sock")
+own.listen()
+attempt(socket.AF_UNIX, "/tmp/own.sock")
+attempt(socket.AF_UNIX, "\0{abstract_name}")
+datagrams = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
+    try:
+        datagrams.sendto(b"x", address)
+        print("sent")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+"#,
+        socket_path.display(),
+        alias.display(),
+        tmp_socket.display(),
+    );
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &script,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    // The command got the kernel's own answers.
+    assert_eq!(
+        text(&out.stdout),
+        "ENETUNREACH\nENETUNREACH\nECONNREFUSED\nECONNREFUSED\nconnected\nECONNREFUSED\nECONNREFUSED\nENOENT\nconnected\nECONNREFUSED\nENETUNREACH\nsent\n",
+        "{stderr}"
+    );
+    let lines = env.audit_lines();
+    let denials = &lines[1]["outcome"]["denials"];
+    let events = denials["events"].as_array().unwrap();
+    let event = |target: &str| {
+        events
+            .iter()
+            .find(|e| e["operation"] == "connect" && e["target"] == target)
+            .unwrap_or_else(|| panic!("no event for {target}: {denials}"))
+    };
+    for target in ["192.0.2.7:443", "[2001:db8::7]:443"] {
+        let ip = event(target);
+        assert_eq!(ip["kind"], "network");
+        assert_eq!(ip["rule"], "plan.network.mode");
+        assert_eq!(ip["observedBy"], "seccomp");
+        assert!(
+            ip["reason"]
+                .as_str()
+                .unwrap()
+                .contains("ENETUNREACH for `python3`"),
+            "{ip}"
+        );
+    }
+    for (path, errno) in [
+        (&socket_path, "ECONNREFUSED"),
+        (&alias, "ECONNREFUSED"),
+        (&tmp_socket, "ENOENT"),
+    ] {
+        let hidden = event(path.to_str().unwrap());
+        assert_eq!(hidden["rule"], "builtin.maskedHostSockets");
+        assert!(
+            hidden["reason"].as_str().unwrap().contains(errno),
+            "{hidden}"
+        );
+    }
+    // The sandbox's own loopback is not a denial.
+    assert!(
+        !events.iter().any(|e| e["target"] == "127.0.0.1:9"),
+        "{denials}"
+    );
+    assert!(
+        !events.iter().any(|e| e["target"] == "/tmp/own.sock"),
+        "{denials}"
+    );
+    let host_port = event(&format!("127.0.0.1:{port}"));
+    assert_eq!(host_port["rule"], "plan.network.hostPorts");
+    let datagram = |target: &str| {
+        events
+            .iter()
+            .find(|e| e["operation"] == "sendto" && e["target"] == target)
+            .unwrap_or_else(|| panic!("no datagram event for {target}: {denials}"))
+    };
+    assert_eq!(datagram("192.0.2.7:53")["rule"], "plan.network.mode");
+    let dropped = datagram(&format!("127.0.0.1:{udp_port}"));
+    assert_eq!(dropped["rule"], "plan.network.hostPorts");
+    assert!(
+        dropped["reason"].as_str().unwrap().contains("dropped"),
+        "{dropped}"
+    );
+    assert_eq!(
+        event(&format!("@{abstract_name}"))["rule"],
+        "builtin.maskedHostSockets"
+    );
+    assert_eq!(denials["total"], 9, "{denials}");
+    assert!(
+        stderr
+            .contains("palisade:   network: connect 192.0.2.7:443 refused by `plan.network.mode`"),
+        "{stderr}"
+    );
+    let explained = env.palisade("explain", &[audit.to_str().unwrap()]);
+    let explained = text(&explained.stdout);
+    assert!(
+        explained
+            .contains("the network mode `loopback-only` reaches only the sandbox's own loopback")
+            && explained.contains("not allowed by a built-in mask")
+            && explained.contains(&format!("to reach the host's port {port} (TCP only)")),
+        "{explained}"
+    );
+}
+
 /// A run told to stop before its command starts (here: while it waits for another run's probe)
 /// stops cleanly: the shell's status for the signal, a line saying nothing ran, no temp dir
 /// left, nothing half-recorded.

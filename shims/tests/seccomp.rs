@@ -699,6 +699,71 @@ fn interpreted_verdicts_foreign_arch() {
     check_verdicts(&foreign_numbers());
 }
 
+/// Under bwrap the observed program also stops `connect` and a `sendto` that names an address,
+/// which the plain program allows, for the observer to look at and let run; a `sendto` without
+/// an address (a connected socket's data) and every other allowed call still run unstopped.
+/// Under Landlock nothing more is stopped.
+#[test]
+fn observed_bwrap_programs_stop_connect_and_addressed_sendto_only() {
+    let arch = Arch::native().unwrap();
+    let audit = arch.audit_arch();
+    let connect = u32::try_from(libc::SYS_connect).unwrap();
+    let sendto = u32::try_from(libc::SYS_sendto).unwrap();
+    let getpid = u32::try_from(libc::SYS_getpid).unwrap();
+    let addressed = [3, 0x7f00_0000_1000, 1, 0, 0x7f00_0000_2000, 16];
+    let unaddressed = [3, 0x7f00_0000_1000, 1, 0, 0, 0];
+    for reach in [Reach::OwnLoopback, Reach::Everything, Reach::Nothing] {
+        let profile = Profile {
+            mechanism: Mechanism::Bwrap,
+            reach,
+        };
+        let plain = seccomp::build(&profile).unwrap();
+        let observed = plain.observed();
+        for (nr, args) in [
+            (connect, addressed),
+            (sendto, addressed),
+            (sendto, unaddressed),
+        ] {
+            assert_eq!(
+                verdict(&plain, audit, nr, args),
+                Action::Allow,
+                "{reach:?} {nr}"
+            );
+        }
+        assert_eq!(
+            verdict(&observed, audit, connect, addressed),
+            Action::Observe
+        );
+        assert_eq!(
+            verdict(&observed, audit, sendto, addressed),
+            Action::Observe
+        );
+        assert_eq!(
+            verdict(&observed, audit, sendto, unaddressed),
+            Action::Allow
+        );
+        assert_eq!(verdict(&observed, audit, getpid, [0; 6]), Action::Allow);
+        assert_eq!(
+            seccomp::observed_only(arch, &profile, i32::try_from(sendto).unwrap(), &addressed),
+            Some("sendto")
+        );
+        assert_eq!(
+            seccomp::observed_only(arch, &profile, i32::try_from(sendto).unwrap(), &unaddressed),
+            None
+        );
+    }
+    let landlock = Profile {
+        mechanism: Mechanism::Landlock(LandlockProc::Own),
+        reach: Reach::Everything,
+    };
+    let observed = seccomp::build(&landlock).unwrap().observed();
+    assert_eq!(verdict(&observed, audit, connect, addressed), Action::Allow);
+    assert_eq!(
+        seccomp::observed_only(arch, &landlock, i32::try_from(connect).unwrap(), &addressed),
+        None
+    );
+}
+
 /// The program and `rules()` agree: every number not named by a rule is allowed with any
 /// arguments, and every unconditional rule returns its action.
 #[test]
@@ -1654,8 +1719,13 @@ fn check_kernel_observed(profile_index: usize) {
     for case in cases() {
         let filtered = run_probe(case.setup, Some(&plain), case.probe, &fx);
         let (ours, theirs) = observe::channel().unwrap();
-        let observer =
-            observe::Observer::start(ours, seccomp::Arch::native().unwrap(), profile).unwrap();
+        let observer = observe::Observer::start(
+            ours,
+            seccomp::Arch::native().unwrap(),
+            profile,
+            observe::Watch::default(),
+        )
+        .unwrap();
         let outcome = run_probe_with(
             case.setup,
             Some(&observed_program),

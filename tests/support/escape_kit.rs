@@ -1360,9 +1360,14 @@ impl Table {
         let mut out = String::new();
         for (name, cells) in &self.rows {
             for (i, cell) in cells.iter().enumerate() {
+                let explained = match cell.explained {
+                    Some(true) => " (explained)",
+                    Some(false) => " (UNEXPLAINED: no denial recorded)",
+                    None => "",
+                };
                 let _ = writeln!(
                     out,
-                    "  {name} [{}] {}: {}",
+                    "  {name} [{}] {}{explained}: {}",
                     self.columns[i],
                     cell.verdict.word(),
                     cell.detail

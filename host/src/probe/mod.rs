@@ -345,13 +345,15 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
 /// budget that ended a run (the supervisor's accounting) and what the filtering proxy and the
 /// network bridge refused (their connection records); under bwrap and Landlock also every call
 /// the seccomp filter refuses (sockets the network mode forbids included), through the filter's
-/// listener.
+/// listener; under bwrap also every `connect` to an address off the sandbox's own loopback or
+/// to a host socket it masks (the listener looks at each `connect`, then lets the kernel refuse
+/// it).
 pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
     let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
     match backend {
         Backend::LinuxBwrap => vec![
             files.to_owned(),
-            "connections refused inside the sandbox's own network namespace (a port nothing listens on, an address with no route) are not observed".to_owned(),
+            "datagrams sent without `connect` (`sendto`, `sendmsg`) to an address outside the sandbox's own network namespace are not observed (connections are)".to_owned(),
         ],
         Backend::LinuxLandlock => vec![
             files.to_owned(),

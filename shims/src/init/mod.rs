@@ -280,9 +280,13 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
                 mechanism: Mechanism::Landlock(*proc),
                 reach: *reach,
             };
-            let observer =
-                seccomp::observe::Observer::start(ours, seccomp::Arch::native()?, profile)
-                    .map_err(io_err("observer thread"))?;
+            let observer = seccomp::observe::Observer::start(
+                ours,
+                seccomp::Arch::native()?,
+                profile,
+                seccomp::observe::Watch::default(),
+            )
+            .map_err(io_err("observer thread"))?;
             spec.observe_fd = Some(OBSERVE_FD);
             fds.push(PassFd {
                 fd: theirs,

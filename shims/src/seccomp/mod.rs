@@ -143,6 +143,9 @@ pub enum Action {
     Errno(u16),
     /// Kill the whole process with `SIGSYS`.
     KillProcess,
+    /// Stop the call for the observer, which records it and lets it run. Only observed
+    /// programs have it, and only for calls the plain program allows ([`Program::observed`]).
+    Observe,
 }
 
 impl Action {
@@ -157,6 +160,7 @@ impl Action {
             // SECCOMP_RET_ERRNO | errno
             Self::Errno(errno) => 0x0005_0000 | errno as u32,
             Self::KillProcess => 0x8000_0000,
+            Self::Observe => RET_USER_NOTIF,
         }
     }
 
@@ -166,6 +170,7 @@ impl Action {
         match ret {
             0x7FFF_0000 => Some(Self::Allow),
             0x8000_0000 => Some(Self::KillProcess),
+            RET_USER_NOTIF => Some(Self::Observe),
             _ if ret & 0xFFFF_0000 == 0x0005_0000 => {
                 u16::try_from(ret & 0xFFFF).ok().map(Self::Errno)
             }
@@ -182,6 +187,7 @@ impl fmt::Display for Action {
             Self::Errno(38) => f.write_str("ENOSYS"),
             Self::Errno(errno) => write!(f, "errno {errno}"),
             Self::KillProcess => f.write_str("KILL_PROCESS"),
+            Self::Observe => f.write_str("USER_NOTIF (observed, then run)"),
         }
     }
 }
@@ -202,6 +208,9 @@ pub struct Program {
     arch: Arch,
     instructions: Vec<Instruction>,
     observed: bool,
+    /// The program with the observer's own stops ([`rules::observe_rules`]) added, before
+    /// [`Program::observed`] turns its refusals into stops as well.
+    observing: Vec<Instruction>,
 }
 
 /// `SECCOMP_RET_USER_NOTIF`: stop the call and ask the listener.
@@ -211,14 +220,21 @@ impl Program {
     /// The same program, except that every call it fails with an errno other than `ENOSYS` is
     /// handed to a listener instead ([`observe`]), which answers with exactly that errno and
     /// records the call. (`ENOSYS` only steers libc to a syscall the filter can read.)
-    /// Which calls are stopped is still the kernel's decision, by this very program; the
-    /// listener can only choose the error (it has no way to let a call run), and if it is
-    /// gone the kernel fails the call with `ENOSYS`. Calls the program kills or allows are
-    /// unchanged, so allowed calls cost nothing more.
+    /// Which calls are stopped is still the kernel's decision, by this very program; for
+    /// those the listener can only choose the error, and if it is gone the kernel fails the
+    /// call with `ENOSYS`. Calls the program kills are unchanged.
+    ///
+    /// Under bwrap it also stops `connect` ([`rules::observe_rules`]), which the plain program
+    /// allows: the listener looks at the address (a route out of the sandbox's network
+    /// namespace, a masked host socket), records what the kernel will refuse, and lets the call
+    /// run, so the kernel's own answer is the one the command gets. Letting a call run is
+    /// allowed only for a call the plain program allows, so the observed program never lets
+    /// through more than the plain one. Every other allowed call is unchanged and costs nothing
+    /// more.
     #[must_use]
     pub fn observed(&self) -> Program {
-        let instructions = self
-            .instructions
+        let instructions: Vec<Instruction> = self
+            .observing
             .iter()
             .map(|insn| match Action::from_ret(insn.k) {
                 // ENOSYS is a steer, not a denial: `clone3` and `openat2` get it so that libc
@@ -237,6 +253,7 @@ impl Program {
             .collect();
         Program {
             arch: self.arch,
+            observing: instructions.clone(),
             instructions,
             observed: true,
         }
@@ -355,12 +372,15 @@ pub fn build(profile: &Profile) -> Result<Program, SeccompError> {
 /// # Errors
 /// As [`build`], except for the architecture.
 pub fn build_for(arch: Arch, profile: &Profile) -> Result<Program, SeccompError> {
-    let rules = rule_set(profile)?;
+    let mut rules = rule_set(profile)?;
     let instructions = bpf::assemble(arch, &rules)?;
+    rules.extend_from_slice(rules::observe_rules(profile));
+    let observing = bpf::assemble(arch, &rules)?;
     Ok(Program {
         arch,
         instructions,
         observed: false,
+        observing,
     })
 }
 
@@ -459,6 +479,30 @@ pub fn judge(arch: Arch, profile: &Profile, nr: i32, args: &[u64; 6]) -> Option<
         socket_family,
         network_rule: index >= base,
     })
+}
+
+/// The name of the syscall (`connect`, `sendto`) if the observed program for `profile` on
+/// `arch` stops this call (syscall `nr` with `args`) only to be looked at ([`Action::Observe`]):
+/// a call the plain program allows. The observer may let exactly these calls run.
+#[must_use]
+pub fn observed_only(
+    arch: Arch,
+    profile: &Profile,
+    nr: i32,
+    args: &[u64; 6],
+) -> Option<&'static str> {
+    let number = u32::try_from(nr).ok()?;
+    if judge(arch, profile, nr, args).is_some() {
+        return None;
+    }
+    rules::observe_rules(profile)
+        .iter()
+        .find(|rule| {
+            rule.syscall.number(arch) == Some(number)
+                && rule.action == Action::Observe
+                && rule.tests.iter().all(|t| t.holds(args))
+        })
+        .map(|rule| rule.syscall.name)
 }
 
 /// Sets `no_new_privs` and installs `program` as a seccomp filter on the calling thread (and

@@ -3,23 +3,48 @@
 //! The sandboxed process installs the observed program ([`super::install_observed`]) and sends
 //! its listener here over a Unix socket. A thread then answers every call the program stopped
 //! with exactly the errno the plain program returns ([`super::judge`]; `EPERM` for anything it
-//! does not recognise) and counts it. It never lets a call run: its only answer is an error
-//! (the `sys` wrapper cannot express `SECCOMP_USER_NOTIF_FLAG_CONTINUE`), and if the thread is
-//! gone the kernel fails the call with `ENOSYS`. So the filter stays the enforcement; the
-//! observer only learns of each refusal and picks the error the plain filter would have given.
+//! does not recognise) and counts it. It never lets a refused call run: its answer to one is an
+//! error, and if the thread is gone the kernel fails the call with `ENOSYS`. So the filter
+//! stays the enforcement; the observer only learns of each refusal and picks the error the
+//! plain filter would have given.
+//!
+//! One call is stopped only to be looked at: `connect` under bwrap ([`super::Action::Observe`]),
+//! which the plain program allows. The observer reads the address from the caller's memory,
+//! records a connection the sandbox cannot make (an IP address outside the network namespace's
+//! own loopback, or a host socket the command's view hides: [`Watch`]), and lets the call run, so the
+//! kernel refuses it exactly as it would unobserved, with the namespace's or the mask's own
+//! error. The address is read while the caller is stopped, but another thread of the command
+//! could change it before the kernel reads it again: that can only falsify this record (the
+//! kernel decides on what it reads), never let a connection through.
 //!
 //! Bounded: at most [`MAX_CALLS`] distinct calls are kept (the same syscall under the same rule
-//! is one entry with a count); the rest are only counted. A call costs one round trip to this
-//! thread, and only calls the filter refuses are stopped; allowed calls never reach it.
+//! and target is one entry with a count); the rest are only counted. A call costs one round trip
+//! to this thread, and only refused calls and `connect` are stopped; other calls never reach it.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
 use super::{Action, Arch, Profile, judge};
 use crate::sys;
+
+/// What the observer checks each `connect` it stops against (bwrap; empty elsewhere).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// The sandbox has a network namespace of its own with only its loopback up: an IP address
+    /// outside `127.0.0.0/8`, `::1` (and the unspecified address, which means loopback) has no
+    /// route there, its loopback ports are not the host's, and neither are its abstract
+    /// sockets.
+    pub own_network: bool,
+    /// The host's listening pathname Unix sockets (`/proc/net/unix`), at their real paths. A
+    /// `connect` to one that the command's own view of the filesystem does not have as a socket
+    /// (masked, or under a private `/tmp` or `/run`) is refused.
+    pub host_sockets: Vec<PathBuf>,
+}
 
 /// Distinct calls kept; the rest are counted in [`Observed::dropped`].
 pub const MAX_CALLS: usize = 64;
@@ -34,12 +59,17 @@ pub struct ObservedCall {
     pub condition: String,
     /// What the rule closes, in the rule table's words.
     pub closes: String,
-    /// The errno the call failed with.
+    /// The errno the call failed with (for a `connect` or `sendto` the observer let run: the
+    /// one the namespace or the mask gives; 0 for a datagram sent where nothing listens).
     pub errno: i32,
     /// For `socket`: the family asked for.
     pub socket_family: Option<String>,
     /// Whether a socket rule of the network reach refused it (rather than a base rule).
     pub network_rule: bool,
+    /// For a `connect` the observer let the kernel refuse: the address (`203.0.113.7:443`,
+    /// `[2001:db8::1]:443`, or a socket's path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     /// The first caller: its pid (as the supervisor sees it) and command name.
     pub pid: u32,
     pub command: String,
@@ -61,7 +91,69 @@ pub struct Observed {
     pub listening: bool,
 }
 
+/// The observer's answer to a stopped call.
+enum Answer {
+    /// Fail it with this errno (a call the filter refuses).
+    Error(i32),
+    /// Let it run (a call stopped only to be looked at).
+    Continue,
+}
+
 impl Observed {
+    /// Records `notif` if it is a refusal, or a `connect` the sandbox will refuse, and answers
+    /// it.
+    fn answer(
+        &mut self,
+        notif: &sys::SeccompNotif,
+        arch: Arch,
+        profile: &Profile,
+        watch: &Watch,
+        listener: &OwnedFd,
+    ) -> Answer {
+        let looked_at = (notif.arch == arch.audit_arch())
+            .then(|| super::observed_only(arch, profile, notif.nr, &notif.args))
+            .flatten();
+        if let Some(syscall) = looked_at {
+            if let Some(refused) = refused_destination(syscall, notif, watch)
+                // Read while the caller waited: not a recycled pid's memory.
+                && sys::seccomp_notif_id_valid(listener, notif.id)
+            {
+                self.keep(ObservedCall {
+                    syscall: syscall.to_owned(),
+                    condition: refused.condition.to_owned(),
+                    closes: refused.closes.to_owned(),
+                    errno: refused.errno,
+                    socket_family: Some(refused.family.to_owned()),
+                    network_rule: true,
+                    target: Some(refused.target),
+                    pid: notif.pid,
+                    command: String::new(),
+                    count: 1,
+                });
+            }
+            return Answer::Continue;
+        }
+        Answer::Error(self.record(notif, arch, profile))
+    }
+
+    /// Adds one call, merged into an equal one (same syscall, condition and target), or counted
+    /// as dropped once [`MAX_CALLS`] are kept.
+    fn keep(&mut self, call: ObservedCall) {
+        self.total = self.total.saturating_add(1);
+        if let Some(same) = self.calls.iter_mut().find(|c| {
+            c.syscall == call.syscall && c.condition == call.condition && c.target == call.target
+        }) {
+            same.count = same.count.saturating_add(1);
+        } else if self.calls.len() < MAX_CALLS {
+            self.calls.push(ObservedCall {
+                command: command_name(call.pid),
+                ..call
+            });
+        } else {
+            self.dropped = self.dropped.saturating_add(1);
+        }
+    }
+
     fn record(&mut self, notif: &sys::SeccompNotif, arch: Arch, profile: &Profile) -> i32 {
         // The program kills calls of another ABI before they can be stopped; be exact anyway.
         let judgement = (notif.arch == arch.audit_arch())
@@ -72,37 +164,308 @@ impl Observed {
             // The program only stops calls it would fail; anything else is refused as well.
             _ => libc::EPERM,
         };
-        self.total = self.total.saturating_add(1);
         let (syscall, condition) = match &judgement {
             Some(j) => (j.syscall.to_owned(), j.condition.clone()),
             None => (format!("nr {}", notif.nr), "x32 or unknown".to_owned()),
         };
-        if let Some(same) = self
-            .calls
-            .iter_mut()
-            .find(|c| c.syscall == syscall && c.condition == condition)
-        {
-            same.count = same.count.saturating_add(1);
-        } else if self.calls.len() < MAX_CALLS {
-            self.calls.push(ObservedCall {
-                syscall,
-                condition,
-                closes: judgement
-                    .as_ref()
-                    .map_or("a syscall outside the filter's ABI", |j| j.closes)
-                    .to_owned(),
-                errno,
-                socket_family: judgement.as_ref().and_then(|j| j.socket_family.clone()),
-                network_rule: judgement.as_ref().is_some_and(|j| j.network_rule),
-                pid: notif.pid,
-                command: command_name(notif.pid),
-                count: 1,
-            });
-        } else {
-            self.dropped = self.dropped.saturating_add(1);
-        }
+        self.keep(ObservedCall {
+            syscall,
+            condition,
+            closes: judgement
+                .as_ref()
+                .map_or("a syscall outside the filter's ABI", |j| j.closes)
+                .to_owned(),
+            errno,
+            socket_family: judgement.as_ref().and_then(|j| j.socket_family.clone()),
+            network_rule: judgement.as_ref().is_some_and(|j| j.network_rule),
+            target: None,
+            pid: notif.pid,
+            command: String::new(),
+            count: 1,
+        });
         errno
     }
+}
+
+/// A `connect` or `sendto` the sandbox will refuse, as the observer recorded it.
+struct RefusedConnect {
+    condition: &'static str,
+    closes: &'static str,
+    /// The error the namespace or the mask gives; 0 for a datagram the call sends to a port
+    /// nothing listens on (it goes nowhere).
+    errno: i32,
+    family: &'static str,
+    target: String,
+}
+
+/// The conditions of the `connect` refusals the observer records.
+pub const UNROUTABLE: &str = "an address outside the sandbox's network namespace";
+pub const HOST_LOOPBACK_PORT: &str = "a port of the host's loopback the plan does not list";
+pub const MASKED_SOCKET: &str = "a host socket the sandbox masks";
+pub const PRIVATE_SOCKET: &str = "a host socket under a directory the sandbox keeps private";
+pub const HOST_ABSTRACT_SOCKET: &str = "an abstract socket of the host's network namespace";
+
+/// Whether `/proc/net/unix` under `net_dir` lists a socket bound to `name` (`@…` for an
+/// abstract one, as the table shows it). `None` when the table cannot be read.
+fn unix_table_has(net_dir: &str, name: &str) -> Option<bool> {
+    let text = std::fs::read_to_string(format!("{net_dir}/unix")).ok()?;
+    // `Num RefCount Protocol Flags Type St Inode Path`: the path is the eighth field.
+    Some(
+        text.lines()
+            .skip(1)
+            .any(|line| line.split_whitespace().nth(7) == Some(name)),
+    )
+}
+
+/// Whether something in the network namespace whose `/proc/<pid>/net` is `net_dir` listens
+/// (TCP; not asked for a datagram) or is bound (UDP) on `port` at a loopback or wildcard
+/// address, IPv4 or IPv6. `None` when no table can be read.
+fn listens_on(net_dir: &str, port: u16, datagram: bool) -> Option<bool> {
+    let mut read_any = false;
+    for (table, tcp) in [
+        ("tcp", true),
+        ("tcp6", true),
+        ("udp", false),
+        ("udp6", false),
+    ] {
+        if datagram && tcp {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(format!("{net_dir}/{table}")) else {
+            continue;
+        };
+        read_any = true;
+        if text
+            .lines()
+            .skip(1)
+            .any(|line| socket_line_matches(line, port, tcp))
+        {
+            return Some(true);
+        }
+    }
+    read_any.then_some(false)
+}
+
+/// One line of `/proc/net/{tcp,udp}[6]`: `sl local_address rem_address st …`, the local address
+/// as hex words in host byte order then `:PORT` in hex; TCP state `0A` is `LISTEN`.
+fn socket_line_matches(line: &str, port: u16, tcp: bool) -> bool {
+    let mut fields = line.split_whitespace();
+    let (Some(_), Some(local), Some(_), Some(state)) =
+        (fields.next(), fields.next(), fields.next(), fields.next())
+    else {
+        return false;
+    };
+    let Some((address, local_port)) = local.split_once(':') else {
+        return false;
+    };
+    if u16::from_str_radix(local_port, 16) != Ok(port) || (tcp && state != "0A") {
+        return false;
+    }
+    // Each 32-bit word is the address's bytes read as a native integer, printed in hex: the
+    // native bytes of the parsed word are the address's bytes, in network order.
+    let mut bytes = Vec::with_capacity(16);
+    for word in address.as_bytes().chunks(8) {
+        let Some(word) = std::str::from_utf8(word)
+            .ok()
+            .and_then(|hex| u32::from_str_radix(hex, 16).ok())
+        else {
+            return false;
+        };
+        bytes.extend_from_slice(&word.to_ne_bytes());
+    }
+    let local_v4 = |ip: std::net::Ipv4Addr| ip.is_loopback() || ip.is_unspecified();
+    if let Ok(v4) = <[u8; 4]>::try_from(bytes.as_slice()) {
+        local_v4(std::net::Ipv4Addr::from(v4))
+    } else if let Ok(v6) = <[u8; 16]>::try_from(bytes.as_slice()) {
+        let ip = std::net::Ipv6Addr::from(v6);
+        ip.is_loopback() || ip.is_unspecified() || ip.to_ipv4_mapped().is_some_and(local_v4)
+    } else {
+        false
+    }
+}
+
+/// The longest address read: `struct sockaddr_un` (110 bytes) covers every family looked at.
+const SOCKADDR_MAX: usize = 110;
+
+/// Whether the `connect` or `sendto` stopped in `notif` goes where the sandbox will not let it,
+/// by its address as read from the caller's memory: an IP address off the namespace's loopback,
+/// a port of the host's loopback, or a host socket the caller's view of the filesystem hides.
+/// `None` for anything else (and when the address or the view cannot be read).
+fn refused_destination(
+    syscall: &str,
+    notif: &sys::SeccompNotif,
+    watch: &Watch,
+) -> Option<RefusedConnect> {
+    let [
+        _,
+        connect_address,
+        connect_length,
+        _,
+        sendto_address,
+        sendto_length,
+    ] = notif.args;
+    let datagram = syscall == "sendto";
+    let (address, length) = if datagram {
+        (sendto_address, sendto_length)
+    } else {
+        (connect_address, connect_length)
+    };
+    let length = usize::try_from(length).ok()?.min(SOCKADDR_MAX);
+    let mut bytes = [0_u8; SOCKADDR_MAX];
+    let read = sys::read_process_memory(notif.pid, address, bytes.get_mut(..length)?).ok()?;
+    match judge_address(bytes.get(..read)?, watch)? {
+        Destination::Unroutable(refused) => Some(refused),
+        Destination::Abstract(name) => {
+            // The namespace scopes abstract sockets: the host's are not the sandbox's.
+            let bound = |net_dir: &str| unix_table_has(net_dir, &name);
+            (!bound(&format!("/proc/{}/net", notif.pid))? && bound("/proc/self/net")?).then_some(
+                RefusedConnect {
+                    condition: HOST_ABSTRACT_SOCKET,
+                    closes: "the host's abstract Unix sockets: the sandbox's network namespace has its own",
+                    errno: libc::ECONNREFUSED,
+                    family: "AF_UNIX",
+                    target: name,
+                },
+            )
+        }
+        Destination::Loopback {
+            family,
+            target,
+            port,
+        } => {
+            // Nothing of the sandbox's own there, but something of the host's: the command
+            // meant the host's loopback, which only listed ports reach (through the bridge).
+            let sandbox_listens = listens_on(&format!("/proc/{}/net", notif.pid), port, datagram)?;
+            let host_listens = || listens_on("/proc/self/net", port, datagram);
+            (!sandbox_listens && host_listens()?).then_some(RefusedConnect {
+                condition: HOST_LOOPBACK_PORT,
+                closes: "the host's loopback ports: the sandbox's loopback is its own, and only the ports the plan lists reach the host's",
+                // A datagram is sent, and goes nowhere.
+                errno: if datagram { 0 } else { libc::ECONNREFUSED },
+                family,
+                target,
+            })
+        }
+        Destination::UnixPath(path) => {
+            // The host's table has real paths; a client may name one through a symlink
+            // (`/var/run/docker.sock`), which resolves the same way on the host.
+            let listed = |p: &std::path::Path| watch.host_sockets.iter().any(|host| host == p);
+            if !listed(&path) && !std::fs::canonicalize(&path).is_ok_and(|real| listed(&real)) {
+                return None;
+            }
+            let in_view = sys::file_type_in_view_of(notif.pid, &path).ok()?;
+            hidden_socket(&path, in_view)
+        }
+    }
+}
+
+/// A `connect` destination worth a second look.
+enum Destination {
+    /// Refused for certain: no route from the namespace.
+    Unroutable(RefusedConnect),
+    /// The namespace's own loopback: refused if nothing of the sandbox's listens on `port` but
+    /// something of the host's does.
+    Loopback {
+        family: &'static str,
+        target: String,
+        port: u16,
+    },
+    /// A pathname Unix socket: refused if it is one of the host's and the caller's view has no
+    /// socket there.
+    UnixPath(PathBuf),
+    /// An abstract Unix socket (`@name`, as `/proc/net/unix` shows it): refused if the host's
+    /// namespace has it and the sandbox's does not.
+    Abstract(String),
+}
+
+/// [`refused_connect`]'s judgement of one `struct sockaddr` (native byte order for the family,
+/// network order for the port).
+fn judge_address(sockaddr: &[u8], watch: &Watch) -> Option<Destination> {
+    let family = u16::from_ne_bytes([*sockaddr.first()?, *sockaddr.get(1)?]);
+    let port =
+        || -> Option<u16> { Some(u16::from_be_bytes([*sockaddr.get(2)?, *sockaddr.get(3)?])) };
+    let unroutable = |family: &'static str, target: String| {
+        Destination::Unroutable(RefusedConnect {
+            condition: UNROUTABLE,
+            closes: "a route out of the sandbox's network namespace, which has only its own loopback",
+            errno: libc::ENETUNREACH,
+            family,
+            target,
+        })
+    };
+    match i32::from(family) {
+        libc::AF_INET if watch.own_network => {
+            let ip = std::net::Ipv4Addr::from(<[u8; 4]>::try_from(sockaddr.get(4..8)?).ok()?);
+            let target = format!("{ip}:{}", port()?);
+            if ip.is_loopback() || ip.is_unspecified() {
+                Some(Destination::Loopback {
+                    family: "AF_INET",
+                    target,
+                    port: port()?,
+                })
+            } else {
+                Some(unroutable("AF_INET", target))
+            }
+        }
+        libc::AF_INET6 if watch.own_network => {
+            let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(sockaddr.get(8..24)?).ok()?);
+            let local = ip.is_loopback()
+                || ip.is_unspecified()
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified());
+            let target = format!("[{ip}]:{}", port()?);
+            if local {
+                Some(Destination::Loopback {
+                    family: "AF_INET6",
+                    target,
+                    port: port()?,
+                })
+            } else {
+                Some(unroutable("AF_INET6", target))
+            }
+        }
+        libc::AF_UNIX => {
+            // A pathname socket: NUL-terminated or not. An abstract one starts with NUL and is
+            // every byte the length covers, NULs included (`/proc/net/unix` shows those as `@`).
+            // A relative path is not judged.
+            let name = sockaddr.get(2..)?;
+            if let Some(abstract_name) = name.strip_prefix(b"\0") {
+                return (watch.own_network && !abstract_name.is_empty()).then(|| {
+                    let shown: Vec<u8> = abstract_name
+                        .iter()
+                        .map(|b| if *b == 0 { b'@' } else { *b })
+                        .collect();
+                    Destination::Abstract(format!("@{}", String::from_utf8_lossy(&shown)))
+                });
+            }
+            let path = name.split(|b| *b == 0).next()?;
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+            path.is_absolute()
+                .then(|| Destination::UnixPath(path.to_path_buf()))
+        }
+        _ => None,
+    }
+}
+
+/// A `connect` to host socket `path`, given what the caller's view has there: refused when
+/// that is no socket (a mask: `ECONNREFUSED`) or nothing (a private directory: `ENOENT`).
+fn hidden_socket(
+    path: &std::path::Path,
+    in_view: Option<std::fs::FileType>,
+) -> Option<RefusedConnect> {
+    let (condition, errno) = match in_view {
+        Some(kind) if std::os::unix::fs::FileTypeExt::is_socket(&kind) => return None,
+        Some(_) => (MASKED_SOCKET, libc::ECONNREFUSED),
+        None => (PRIVATE_SOCKET, libc::ENOENT),
+    };
+    Some(RefusedConnect {
+        condition,
+        closes: "the host's pathname Unix sockets (a Docker daemon, an SSH agent, a session bus): none is reachable, in any network mode",
+        errno,
+        family: "AF_UNIX",
+        target: path.display().to_string(),
+    })
 }
 
 /// The command name of `pid` (`/proc/PID/comm`), read once per distinct call kept.
@@ -134,11 +497,16 @@ impl Observer {
     ///
     /// # Errors
     /// The pipe or the thread could not be created.
-    pub fn start(socket: OwnedFd, arch: Arch, profile: Profile) -> io::Result<Observer> {
+    pub fn start(
+        socket: OwnedFd,
+        arch: Arch,
+        profile: Profile,
+        watch: Watch,
+    ) -> io::Result<Observer> {
         let (stop_read, stop) = sys::pipe_cloexec()?;
         let thread = std::thread::Builder::new()
             .name("seccomp-observer".to_owned())
-            .spawn(move || serve(&socket, &stop_read, arch, &profile))?;
+            .spawn(move || serve(&socket, &stop_read, arch, &profile, &watch))?;
         Ok(Observer { thread, stop })
     }
 
@@ -152,7 +520,13 @@ impl Observer {
     }
 }
 
-fn serve(socket: &OwnedFd, stop: &OwnedFd, arch: Arch, profile: &Profile) -> Observed {
+fn serve(
+    socket: &OwnedFd,
+    stop: &OwnedFd,
+    arch: Arch,
+    profile: &Profile,
+    watch: &Watch,
+) -> Observed {
     let mut observed = Observed::default();
     let ended =
         |revents: libc::c_short| revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
@@ -175,9 +549,14 @@ fn serve(socket: &OwnedFd, stop: &OwnedFd, arch: Arch, profile: &Profile) -> Obs
         if events & libc::POLLIN != 0 {
             match sys::seccomp_notif_recv(&listener) {
                 Ok(notif) => {
-                    let errno = observed.record(&notif, arch, profile);
+                    let sent = match observed.answer(&notif, arch, profile, watch, &listener) {
+                        Answer::Error(errno) => {
+                            sys::seccomp_notif_send_error(&listener, notif.id, errno)
+                        }
+                        Answer::Continue => sys::seccomp_notif_continue(&listener, notif.id),
+                    };
                     // ENOENT: the caller died meanwhile; nothing to answer.
-                    if let Err(e) = sys::seccomp_notif_send_error(&listener, notif.id, errno)
+                    if let Err(e) = sent
                         && e.raw_os_error() != Some(libc::ENOENT)
                     {
                         observed.error = Some(format!("answering a call: {e}"));
@@ -195,5 +574,152 @@ fn serve(socket: &OwnedFd, stop: &OwnedFd, arch: Arch, profile: &Profile) -> Obs
         if events & (libc::POLLHUP | libc::POLLERR) != 0 || ended(from_stop) {
             return observed;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        reason = "tests"
+    )]
+    use super::*;
+
+    fn inet(ip: [u8; 4], port: u16) -> Vec<u8> {
+        let mut bytes = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        bytes.extend_from_slice(&port.to_be_bytes());
+        bytes.extend_from_slice(&ip);
+        bytes.extend_from_slice(&[0; 8]);
+        bytes
+    }
+
+    fn inet6(ip: std::net::Ipv6Addr, port: u16) -> Vec<u8> {
+        let mut bytes = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        bytes.extend_from_slice(&port.to_be_bytes());
+        bytes.extend_from_slice(&[0; 4]);
+        bytes.extend_from_slice(&ip.octets());
+        bytes.extend_from_slice(&[0; 4]);
+        bytes
+    }
+
+    fn unix(path: &[u8]) -> Vec<u8> {
+        let mut bytes = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        bytes.extend_from_slice(path);
+        bytes
+    }
+
+    fn target(sockaddr: &[u8], watch: &Watch) -> Option<String> {
+        match judge_address(sockaddr, watch)? {
+            Destination::Unroutable(refused) => Some(refused.target),
+            Destination::UnixPath(path) => Some(path.display().to_string()),
+            Destination::Abstract(name) => Some(name),
+            // Judged by the socket tables at the time, below.
+            Destination::Loopback { .. } => None,
+        }
+    }
+
+    #[test]
+    fn loopback_destinations_are_left_to_the_socket_tables() {
+        let own = Watch {
+            own_network: true,
+            host_sockets: vec![],
+        };
+        let Some(Destination::Loopback {
+            family,
+            target,
+            port,
+        }) = judge_address(&inet([127, 0, 0, 1], 8080), &own)
+        else {
+            panic!("not a loopback destination");
+        };
+        assert_eq!(
+            (family, target.as_str(), port),
+            ("AF_INET", "127.0.0.1:8080", 8080)
+        );
+        // The kernel's own lines (x86-64): 127.0.0.1:8080 LISTEN, *:53 UDP, [::1]:8080 LISTEN,
+        // 10.0.0.5:8080 LISTEN (not loopback), 127.0.0.1:8080 ESTABLISHED (not listening).
+        let v4_listen = "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0";
+        let udp_any = "  1: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 2 2 0 0";
+        let v6_listen = "   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 3 1 0 100 0 0 10 0";
+        let v4_other = "   2: 0500000A:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0 100 0 0 10 0";
+        let v4_established = "   3: 0100007F:1F90 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 5 1 0 100 0 0 10 0";
+        assert!(socket_line_matches(v4_listen, 8080, true));
+        assert!(!socket_line_matches(v4_listen, 8081, true));
+        assert!(socket_line_matches(udp_any, 53, false));
+        assert!(socket_line_matches(v6_listen, 8080, true));
+        assert!(!socket_line_matches(v4_other, 8080, true));
+        assert!(!socket_line_matches(v4_established, 8080, true));
+    }
+
+    #[test]
+    fn only_addresses_off_the_namespaces_loopback_are_refused() {
+        let own = Watch {
+            own_network: true,
+            host_sockets: vec![],
+        };
+        assert_eq!(
+            target(&inet([192, 0, 2, 7], 443), &own).as_deref(),
+            Some("192.0.2.7:443")
+        );
+        assert_eq!(target(&inet([127, 0, 0, 53], 53), &own), None);
+        assert_eq!(target(&inet([0, 0, 0, 0], 80), &own), None);
+        let doc: std::net::Ipv6Addr = "2001:db8::7".parse().unwrap();
+        assert_eq!(
+            target(&inet6(doc, 22), &own).as_deref(),
+            Some("[2001:db8::7]:22")
+        );
+        for local in ["::1", "::", "::ffff:127.0.0.1"] {
+            assert_eq!(
+                target(&inet6(local.parse().unwrap(), 1), &own),
+                None,
+                "{local}"
+            );
+        }
+        // The host's network (allow-outbound): nothing to refuse.
+        assert_eq!(target(&inet([192, 0, 2, 7], 443), &Watch::default()), None);
+        // Too short to hold the address: not judged.
+        assert_eq!(target(&inet([192, 0, 2, 7], 443)[..6], &own), None);
+    }
+
+    #[test]
+    fn only_host_sockets_the_view_hides_are_refused() {
+        let watch = Watch {
+            own_network: false,
+            host_sockets: vec![PathBuf::from("/run/docker.sock")],
+        };
+        let host = Some("/run/docker.sock".to_owned());
+        assert_eq!(target(&unix(b"/run/docker.sock\0junk"), &watch), host);
+        // Without the terminating NUL (the length ends it), too.
+        assert_eq!(target(&unix(b"/run/docker.sock"), &watch), host);
+        // An abstract name is every byte the length covers, shown as `/proc/net/unix` shows it;
+        // only a namespace of its own makes the host's unreachable.
+        let own = Watch {
+            own_network: true,
+            ..watch.clone()
+        };
+        assert_eq!(
+            target(&unix(b"\0app\0sock"), &own).as_deref(),
+            Some("@app@sock")
+        );
+        // Relative paths are not judged.
+        assert_eq!(target(&unix(b"docker.sock\0"), &watch), None);
+        // Abstract and unnamed sockets: the namespace scopes them.
+        assert_eq!(target(&unix(b"\0/run/docker.sock"), &watch), None);
+        assert_eq!(target(&unix(b""), &watch), None);
+        // What the caller's view has there decides.
+        let path = std::path::Path::new("/run/docker.sock");
+        let dir = tempfile::tempdir().unwrap();
+        let socket = std::os::unix::net::UnixListener::bind(dir.path().join("s")).unwrap();
+        let kind = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().file_type();
+        std::fs::write(dir.path().join("f"), "").unwrap();
+        assert!(hidden_socket(path, Some(kind("s"))).is_none());
+        assert_eq!(
+            hidden_socket(path, Some(kind("f"))).unwrap().errno,
+            libc::ECONNREFUSED
+        );
+        assert_eq!(hidden_socket(path, None).unwrap().errno, libc::ENOENT);
+        drop(socket);
     }
 }

@@ -46,7 +46,9 @@ pub fn oci_profile(arch: Arch, profile: &Profile) -> Result<serde_json::Value, S
         let (action, errno) = match rule.action {
             Action::Errno(errno) => ("SCMP_ACT_ERRNO", Some(errno)),
             Action::KillProcess => ("SCMP_ACT_KILL_PROCESS", None),
-            Action::Allow => ("SCMP_ACT_ALLOW", None),
+            // Observing needs a listener, which the runtime does not hand over; the plain
+            // program allows these calls (and `rule_set` has none of them anyway).
+            Action::Allow | Action::Observe => ("SCMP_ACT_ALLOW", None),
         };
         for args in combinations {
             // runc reads repeated indexes as alternatives; a conjunction needs distinct ones.

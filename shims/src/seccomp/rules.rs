@@ -471,3 +471,36 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
     }
     Ok(rules)
 }
+
+/// What an observed program stops on top of its rules, for the observer to look at and then
+/// let run: under bwrap (a network namespace and masked host sockets), every `connect` and
+/// every `sendto` that names an address (a datagram's destination), so a destination the
+/// namespace cannot route, a port of the host's loopback or a masked host socket is explained.
+/// (`sendmsg` names its address inside a struct the filter cannot read, and stopping every
+/// one would stop a stream's data too.) The plain program allows these calls, so letting them
+/// run changes nothing the kernel enforces.
+pub(super) fn observe_rules(profile: &Profile) -> &'static [Rule] {
+    const CONNECT_OBSERVED: &[Rule] = &[
+        Rule {
+            syscall: CONNECT,
+            tests: &[],
+            action: Action::Observe,
+            closes: "nothing: observed only (the network namespace and the socket masks refuse)",
+        },
+        Rule {
+            syscall: SENDTO,
+            // `addrlen` is a `socklen_t`: zero for a connected socket's data.
+            tests: &[Test::AnyBit {
+                arg: 5,
+                mask: u32::MAX,
+                what: "an address (addrlen != 0)",
+            }],
+            action: Action::Observe,
+            closes: "nothing: observed only (the network namespace and the socket masks refuse)",
+        },
+    ];
+    match profile.mechanism {
+        Mechanism::Bwrap => CONNECT_OBSERVED,
+        Mechanism::Landlock(_) | Mechanism::Docker | Mechanism::Seatbelt | Mechanism::Direct => &[],
+    }
+}

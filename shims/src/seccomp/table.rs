@@ -108,3 +108,5 @@ pub(super) const CREAT: Syscall = x86_64_only("creat", 85);
 pub(super) const OPENAT: Syscall = both("openat", 257, 56);
 pub(super) const OPENAT2: Syscall = both("openat2", 437, 437);
 pub(super) const SOCKET: Syscall = both("socket", 41, 198);
+pub(super) const CONNECT: Syscall = both("connect", 42, 203);
+pub(super) const SENDTO: Syscall = both("sendto", 44, 206);

@@ -43,6 +43,10 @@ fn all_syscalls() -> Vec<Syscall> {
     rules.extend_from_slice(SOCKET_OUTBOUND);
     rules.push(SOCKET_NO_UNIX);
     rules.extend_from_slice(SOCKET_ONLY_UNIX);
+    rules.extend_from_slice(observe_rules(&Profile {
+        mechanism: Mechanism::Bwrap,
+        reach: Reach::OwnLoopback,
+    }));
     rules.iter().map(|rule| rule.syscall).collect()
 }
 
@@ -111,6 +115,8 @@ fn syscall_numbers_match_libc() {
             "openat" => libc::SYS_openat,
             "openat2" => libc::SYS_openat2,
             "socket" => libc::SYS_socket,
+            "connect" => libc::SYS_connect,
+            "sendto" => libc::SYS_sendto,
             #[cfg(target_arch = "x86_64")]
             "iopl" => libc::SYS_iopl,
             #[cfg(target_arch = "x86_64")]

@@ -775,6 +775,106 @@ pub(crate) fn seccomp_notif_send_error(listener: &OwnedFd, id: u64, errno: i32) 
     Ok(())
 }
 
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)` letting call `id` run (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
+/// Only for calls the plain program allows and the observed one stops just to look at
+/// ([`crate::seccomp::Action::Observe`]): the kernel then runs the call as if no filter had
+/// stopped it, and every later check (the network namespace, the mounts) still applies.
+pub(crate) fn seccomp_notif_continue(listener: &OwnedFd, id: u64) -> io::Result<()> {
+    let mut response = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: the kernel reads one `seccomp_notif_resp` from the buffer, which outlives the call.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            std::ptr::from_mut(&mut response),
+        )
+    })?;
+    Ok(())
+}
+
+/// `ioctl(SECCOMP_IOCTL_NOTIF_ID_VALID)`: whether call `id` is still waiting for an answer (so
+/// the process memory read for it since was the caller's, not a recycled pid's).
+pub(crate) fn seccomp_notif_id_valid(listener: &OwnedFd, id: u64) -> bool {
+    let mut id = id;
+    // SAFETY: the kernel reads one `u64` from the pointer, which outlives the call.
+    let status = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            std::ptr::from_mut(&mut id),
+        )
+    };
+    status == 0
+}
+
+/// What is at `path` (absolute) in process `pid`'s own view of the filesystem: resolved inside
+/// `/proc/<pid>/root` (`openat2` with `RESOLVE_IN_ROOT`, so its symlinks stay in that root and
+/// no magic link is followed), the last component followed as `connect` follows it. `Ok(None)`
+/// when nothing is there.
+pub(crate) fn file_type_in_view_of(pid: u32, path: &Path) -> io::Result<Option<std::fs::FileType>> {
+    let root = std::fs::File::open(format!("/proc/{pid}/root"))?;
+    let relative = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // `struct open_how` (libc's is non-exhaustive, so it cannot be built here).
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a NUL-terminated path and one `open_how` of the size passed, both outliving the
+    // call; the kernel returns a new descriptor or an error.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            relative.as_ptr(),
+            &raw const how,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    let fd = match i32::try_from(fd) {
+        // SAFETY: a descriptor the kernel just returned, owned by nobody else.
+        Ok(fd) if fd >= 0 => unsafe { OwnedFd::from_raw_fd(fd) },
+        _ => {
+            let error = io::Error::last_os_error();
+            return match error.raw_os_error() {
+                Some(libc::ENOENT | libc::ENOTDIR) => Ok(None),
+                _ => Err(error),
+            };
+        }
+    };
+    Ok(Some(std::fs::File::from(fd).metadata()?.file_type()))
+}
+
+/// Reads `buf.len()` bytes at `address` in process `pid` (`process_vm_readv`); returns how many
+/// were read. Needs the right to trace it: the observer is the sandbox's ancestor, same user.
+pub(crate) fn read_process_memory(pid: u32, address: u64, buf: &mut [u8]) -> io::Result<usize> {
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: address as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: one local iovec over `buf` (writable, outlives the call); the remote one is only
+    // an address in the other process, which the kernel checks.
+    let read = unsafe { libc::process_vm_readv(pid, &raw const local, 1, &raw const remote, 1, 0) };
+    usize::try_from(read).map_err(|_| io::Error::last_os_error())
+}
+
 /// Sends `fd` over the Unix socket `socket` (`SCM_RIGHTS`, one byte of data). Allocates
 /// nothing, so it may run between `fork` and `exec`.
 pub(crate) fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
