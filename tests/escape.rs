@@ -748,7 +748,9 @@ fn vsock_case(expects: Expects) -> Case {
     })
 }
 
-/// `allow-outbound` shares the host's network; what stays closed there is vsock.
+/// `allow-outbound` shares the host's network; what stays closed there is vsock, and under bwrap
+/// and Landlock the host's abstract Unix sockets (Landlock scopes them out: the namespace does
+/// not). Docker's `--network host` shares them: recorded, and listed in its probe's limitations.
 fn outbound_cases() -> Vec<Case> {
     let outbound = Expects {
         bwrap: Expect::Blocked,
@@ -756,10 +758,27 @@ fn outbound_cases() -> Vec<Case> {
         direct: Expect::Record,
         docker: Expect::Blocked,
     };
-    vec![Case {
-        name: "net.create-vsock-socket@allow-outbound".into(),
-        ..vsock_case(outbound).policy(Policy::Network("allow-outbound"))
-    }]
+    let abstract_sockets = Expects {
+        docker: Expect::Record,
+        ..outbound
+    };
+    vec![
+        Case {
+            name: "net.create-vsock-socket@allow-outbound".into(),
+            ..vsock_case(outbound).policy(Policy::Network("allow-outbound"))
+        },
+        Case {
+            name: "ipc.unix-abstract-host@allow-outbound".into(),
+            ..case("ipc.unix-abstract-host", plain, abstract_sockets, |f, _| {
+                let name = f.unix_abstract();
+                Ok(plan(
+                    "ipc.unix-abstract",
+                    opts([("name", name), ("marker", marker(f))]),
+                ))
+            })
+            .policy(Policy::Network("allow-outbound"))
+        },
+    ]
 }
 
 /// The IPC class: host Unix sockets, io_uring, TIOCSTI, keyrings; signals, ptrace,

@@ -1,5 +1,7 @@
-//! `palisade __sandbox-exec`: the first program bubblewrap runs in the sandbox. It installs
-//! Palisade's seccomp filter in its observed form ([`crate::seccomp::Program::observed`]),
+//! `palisade __sandbox-exec`: the first program bubblewrap runs in the sandbox. Under
+//! `allow-outbound` (the host's network namespace) it first scopes the sandbox out of the host's
+//! abstract Unix sockets with Landlock ([`crate::landlock::scope_abstract_unix_sockets`]). It
+//! installs Palisade's seccomp filter in its observed form ([`crate::seccomp::Program::observed`]),
 //! sends the filter's listener to the supervisor's observer over [`bwrap::OBSERVE_FD`], closes
 //! that descriptor and execs the rest of its arguments (the network bridge, or the command).
 //!
@@ -20,7 +22,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 
 use crate::bwrap::{self, SUBCOMMAND_SANDBOX_EXEC};
-use crate::plan::Mechanism;
+use crate::plan::{Mechanism, Reach};
 use crate::seccomp;
 use crate::sys;
 
@@ -41,6 +43,13 @@ pub fn main(args: &[OsString]) -> ! {
         Ok(fd) => fd,
         Err(e) => fail(EXIT_SETUP_FAILED, format!("no observer socket: {e}")),
     };
+    // Sharing the host's network namespace, the sandbox would share its abstract Unix sockets
+    // too (a session bus, a container runtime's): Landlock scopes them where the kernel can.
+    if reach == Reach::Everything
+        && let Err(e) = crate::landlock::scope_abstract_unix_sockets()
+    {
+        fail(EXIT_SETUP_FAILED, format!("landlock scope: {e}"));
+    }
     let profile = seccomp::Profile {
         mechanism: Mechanism::Bwrap,
         reach,

@@ -81,6 +81,9 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
             unavailable(Backend::LinuxBwrap, format!("trial failed: {err}"))
         }
     };
+    if probe.available {
+        abstract_socket_scope(&mut probe);
+    }
     probe.version = match version {
         Some(version) => version,
         None if probe.available => "bubblewrap (version unknown)".to_owned(),
@@ -103,6 +106,29 @@ fn available() -> BackendProbe {
         limitations: Vec::new(),
     }
 }
+
+/// Under `allow-outbound` the sandbox keeps the host's network namespace, whose abstract Unix
+/// sockets (a session bus, a container runtime's) it would reach: Palisade's stub scopes them
+/// out with Landlock where the kernel has scopes (ABI 6), which the probe records either way.
+#[cfg(target_os = "linux")]
+fn abstract_socket_scope(probe: &mut BackendProbe) {
+    let exposed = "under `allow-outbound` the sandbox shares the host's network namespace, and with it the host's abstract Unix sockets";
+    match palisade_shims::landlock::kernel_abi() {
+        Ok(abi) if abi >= palisade_shims::landlock_abi::SCOPES => probe.reason.push_str(&format!(
+            "; under allow-outbound, Landlock (ABI {abi}) scopes the host's abstract Unix sockets out"
+        )),
+        Ok(abi) => probe.limitations.push(format!(
+            "{exposed}: Landlock ABI {abi} has no scopes (6 has)"
+        )),
+        Err(e) => probe
+            .limitations
+            .push(format!("{exposed}: no Landlock to scope them ({e})")),
+    }
+}
+
+/// bwrap runs only on Linux.
+#[cfg(not(target_os = "linux"))]
+fn abstract_socket_scope(_: &mut BackendProbe) {}
 
 /// Whether bwrap's message is a remount of a submount that changed under it (transient).
 pub(crate) fn is_mount_race(stderr: &[u8]) -> bool {

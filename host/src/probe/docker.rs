@@ -102,7 +102,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
     }
 
     let mut limitations = vec![
-        "allow-outbound uses the host's network namespace (`--network host`)".to_owned(),
+        "allow-outbound uses the host's network namespace (`--network host`), and with it the host's abstract Unix sockets".to_owned(),
         "read-only binds are not recursively read-only".to_owned(),
     ];
     let bridge = match &inputs.docker_egress_bridge {

@@ -353,7 +353,7 @@ pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
     match backend {
         Backend::LinuxBwrap => vec![
             files.to_owned(),
-            "datagrams sent without `connect` (`sendto`, `sendmsg`) to an address outside the sandbox's own network namespace are not observed (connections are)".to_owned(),
+            "datagrams sent with `sendmsg` or `sendmmsg` to an address the sandbox cannot reach are not observed (connections and `sendto` are)".to_owned(),
         ],
         Backend::LinuxLandlock => vec![
             files.to_owned(),

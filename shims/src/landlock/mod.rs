@@ -593,6 +593,27 @@ pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
     })
 }
 
+/// Scopes the calling process, and what it execs, out of the abstract Unix sockets of every
+/// other Landlock domain (the host's included) and nothing else: for a sandbox that shares the
+/// host's network namespace (bwrap under `allow-outbound`), which does not scope them. Sets
+/// `no_new_privs`. `Ok(false)` when the kernel's ABI has no scopes (below 6; the bwrap probe
+/// lists that as a limitation); an error if the kernel has them and the scope is not enforced.
+pub fn scope_abstract_unix_sockets() -> Result<bool, LandlockError> {
+    if kernel_abi()? < rights::SCOPE_ABI {
+        return Ok(false);
+    }
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .scope(landlock::Scope::AbstractUnixSocket)?
+        .create()?
+        .no_new_privs(true)
+        .restrict_self()?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(LandlockError::NotEnforced(format!("{:?}", status.ruleset)));
+    }
+    Ok(true)
+}
+
 /// The running kernel's Landlock ABI version (`landlock_create_ruleset(NULL, 0, VERSION)`).
 pub fn kernel_abi() -> Result<u32, LandlockError> {
     let version = crate::sys::landlock_abi_version().map_err(LandlockError::AbiQuery)?;

@@ -10,7 +10,7 @@ use super::{FsRight, NetRight, ScopeRight};
 use crate::landlock_abi;
 
 pub(super) const NET_ABI: u32 = landlock_abi::TCP;
-pub(super) const SCOPE_ABI: u32 = landlock_abi::SCOPES;
+pub(crate) const SCOPE_ABI: u32 = landlock_abi::SCOPES;
 
 pub(super) const READ: [FsRight; 3] = [FsRight::Execute, FsRight::ReadFile, FsRight::ReadDir];
 
