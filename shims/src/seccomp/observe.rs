@@ -109,12 +109,13 @@ impl Observed {
         profile: &Profile,
         watch: &Watch,
         listener: &OwnedFd,
+        listening: &mut SandboxListeners,
     ) -> Answer {
         let looked_at = (notif.arch == arch.audit_arch())
             .then(|| super::observed_only(arch, profile, notif.nr, &notif.args))
             .flatten();
         if let Some(syscall) = looked_at {
-            if let Some(refused) = refused_destination(syscall, notif, watch)
+            if let Some(refused) = refused_destination(syscall, notif, watch, listening)
                 // Read while the caller waited: not a recycled pid's memory.
                 && sys::seccomp_notif_id_valid(listener, notif.id)
             {
@@ -220,7 +221,13 @@ fn unix_table_has(net_dir: &str, name: &str) -> Option<bool> {
 /// Whether something in the network namespace whose `/proc/<pid>/net` is `net_dir` listens
 /// (TCP; not asked for a datagram) or is bound (UDP) on `port` at a loopback or wildcard
 /// address, IPv4 or IPv6. `None` when no table can be read.
+///
+/// Bounded by the listeners, not the connections: the kernel writes a TCP table's listening
+/// sockets first, and the lines are read as the kernel makes them, so reading stops at the
+/// first line that is not `LISTEN`. (Read whole, a table holding the `TIME_WAIT`s of thousands
+/// of recent connections made every loopback `connect` pay for all of them.)
 fn listens_on(net_dir: &str, port: u16, datagram: bool) -> Option<bool> {
+    use std::io::BufRead as _;
     let mut read_any = false;
     for (table, tcp) in [
         ("tcp", true),
@@ -231,20 +238,27 @@ fn listens_on(net_dir: &str, port: u16, datagram: bool) -> Option<bool> {
         if datagram && tcp {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(format!("{net_dir}/{table}")) else {
+        let Ok(file) = std::fs::File::open(format!("{net_dir}/{table}")) else {
             continue;
         };
         read_any = true;
-        if text
-            .lines()
-            .skip(1)
-            .any(|line| socket_line_matches(line, port, tcp))
-        {
-            return Some(true);
+        for line in std::io::BufReader::new(file).lines().skip(1) {
+            let Ok(line) = line else {
+                break;
+            };
+            if tcp && line.split_whitespace().nth(3) != Some(TCP_LISTEN) {
+                break;
+            }
+            if socket_line_matches(&line, port, tcp) {
+                return Some(true);
+            }
         }
     }
     read_any.then_some(false)
 }
+
+/// `st` of a listening TCP socket in `/proc/net/tcp[6]`.
+const TCP_LISTEN: &str = "0A";
 
 /// One line of `/proc/net/{tcp,udp}[6]`: `sl local_address rem_address st …`, the local address
 /// as hex words in host byte order then `:PORT` in hex; TCP state `0A` is `LISTEN`.
@@ -258,7 +272,7 @@ fn socket_line_matches(line: &str, port: u16, tcp: bool) -> bool {
     let Some((address, local_port)) = local.split_once(':') else {
         return false;
     };
-    if u16::from_str_radix(local_port, 16) != Ok(port) || (tcp && state != "0A") {
+    if u16::from_str_radix(local_port, 16) != Ok(port) || (tcp && state != TCP_LISTEN) {
         return false;
     }
     // Each 32-bit word is the address's bytes read as a native integer, printed in hex: the
@@ -284,6 +298,13 @@ fn socket_line_matches(line: &str, port: u16, tcp: bool) -> bool {
     }
 }
 
+/// Loopback ports (with whether for datagrams) found listening in the sandbox during the run.
+/// A socket table costs a walk of the kernel's hash buckets to read (about 0.1 ms here), and
+/// agents connect to the same few ports (the proxy's) again and again; a listener seen once is
+/// taken to stay, so a connection to one that closed since is not recorded (a missed record,
+/// never a false one).
+type SandboxListeners = std::collections::BTreeSet<(u16, bool)>;
+
 /// The longest address read: `struct sockaddr_un` (110 bytes) covers every family looked at.
 const SOCKADDR_MAX: usize = 110;
 
@@ -295,6 +316,7 @@ fn refused_destination(
     syscall: &str,
     notif: &sys::SeccompNotif,
     watch: &Watch,
+    listening: &mut SandboxListeners,
 ) -> Option<RefusedConnect> {
     let [
         _,
@@ -335,7 +357,11 @@ fn refused_destination(
         } => {
             // Nothing of the sandbox's own there, but something of the host's: the command
             // meant the host's loopback, which only listed ports reach (through the bridge).
-            let sandbox_listens = listens_on(&format!("/proc/{}/net", notif.pid), port, datagram)?;
+            let sandbox_listens = listening.contains(&(port, datagram))
+                || listens_on(&format!("/proc/{}/net", notif.pid), port, datagram)?;
+            if sandbox_listens {
+                listening.insert((port, datagram));
+            }
             let host_listens = || listens_on("/proc/self/net", port, datagram);
             (!sandbox_listens && host_listens()?).then_some(RefusedConnect {
                 condition: HOST_LOOPBACK_PORT,
@@ -528,6 +554,7 @@ fn serve(
     watch: &Watch,
 ) -> Observed {
     let mut observed = Observed::default();
+    let mut listening = SandboxListeners::new();
     let ended =
         |revents: libc::c_short| revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
     // First the listener, unless the run ends (or the sandbox closes its end) before sending.
@@ -549,7 +576,14 @@ fn serve(
         if events & libc::POLLIN != 0 {
             match sys::seccomp_notif_recv(&listener) {
                 Ok(notif) => {
-                    let sent = match observed.answer(&notif, arch, profile, watch, &listener) {
+                    let sent = match observed.answer(
+                        &notif,
+                        arch,
+                        profile,
+                        watch,
+                        &listener,
+                        &mut listening,
+                    ) {
                         Answer::Error(errno) => {
                             sys::seccomp_notif_send_error(&listener, notif.id, errno)
                         }
