@@ -491,10 +491,16 @@ pub fn observed_only(
     nr: i32,
     args: &[u64; 6],
 ) -> Option<&'static str> {
-    let number = u32::try_from(nr).ok()?;
     if judge(arch, profile, nr, args).is_some() {
         return None;
     }
+    observe_rule(arch, profile, nr, args)
+}
+
+/// The name of the observe-only rule of `profile` that matches this call, whatever the plain
+/// rules say: for a caller that has judged the call already ([`observed_only`] otherwise).
+fn observe_rule(arch: Arch, profile: &Profile, nr: i32, args: &[u64; 6]) -> Option<&'static str> {
+    let number = u32::try_from(nr).ok()?;
     rules::observe_rules(profile)
         .iter()
         .find(|rule| {

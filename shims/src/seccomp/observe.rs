@@ -22,6 +22,7 @@
 //! to this thread, and only refused calls and `connect` are stopped; other calls never reach it.
 
 use std::io;
+use std::net::IpAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -111,8 +112,14 @@ impl Observed {
         listener: &OwnedFd,
         listening: &mut SandboxListeners,
     ) -> Answer {
-        let looked_at = (notif.arch == arch.audit_arch())
-            .then(|| super::observed_only(arch, profile, notif.nr, &notif.args))
+        // One lookup of the plain rules per call: a refusal is answered from it, and only a
+        // call they allow can be one stopped just to be looked at.
+        let native = notif.arch == arch.audit_arch();
+        let judgement = native
+            .then(|| judge(arch, profile, notif.nr, &notif.args))
+            .flatten();
+        let looked_at = (native && judgement.is_none())
+            .then(|| super::observe_rule(arch, profile, notif.nr, &notif.args))
             .flatten();
         if let Some(syscall) = looked_at {
             if let Some(refused) = refused_destination(syscall, notif, watch, listening)
@@ -134,7 +141,7 @@ impl Observed {
             }
             return Answer::Continue;
         }
-        Answer::Error(self.record(notif, arch, profile))
+        Answer::Error(self.record(notif, judgement.as_ref()))
     }
 
     /// Adds one call, merged into an equal one (same syscall, condition and target), or counted
@@ -155,17 +162,16 @@ impl Observed {
         }
     }
 
-    fn record(&mut self, notif: &sys::SeccompNotif, arch: Arch, profile: &Profile) -> i32 {
-        // The program kills calls of another ABI before they can be stopped; be exact anyway.
-        let judgement = (notif.arch == arch.audit_arch())
-            .then(|| judge(arch, profile, notif.nr, &notif.args))
-            .flatten();
-        let errno = match judgement.as_ref().map(|j| j.action) {
+    /// Records a refused call under `judgement`, the plain rules' verdict on it (`None` for a
+    /// call of another ABI, which the program kills before it can be stopped, or one no rule
+    /// names), and returns the errno to answer with.
+    fn record(&mut self, notif: &sys::SeccompNotif, judgement: Option<&super::Judgement>) -> i32 {
+        let errno = match judgement.map(|j| j.action) {
             Some(Action::Errno(errno)) => i32::from(errno),
             // The program only stops calls it would fail; anything else is refused as well.
             _ => libc::EPERM,
         };
-        let (syscall, condition) = match &judgement {
+        let (syscall, condition) = match judgement {
             Some(j) => (j.syscall.to_owned(), j.condition.clone()),
             None => (format!("nr {}", notif.nr), "x32 or unknown".to_owned()),
         };
@@ -173,12 +179,11 @@ impl Observed {
             syscall,
             condition,
             closes: judgement
-                .as_ref()
                 .map_or("a syscall outside the filter's ABI", |j| j.closes)
                 .to_owned(),
             errno,
-            socket_family: judgement.as_ref().and_then(|j| j.socket_family.clone()),
-            network_rule: judgement.as_ref().is_some_and(|j| j.network_rule),
+            socket_family: judgement.and_then(|j| j.socket_family.clone()),
+            network_rule: judgement.is_some_and(|j| j.network_rule),
             target: None,
             pid: notif.pid,
             command: String::new(),
@@ -287,15 +292,20 @@ fn socket_line_matches(line: &str, port: u16, tcp: bool) -> bool {
         };
         bytes.extend_from_slice(&word.to_ne_bytes());
     }
-    let local_v4 = |ip: std::net::Ipv4Addr| ip.is_loopback() || ip.is_unspecified();
     if let Ok(v4) = <[u8; 4]>::try_from(bytes.as_slice()) {
-        local_v4(std::net::Ipv4Addr::from(v4))
+        is_local(IpAddr::from(v4))
     } else if let Ok(v6) = <[u8; 16]>::try_from(bytes.as_slice()) {
-        let ip = std::net::Ipv6Addr::from(v6);
-        ip.is_loopback() || ip.is_unspecified() || ip.to_ipv4_mapped().is_some_and(local_v4)
+        is_local(IpAddr::from(v6))
     } else {
         false
     }
+}
+
+/// Whether `ip` stays on the namespace's own loopback: a loopback address, the unspecified one
+/// (which means loopback to `connect`), or either as an IPv4-mapped IPv6 address.
+fn is_local(ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    ip.is_loopback() || ip.is_unspecified()
 }
 
 /// Loopback ports (with whether for datagrams) found listening in the sandbox during the run.
@@ -404,52 +414,36 @@ enum Destination {
     Abstract(String),
 }
 
-/// [`refused_connect`]'s judgement of one `struct sockaddr` (native byte order for the family,
-/// network order for the port).
+/// [`refused_destination`]'s judgement of one `struct sockaddr` (native byte order for the
+/// family, network order for the port).
 fn judge_address(sockaddr: &[u8], watch: &Watch) -> Option<Destination> {
     let family = u16::from_ne_bytes([*sockaddr.first()?, *sockaddr.get(1)?]);
-    let port =
-        || -> Option<u16> { Some(u16::from_be_bytes([*sockaddr.get(2)?, *sockaddr.get(3)?])) };
-    let unroutable = |family: &'static str, target: String| {
-        Destination::Unroutable(RefusedConnect {
-            condition: UNROUTABLE,
-            closes: "a route out of the sandbox's network namespace, which has only its own loopback",
-            errno: libc::ENETUNREACH,
-            family,
-            target,
-        })
-    };
     match i32::from(family) {
-        libc::AF_INET if watch.own_network => {
-            let ip = std::net::Ipv4Addr::from(<[u8; 4]>::try_from(sockaddr.get(4..8)?).ok()?);
-            let target = format!("{ip}:{}", port()?);
-            if ip.is_loopback() || ip.is_unspecified() {
-                Some(Destination::Loopback {
-                    family: "AF_INET",
-                    target,
-                    port: port()?,
-                })
+        libc::AF_INET | libc::AF_INET6 if watch.own_network => {
+            let (family, ip) = if i32::from(family) == libc::AF_INET {
+                let octets = <[u8; 4]>::try_from(sockaddr.get(4..8)?).ok()?;
+                ("AF_INET", IpAddr::from(octets))
             } else {
-                Some(unroutable("AF_INET", target))
-            }
-        }
-        libc::AF_INET6 if watch.own_network => {
-            let ip = std::net::Ipv6Addr::from(<[u8; 16]>::try_from(sockaddr.get(8..24)?).ok()?);
-            let local = ip.is_loopback()
-                || ip.is_unspecified()
-                || ip
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified());
-            let target = format!("[{ip}]:{}", port()?);
-            if local {
-                Some(Destination::Loopback {
-                    family: "AF_INET6",
+                let octets = <[u8; 16]>::try_from(sockaddr.get(8..24)?).ok()?;
+                ("AF_INET6", IpAddr::from(octets))
+            };
+            let port = u16::from_be_bytes([*sockaddr.get(2)?, *sockaddr.get(3)?]);
+            let target = std::net::SocketAddr::new(ip, port).to_string();
+            Some(if is_local(ip) {
+                Destination::Loopback {
+                    family,
                     target,
-                    port: port()?,
-                })
+                    port,
+                }
             } else {
-                Some(unroutable("AF_INET6", target))
-            }
+                Destination::Unroutable(RefusedConnect {
+                    condition: UNROUTABLE,
+                    closes: "a route out of the sandbox's network namespace, which has only its own loopback",
+                    errno: libc::ENETUNREACH,
+                    family,
+                    target,
+                })
+            })
         }
         libc::AF_UNIX => {
             // A pathname socket: NUL-terminated or not. An abstract one starts with NUL and is

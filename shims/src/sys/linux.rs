@@ -758,21 +758,15 @@ pub(crate) fn seccomp_notif_recv(listener: &OwnedFd) -> io::Result<SeccompNotif>
 /// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)` answering call `id` with `-errno`. Never with
 /// `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: this wrapper cannot let a stopped call run.
 pub(crate) fn seccomp_notif_send_error(listener: &OwnedFd, id: u64, errno: i32) -> io::Result<()> {
-    let mut response = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: -errno.abs(),
-        flags: 0,
-    };
-    // SAFETY: the kernel reads one `seccomp_notif_resp` from the buffer, which outlives the call.
-    check(unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_SEND,
-            std::ptr::from_mut(&mut response),
-        )
-    })?;
-    Ok(())
+    seccomp_notif_send(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: -errno.abs(),
+            flags: 0,
+        },
+    )
 }
 
 /// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)` letting call `id` run (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`).
@@ -780,12 +774,22 @@ pub(crate) fn seccomp_notif_send_error(listener: &OwnedFd, id: u64, errno: i32) 
 /// ([`crate::seccomp::Action::Observe`]): the kernel then runs the call as if no filter had
 /// stopped it, and every later check (the network namespace, the mounts) still applies.
 pub(crate) fn seccomp_notif_continue(listener: &OwnedFd, id: u64) -> io::Result<()> {
-    let mut response = libc::seccomp_notif_resp {
-        id,
-        val: 0,
-        error: 0,
-        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-    };
+    seccomp_notif_send(
+        listener,
+        libc::seccomp_notif_resp {
+            id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        },
+    )
+}
+
+/// `ioctl(SECCOMP_IOCTL_NOTIF_SEND)` with `response`.
+fn seccomp_notif_send(
+    listener: &OwnedFd,
+    mut response: libc::seccomp_notif_resp,
+) -> io::Result<()> {
     // SAFETY: the kernel reads one `seccomp_notif_resp` from the buffer, which outlives the call.
     check(unsafe {
         libc::ioctl(
