@@ -64,8 +64,13 @@ fn run_under(profile: Profile, program: &str, args: &[&str], observed: bool) {
             own_network: profile.reach == Reach::OwnLoopback,
             host_sockets: Vec::new(),
         };
-        let observer =
-            observe::Observer::start(ours, Arch::native().unwrap(), profile, watch).unwrap();
+        let observer = observe::Observer::start(
+            observe::Channel::Connected(ours),
+            Arch::native().unwrap(),
+            profile,
+            watch,
+        )
+        .unwrap();
         let filter = plain.observed();
         let fd = theirs.as_raw_fd();
         // SAFETY: install_observed allocates nothing and only makes system calls.

@@ -47,8 +47,15 @@ impl Setup {
         self.dir.path().join("ws")
     }
 
+    /// The runtime profile file the runs use: the pinned image and the static bridge, which
+    /// is also the container's seccomp stub (the observed filter).
     fn profiles(&self) -> PathBuf {
         self.dir.path().join("profiles.yaml")
+    }
+
+    /// The same image without `spec.egressBridge`: no network bridge, no observed filter.
+    fn plain_profiles(&self) -> PathBuf {
+        self.dir.path().join("plain-profiles.yaml")
     }
 
     fn taskpack(&self, network: &str) -> PathBuf {
@@ -143,7 +150,11 @@ fn setup() -> Option<Setup> {
         dir,
         palisade,
     };
-    setup.image.write_profile(&setup.profiles(), &[]);
+    setup.image.write_profile(&setup.plain_profiles(), &[]);
+    let bridge = docker_image::static_bridge().unwrap();
+    setup
+        .image
+        .write_profile_with_bridge(&setup.profiles(), &[], Some(&bridge));
     Some(setup)
 }
 
@@ -195,7 +206,7 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn doctor_shows_docker_available_with_a_pinned_profile() {
     let Some(s) = setup() else { return };
-    let docker = doctor_docker_probe(&s, &s.profiles());
+    let docker = doctor_docker_probe(&s, &s.plain_profiles());
     assert_eq!(docker["available"], true, "{docker}");
     assert_eq!(
         docker["networkBridge"], false,
@@ -378,7 +389,7 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         "denied.test=127.0.0.3",
     ];
     let out = s
-        .run_command_with(&taskpack, &s.profiles(), &resolve, &["true"])
+        .run_command_with(&taskpack, &s.plain_profiles(), &resolve, &["true"])
         .output()
         .unwrap();
     assert_ne!(out.status.code(), Some(0));
@@ -388,10 +399,8 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         stderr(&out)
     );
 
-    let bridged = s.dir.path().join("bridged.yaml");
+    let bridged = s.profiles();
     let bridge = docker_image::static_bridge().unwrap();
-    s.image
-        .write_profile_with_bridge(&bridged, &[], Some(&bridge));
     let docker = doctor_docker_probe(&s, &bridged);
     assert_eq!(docker["networkBridge"], true, "{docker}");
     // The host's own palisade is dynamically linked: an image need not have its libc.
@@ -814,4 +823,124 @@ fn real_uid() -> u32 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+/// With the static stub (`spec.egressBridge`), what the container's filter refuses and the
+/// connections the container cannot make are explained, as under bwrap: the stub installs the
+/// observed filter, the runtime's profile leaves those refusals to it, and the supervisor
+/// records each. Without the stub the run still refuses the same calls (the runtime's own
+/// profile), records none, and the probe says so.
+#[test]
+fn refused_calls_and_connections_are_explained_with_the_static_stub() {
+    let Some(s) = setup() else { return };
+    // A host socket this test made, outside anything bound into the container.
+    let host_socket = s.dir.path().join("host.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&host_socket).unwrap();
+    // Control: it answers on the host.
+    std::os::unix::net::UnixStream::connect(&host_socket).unwrap();
+    let attack = docker_image::ATTACK_IN_IMAGE;
+    // The attack binary prints one JSON line per attack with its verdict.
+    let script = format!(
+        "{attack} ipc.keyring-add --desc palisade-docker-test; \
+         {attack} net.tcp-connect --addr 192.0.2.7 --port 443 --marker m; \
+         {attack} ipc.unix-connect --path {} --marker m",
+        host_socket.display()
+    );
+    // The container's own loopback: IP sockets are allowed, routes off it are not.
+    let taskpack = s.taskpack("loopback-only");
+    let limitations = doctor_docker_probe(&s, &s.profiles())["limitations"].to_string();
+    assert!(!limitations.contains("syscalls the seccomp profile refuses are not observed"));
+    let unobserved = doctor_docker_probe(&s, &s.plain_profiles())["limitations"].to_string();
+    assert!(unobserved.contains("syscalls the seccomp profile refuses are not observed"));
+
+    // As root, and as uid 65534 in the socket's group (how most people use Docker), when the
+    // test can become that user and the socket has such a group.
+    let mut users = vec![None];
+    if escape_kit::test_uid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let gid = std::fs::metadata(&s.image.socket).unwrap().gid();
+        if gid == 0 {
+            eprintln!("the socket belongs to root's group: no unprivileged docker user to try");
+        } else {
+            users.push(Some(nobody_with(&s, vec![gid])));
+        }
+    }
+    let runs = users.iter().flat_map(|user| {
+        [(s.profiles(), true), (s.plain_profiles(), false)].map(|run| (user, run))
+    });
+    for (user, (profiles, observed)) in runs {
+        let who = if user.is_some() { "uid 65534" } else { "root" };
+        let home = user.as_ref().map_or(s.dir.path(), |u| u.home.as_path());
+        let audit = home.join(format!("audit-{observed}.jsonl"));
+        let mut command = s.run_command_with(
+            &taskpack,
+            &profiles,
+            &["--audit", audit.to_str().unwrap()],
+            &["sh", "-c", &script],
+        );
+        if let Some(user) = user {
+            command = user.wrap(&command);
+        }
+        let out = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{who}: {}", stderr(&out));
+        // The command gets the same refusals either way.
+        let verdicts: Vec<&str> = stdout
+            .lines()
+            .map(|line| {
+                if line.contains(r#""verdict":"blocked""#) {
+                    "blocked"
+                } else {
+                    line
+                }
+            })
+            .collect();
+        assert_eq!(verdicts, ["blocked"; 3], "{who}: {stdout}");
+        for errno in [
+            "Operation not permitted",
+            "Network is unreachable",
+            "No such file",
+        ] {
+            assert!(stdout.contains(errno), "{who}: {errno}: {stdout}");
+        }
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let outcome = &lines[1]["outcome"];
+        let events = outcome["denials"]["events"].as_array().unwrap();
+        let find = |operation: &str, target: Option<&str>| {
+            events
+                .iter()
+                .find(|e| e["operation"] == operation && target.is_none_or(|t| e["target"] == t))
+        };
+        if !observed {
+            assert!(events.is_empty(), "{who}: {outcome}");
+            assert!(outcome.get("seccompObserver").is_none(), "{who}: {outcome}");
+            continue;
+        }
+        assert_eq!(
+            outcome["seccompObserver"]["listening"], true,
+            "{who}: {outcome}"
+        );
+        let keyring = find("add_key", None).unwrap_or_else(|| panic!("{who}: {outcome}"));
+        assert_eq!(keyring["kind"], "syscall", "{keyring}");
+        let connect =
+            find("connect", Some("192.0.2.7:443")).unwrap_or_else(|| panic!("{who}: {outcome}"));
+        assert_eq!(connect["rule"], "plan.network.mode", "{connect}");
+        assert!(
+            connect["reason"].as_str().unwrap().contains("ENETUNREACH"),
+            "{connect}"
+        );
+        let socket =
+            find("connect", host_socket.to_str()).unwrap_or_else(|| panic!("{who}: {outcome}"));
+        assert_eq!(socket["rule"], "builtin.maskedHostSockets", "{socket}");
+        assert!(
+            stderr(&out).contains("refused by `plan.network.mode`"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
 }

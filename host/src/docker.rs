@@ -348,13 +348,22 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
             },
         });
     }
+    // The client's supervisor enforces only the wall clock; the container's own budgets are its
+    // cgroup's (a limitation the probe lists).
+    let mut denials = crate::launch::budget_denials(&done.outcome, plan);
+    if let Some(observed) = &done.observed {
+        denials.extend(crate::denials::syscall_denials(observed));
+        crate::launch::set(
+            &mut record,
+            "seccompObserver",
+            crate::launch::observer_account(observed),
+        );
+    }
     Ok(Launched {
         exit_code: u8::try_from(done.outcome.exit_code()).unwrap_or(125),
         record,
-        // The client's supervisor enforces only the wall clock; the container's own budgets
-        // are its cgroup's (a limitation the probe lists).
-        denials: crate::launch::budget_denials(&done.outcome, plan),
-        dropped: 0,
+        denials,
+        dropped: done.observed.as_ref().map_or(0, |o| o.dropped),
         // No start signal through `docker run`: the container's setup counts in `command`.
         marks: done.outcome.marks,
     })

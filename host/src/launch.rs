@@ -256,8 +256,13 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
             };
             let arch = seccomp::Arch::native().map_err(|e| prepare(&e))?;
             Some(
-                seccomp::observe::Observer::start(ours, arch, profile, watch)
-                    .map_err(|e| prepare(&e))?,
+                seccomp::observe::Observer::start(
+                    seccomp::observe::Channel::Connected(ours),
+                    arch,
+                    profile,
+                    watch,
+                )
+                .map_err(|e| prepare(&e))?,
             )
         }
         None => None,
@@ -489,7 +494,9 @@ fn not_executed(status: u8, plan: &LaunchPlan) -> Launched {
 /// What the seccomp observer did, beside the denials it explained: whether it received the
 /// filter's listener, and why it stopped early if it did.
 #[cfg(target_os = "linux")]
-fn observer_account(observed: &palisade_shims::seccomp::observe::Observed) -> serde_json::Value {
+pub(crate) fn observer_account(
+    observed: &palisade_shims::seccomp::observe::Observed,
+) -> serde_json::Value {
     serde_json::json!({
         "listening": observed.listening,
         "refused": observed.total,
@@ -508,7 +515,7 @@ pub(crate) fn budget_denials(
 }
 
 /// Adds a field to a JSON object (a no-op for anything else: the records built here are objects).
-fn set(record: &mut serde_json::Value, key: &str, value: serde_json::Value) {
+pub(crate) fn set(record: &mut serde_json::Value, key: &str, value: serde_json::Value) {
     if let Some(object) = record.as_object_mut() {
         object.insert(key.to_owned(), value);
     }

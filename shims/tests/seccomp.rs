@@ -1720,7 +1720,7 @@ fn check_kernel_observed(profile_index: usize) {
         let filtered = run_probe(case.setup, Some(&plain), case.probe, &fx);
         let (ours, theirs) = observe::channel().unwrap();
         let observer = observe::Observer::start(
-            ours,
+            observe::Channel::Connected(ours),
             seccomp::Arch::native().unwrap(),
             profile,
             observe::Watch::default(),

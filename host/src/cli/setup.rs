@@ -194,6 +194,13 @@ pub(super) fn docker_spec(
         })?;
     let image_id = docker::verify_image(&socket, profile, probe_opts.timeout)
         .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    // The static bridge is also the container's seccomp stub, through which the filter's
+    // refusals are observed: used when it passes the probe's check now (the probe listed the
+    // denials as unobserved otherwise, and the outcome's `seccompObserver` says which it was).
+    let stub = profile
+        .egress_bridge
+        .as_deref()
+        .and_then(|path| probe::docker::check_egress_bridge(path, probe::user_ids().1).ok());
     let spec = palisade_shims::docker::DockerSpec {
         cli,
         socket,
@@ -201,6 +208,7 @@ pub(super) fn docker_spec(
         run_id: run_id.to_owned(),
         read_only_binds: profile.read_only_paths.clone(),
         init,
+        stub,
     };
     Ok((spec, profile.egress_bridge.clone()))
 }

@@ -333,7 +333,10 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         .map(|(backend, result)| {
             let mut probe = result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)));
             if probe.available {
-                probe.limitations.extend(unobserved_denials(*backend));
+                let static_stub = probe.network_bridge;
+                probe
+                    .limitations
+                    .extend(unobserved_denials(*backend, static_stub));
             }
             probe
         })
@@ -347,8 +350,10 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
 /// the seccomp filter refuses (sockets the network mode forbids included), through the filter's
 /// listener; under bwrap also every `connect` to an address off the sandbox's own loopback or
 /// to a host socket it masks (the listener looks at each `connect`, then lets the kernel refuse
-/// it).
-pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
+/// it). Docker observes the same as bwrap when it has the static `palisade-bridge`
+/// (`spec.egressBridge`, checked by its probe: `network_bridge`), which also serves as the
+/// container's seccomp stub.
+pub(crate) fn unobserved_denials(backend: Backend, static_stub: bool) -> Vec<String> {
     let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
     match backend {
         Backend::LinuxBwrap => vec![
@@ -359,10 +364,15 @@ pub(crate) fn unobserved_denials(backend: Backend) -> Vec<String> {
             files.to_owned(),
             "connections Landlock's TCP rules refuse are not observed: they fail with EACCES, unlisted".to_owned(),
         ],
+        Backend::Docker if static_stub => vec![
+            files.to_owned(),
+            "datagrams sent with `sendmsg` or `sendmmsg` to an address the container cannot reach are not observed (connections and `sendto` are)".to_owned(),
+            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
+        ],
         Backend::Docker => vec![
             files.to_owned(),
-            "syscalls the seccomp profile refuses are not observed: the container runtime installs it without a listener".to_owned(),
-            "connections refused inside the container's network namespace are not observed".to_owned(),
+            "syscalls the seccomp profile refuses are not observed: without the static stub (`spec.egressBridge`) the container runtime installs it without a listener".to_owned(),
+            "connections refused inside the container's network namespace are not observed (without the static stub, `spec.egressBridge`)".to_owned(),
             "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
         ],
         Backend::MacosSeatbelt => vec![

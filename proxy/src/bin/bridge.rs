@@ -10,6 +10,10 @@
 //! as `palisade __bridge` does under bwrap ([`palisade_proxy::bridge::main`]). `palisade-bridge
 //! __bridge connect [--via ADDR] HOST PORT` is ssh's `ProxyCommand` in the container
 //! ([`palisade_proxy::bridge::connect_main`]).
+//!
+//! It is also the container's seccomp stub, `palisade-bridge __sandbox-exec --mechanism docker
+//! …` ([`palisade_shims::sandbox_exec`]): it installs Palisade's observed filter, hands its
+//! listener to the supervisor and execs the rest (the bridge, or the command).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -22,6 +26,10 @@ fn main() -> ExitCode {
     // 127 when the command is not found, as a shell (and Docker's own entrypoint lookup) says;
     // 125 otherwise, as `palisade __bridge`: nothing of the command ran.
     let failure = match args.split_first() {
+        #[cfg(target_os = "linux")]
+        Some((first, rest)) if first == palisade_shims::bwrap::SUBCOMMAND_SANDBOX_EXEC => {
+            palisade_shims::sandbox_exec::main(rest)
+        }
         Some((first, rest)) if first == bridge::SUBCOMMAND => match rest.split_first() {
             // ssh's ProxyCommand inside the container (`GIT_SSH_COMMAND`).
             Some((mode, rest)) if mode == bridge::CONNECT => {

@@ -22,6 +22,15 @@
 //!   static `docker-init` it can copy.
 //! - `--name palisade-<run id>` and labels `dev.palisade.run` (the run id) and
 //!   `dev.palisade.uid` (the caller's uid): the name is how the container is removed; a run's container is never looked up by anything the command can influence.
+//! - With the static stub ([`DockerSpec::stub`], the host's `palisade-bridge`): the init runs
+//!   `/run/palisade-stub __sandbox-exec --mechanism docker …` before the command
+//!   ([`crate::sandbox_exec`]). The stub installs Palisade's filter in its observed form and
+//!   hands the listener to the supervisor over a Unix socket bound read-only at
+//!   [`OBSERVE_SOCKET_IN_CONTAINER`] (the host end lives beside the run's temporary directory,
+//!   not in anything the container sees); the runtime's profile is then
+//!   [`crate::seccomp::oci_profile_beneath_observer`], which leaves the refusals to that
+//!   filter, so each one is recorded, and so is each `connect` the container cannot make.
+//!   If the stub cannot install the filter it exits 125 and the command never runs.
 //! - `--user UID:GID` of the invoking user, `-w WORKSPACE`, `--cap-drop ALL`,
 //!   `--security-opt no-new-privileges`, `--security-opt seccomp=…` with Palisade's own rules
 //!   ([`crate::seccomp::oci_profile`]) when the plan asks for syscall filtering (otherwise
@@ -129,6 +138,13 @@ pub const SECCOMP_FD: i32 = 3;
 /// Where the container's execute-only `docker-init` is bound (in the private `/run`).
 pub const INIT_IN_CONTAINER: &str = "/run/palisade-init";
 
+/// Where the seccomp stub ([`DockerSpec::stub`]) is bound (in the private `/run`).
+pub const STUB_IN_CONTAINER: &str = "/run/palisade-stub";
+
+/// Where the observer's listening socket is bound (in the private `/run`): the stub connects to
+/// it to hand over the filter's listener.
+pub const OBSERVE_SOCKET_IN_CONTAINER: &str = "/run/palisade-observe.sock";
+
 /// What the Docker backend needs besides the plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DockerSpec {
@@ -145,6 +161,11 @@ pub struct DockerSpec {
     /// The host's static `docker-init` (checked by the host), run as PID 1 from an
     /// execute-only copy.
     pub init: PathBuf,
+    /// The static `palisade-bridge` (checked by the host), run in the container as the seccomp
+    /// stub ([`crate::sandbox_exec`]) so that the calls the filter refuses and the connections
+    /// the container cannot make are observed; `None`: the runtime installs the filter alone,
+    /// and they are not (a limitation the probe lists).
+    pub stub: Option<PathBuf>,
 }
 
 impl DockerSpec {
@@ -196,6 +217,8 @@ pub enum DockerError {
     PathSyntax(PathBuf),
     #[error("environment variable `{}` would configure the docker client itself", .0.to_string_lossy())]
     ClientEnv(OsString),
+    #[error("an observed run needs the static stub (`DockerSpec::stub`), and there is none")]
+    NoStub,
     #[error("`{}` is bound from the host, so the container's init cannot be placed there", .0.display())]
     InitTarget(PathBuf),
     #[error("cannot build the seccomp profile: {0}")]
@@ -216,7 +239,10 @@ pub enum DockerError {
 
 /// Builds the `docker run` arguments. `init` is the host path of the execute-only copy of
 /// `docker-init` to run as PID 1; `seccomp_profile` is the path the CLI reads Palisade's profile
-/// from (`None`: the plan does not filter syscalls; Docker's default profile applies).
+/// from (`None`: the plan does not filter syscalls; Docker's default profile applies);
+/// `observe_socket` is the host path of the observer's listening socket when the stub installs
+/// the observed filter ([`DockerSpec::stub`]; the profile is then
+/// [`seccomp::oci_profile_beneath_observer`]).
 pub fn argv(
     plan: &LaunchPlan,
     facts: &FsFacts,
@@ -224,7 +250,12 @@ pub fn argv(
     mask_file: &Path,
     init: &Path,
     seccomp_profile: Option<&str>,
+    observe_socket: Option<&Path>,
 ) -> Result<DockerArgs, DockerError> {
+    let stub = match observe_socket {
+        Some(socket) => Some((socket, spec.stub.as_ref().ok_or(DockerError::NoStub)?)),
+        None => None,
+    };
     // The bridge (forwarded host ports, filtered egress): the container's own network
     // namespace, and the private tmpfs its sockets and program are mounted on (as under bwrap).
     let bridge = bwrap::bridge(plan, facts)?;
@@ -401,6 +432,20 @@ pub fn argv(
             mount_path(init)?
         ),
     );
+    if let Some((socket, program)) = stub {
+        for (source, target) in [
+            (program.as_path(), STUB_IN_CONTAINER),
+            (socket, OBSERVE_SOCKET_IN_CONTAINER),
+        ] {
+            args.op(
+                "--mount",
+                format!(
+                    "type=bind,source={},target={target},readonly",
+                    mount_path(source)?
+                ),
+            );
+        }
+    }
     args.op("--workdir", mount_path(&filesystem.workspace)?);
 
     let mut env = Vec::new();
@@ -428,12 +473,29 @@ pub fn argv(
     if plan.command.is_empty() {
         return Err(BwrapError::EmptyCommand.into());
     }
-    // `docker-init -- PROGRAM ARGS…`: the init is the entrypoint, and runs the command behind
-    // the bridge when there is one (it listens on the container's loopback, detaches, and execs
-    // the command, looked up in the image's PATH as Docker's entrypoint would be).
+    // `docker-init -- [STUB …] PROGRAM ARGS…`: the init is the entrypoint; it runs the stub,
+    // which installs the observed filter and execs the command, behind the bridge when there is
+    // one (it listens on the container's loopback, detaches, and execs the command, looked up in
+    // the image's PATH as Docker's entrypoint would be).
     args.op("--entrypoint", INIT_IN_CONTAINER);
     args.flag(&spec.image_id);
     args.flag("--");
+    if stub.is_some() {
+        args.0.extend(
+            [
+                STUB_IN_CONTAINER,
+                bwrap::SUBCOMMAND_SANDBOX_EXEC,
+                "--mechanism",
+                "docker",
+                "--reach",
+                bwrap::reach_name(plan.network.reach()),
+                "--observe-socket",
+                OBSERVE_SOCKET_IN_CONTAINER,
+                "--",
+            ]
+            .map(OsString::from),
+        );
+    }
     let bridge = bridge.map_or(&[][..], |bridge| bridge.argv.as_slice());
     args.0.extend(bridge.iter().chain(&plan.command).cloned());
     Ok(DockerArgs {

@@ -47,6 +47,10 @@ pub struct DockerOutcome {
     pub placeholders_left: Vec<PathBuf>,
     /// Rules in Palisade's seccomp profile, when one was passed.
     pub seccomp_rules: Option<usize>,
+    /// What the seccomp observer saw, when the stub installed the observed filter
+    /// ([`DockerSpec::stub`](super::DockerSpec::stub)).
+    #[cfg(target_os = "linux")]
+    pub observed: Option<seccomp::observe::Observed>,
 }
 
 /// How long removing the container over the API may take.
@@ -72,9 +76,38 @@ pub fn run(
     let mut fds = Vec::new();
     let mut seccomp_rules = None;
     let profile_path = format!("/dev/fd/{SECCOMP_FD}");
+    let filter = seccomp::Profile::for_plan(plan);
+    let arch = seccomp::Arch::native()?;
+    // With the static stub, Palisade's own observed filter refuses what the runtime's profile
+    // leaves out, and this process records every refusal (see `crate::sandbox_exec`).
+    let observed_at = (plan.syscall_filter && spec.stub.is_some())
+        .then(|| observe_socket_path(&plan.run_temp_dir));
+    let observer = match &observed_at {
+        Some(path) => {
+            let listening = std::os::unix::net::UnixListener::bind(path.path())
+                .map_err(setup("observer socket"))?;
+            let watch = seccomp::observe::Watch {
+                own_network: plan.network.reach() != crate::plan::Reach::Everything,
+                host_sockets: facts.host_sockets.clone(),
+            };
+            Some(
+                seccomp::observe::Observer::start(
+                    seccomp::observe::Channel::Listening(listening),
+                    arch,
+                    filter,
+                    watch,
+                )
+                .map_err(setup("observer thread"))?,
+            )
+        }
+        None => None,
+    };
     if plan.syscall_filter {
-        let profile =
-            seccomp::oci_profile(seccomp::Arch::native()?, &seccomp::Profile::for_plan(plan))?;
+        let profile = if observer.is_some() {
+            seccomp::oci_profile_beneath_observer(arch, &filter)?
+        } else {
+            seccomp::oci_profile(arch, &filter)?
+        };
         seccomp_rules = profile
             .get("syscalls")
             .and_then(serde_json::Value::as_array)
@@ -93,6 +126,7 @@ pub fn run(
         mask.path(),
         init.path(),
         plan.syscall_filter.then_some(profile_path.as_str()),
+        observed_at.as_ref().map(SocketFile::path),
     )?;
     // Before the container exists: dropped on any failure below, they are released.
     let placeholders = placeholder::hold(&built.placeholders)?;
@@ -128,6 +162,10 @@ pub fn run(
         placeholders.keep()
     };
     let mountpoints_left = fsfacts::cleanup_created(&built.created_mountpoints);
+    // The container is gone (or its removal failed, and the filter's users are the reaper's
+    // to end): the observer stops once no process uses the filter, or now.
+    let observed = observer.map(seccomp::observe::Observer::finish);
+    drop(observed_at);
     drop(mask);
     drop(init);
     let outcome = match supervised {
@@ -145,7 +183,35 @@ pub fn run(
         mountpoints_left,
         placeholders_left,
         seccomp_rules,
+        observed,
     })
+}
+
+/// The observer's listening socket: beside the run's temporary directory (`run-ID.observe.sock`
+/// in the user's private directory of runs, swept with the run's other entries), not inside it,
+/// because that directory is a writable root the command sees. Removed when dropped.
+#[cfg(target_os = "linux")]
+struct SocketFile(PathBuf);
+
+#[cfg(target_os = "linux")]
+impl SocketFile {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn observe_socket_path(run_temp_dir: &Path) -> SocketFile {
+    let mut name = run_temp_dir.as_os_str().to_owned();
+    name.push(".observe.sock");
+    SocketFile(PathBuf::from(name))
 }
 
 /// Force-removes container `name` over the API and says whether it is gone.

@@ -20,6 +20,7 @@ fn spec() -> DockerSpec {
         run_id: "18a2b3c4d5e6f7-4242".into(),
         read_only_binds: Vec::new(),
         init: PathBuf::from("/usr/bin/docker-init"),
+        stub: None,
     }
 }
 
@@ -139,8 +140,62 @@ fn build(plan: &LaunchPlan, spec: &DockerSpec) -> DockerArgs {
         Path::new("/tmp/run-1.mask"),
         Path::new("/tmp/run-1.init"),
         plan.syscall_filter.then_some("/dev/fd/3"),
+        None,
     )
     .unwrap()
+}
+
+#[test]
+fn an_observed_run_starts_the_command_through_the_stub() {
+    let plan = plan(Network::None);
+    assert!(plan.syscall_filter);
+    let spec = DockerSpec {
+        stub: Some(PathBuf::from("/usr/local/lib/palisade/palisade-bridge")),
+        ..spec()
+    };
+    let observe = |socket: Option<&Path>, spec: &DockerSpec| {
+        argv(
+            &plan,
+            &facts(),
+            spec,
+            Path::new("/tmp/run-1.mask"),
+            Path::new("/tmp/run-1.init"),
+            Some("/dev/fd/3"),
+            socket,
+        )
+    };
+    let built = observe(Some(Path::new("/tmp/p/run-1.observe.sock")), &spec).unwrap();
+    let args: Vec<String> = built
+        .args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    for mount in [
+        "type=bind,source=/usr/local/lib/palisade/palisade-bridge,target=/run/palisade-stub,readonly",
+        "type=bind,source=/tmp/p/run-1.observe.sock,target=/run/palisade-observe.sock,readonly",
+    ] {
+        assert!(args.iter().any(|a| a == mount), "{mount} in {args:?}");
+    }
+    let image = args.iter().position(|a| a == IMAGE).unwrap();
+    assert_eq!(
+        args[image + 1..].join(" "),
+        "-- /run/palisade-stub __sandbox-exec --mechanism docker --reach nothing \
+         --observe-socket /run/palisade-observe.sock -- make test --secret-looking=no"
+    );
+    // Not observed: the command right behind the init, as before.
+    let plain = observe(None, &spec).unwrap();
+    assert!(!plain.args.iter().any(|a| a == "/run/palisade-stub"));
+    // Observed without a stub is refused, never run unobserved behind a relaxed profile.
+    assert!(matches!(
+        observe(
+            Some(Path::new("/tmp/s")),
+            &DockerSpec {
+                stub: None,
+                ..spec.clone()
+            }
+        ),
+        Err(DockerError::NoStub)
+    ));
 }
 
 #[test]
@@ -177,6 +232,7 @@ fn the_init_is_never_placed_in_a_host_directory() {
         &spec(),
         Path::new("/m"),
         Path::new("/tmp/run-1.init"),
+        None,
         None,
     );
     assert!(matches!(built, Err(DockerError::InitTarget(path)) if path == Path::new("/run")));
@@ -315,6 +371,7 @@ fn filtered_egress_needs_a_private_run() {
         Path::new("/tmp/run-1.mask"),
         Path::new("/tmp/run-1.init"),
         None,
+        None,
     );
     assert!(matches!(
         built,
@@ -335,9 +392,17 @@ fn read_only_binds_show_the_host_and_its_sockets_get_masked() {
     };
     let plan = plan(Network::None);
     let args = strings(
-        &argv(&plan, &facts, &spec, Path::new("/m"), Path::new("/i"), None)
-            .unwrap()
-            .args,
+        &argv(
+            &plan,
+            &facts,
+            &spec,
+            Path::new("/m"),
+            Path::new("/i"),
+            None,
+            None,
+        )
+        .unwrap()
+        .args,
     );
     let bound = bound.display().to_string();
     assert!(args.contains(&format!("type=bind,source={bound},target={bound},readonly")));
@@ -366,7 +431,16 @@ fn no_budgets_no_limits_and_a_writable_root() {
 fn refusals() {
     let plan = plan(Network::None);
     let fail = |plan: &LaunchPlan, spec: &DockerSpec| {
-        argv(plan, &facts(), spec, Path::new("/m"), Path::new("/i"), None).unwrap_err()
+        argv(
+            plan,
+            &facts(),
+            spec,
+            Path::new("/m"),
+            Path::new("/i"),
+            None,
+            None,
+        )
+        .unwrap_err()
     };
     let bad_image = DockerSpec {
         image_id: "busybox:latest".into(),

@@ -281,7 +281,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
                 reach: *reach,
             };
             let observer = seccomp::observe::Observer::start(
-                ours,
+                seccomp::observe::Channel::Connected(ours),
                 seccomp::Arch::native()?,
                 profile,
                 seccomp::observe::Watch::default(),

@@ -61,7 +61,7 @@ mod oci;
 mod rules;
 mod table;
 
-pub use oci::oci_profile;
+pub use oci::{oci_profile, oci_profile_beneath_observer};
 use rules::{Test, rule_set};
 use table::X32_SYSCALL_BIT;
 

@@ -1,14 +1,15 @@
 //! The observer: the supervisor's side of an [`observed`](super::Program::observed) filter.
 //!
 //! The sandboxed process installs the observed program ([`super::install_observed`]) and sends
-//! its listener here over a Unix socket. A thread then answers every call the program stopped
+//! its listener here over a Unix socket: one end of a socket pair it inherited (bwrap), or a
+//! connection to a listening socket bound into the container ([`Channel::Listening`], docker). A thread then answers every call the program stopped
 //! with exactly the errno the plain program returns ([`super::judge`]; `EPERM` for anything it
 //! does not recognise) and counts it. It never lets a refused call run: its answer to one is an
 //! error, and if the thread is gone the kernel fails the call with `ENOSYS`. So the filter
 //! stays the enforcement; the observer only learns of each refusal and picks the error the
 //! plain filter would have given.
 //!
-//! One call is stopped only to be looked at: `connect` under bwrap ([`super::Action::Observe`]),
+//! One call is stopped only to be looked at: `connect` under bwrap and docker ([`super::Action::Observe`]),
 //! which the plain program allows. The observer reads the address from the caller's memory,
 //! records a connection the sandbox cannot make (an IP address outside the network namespace's
 //! own loopback, or a host socket the command's view hides: [`Watch`]), and lets the call run, so the
@@ -33,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::{Action, Arch, Profile, judge};
 use crate::sys;
 
-/// What the observer checks each `connect` it stops against (bwrap; empty elsewhere).
+/// What the observer checks each `connect` it stops against (bwrap and docker; empty elsewhere).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Watch {
     /// The sandbox has a network namespace of its own with only its loopback up: an IP address
@@ -504,6 +505,17 @@ pub fn channel() -> io::Result<(OwnedFd, OwnedFd)> {
     sys::socketpair_cloexec()
 }
 
+/// Where the observer receives the filter's listener from.
+pub enum Channel {
+    /// The supervisor's end of a [`channel`] pair; the sandbox inherited the other.
+    Connected(OwnedFd),
+    /// A listening socket the sandbox connects to (bound into a container, which inherits
+    /// nothing from the supervisor). The observer takes the first connection only, then closes
+    /// the listener: the stub connects before anything of the command runs, and the queue is
+    /// first come, first served, so a later connection (the command's) is never the one read.
+    Listening(std::os::unix::net::UnixListener),
+}
+
 /// A running observer; [`finish`](Self::finish) stops it and returns what it saw.
 pub struct Observer {
     thread: JoinHandle<Observed>,
@@ -511,14 +523,13 @@ pub struct Observer {
 }
 
 impl Observer {
-    /// Starts the thread: it waits for the listener on `socket` (the end the sandbox does not
-    /// hold), then answers every stopped call until the filter has no user left or
-    /// [`finish`](Self::finish).
+    /// Starts the thread: it waits for the listener on `socket`, then answers every stopped
+    /// call until the filter has no user left or [`finish`](Self::finish).
     ///
     /// # Errors
     /// The pipe or the thread could not be created.
     pub fn start(
-        socket: OwnedFd,
+        socket: Channel,
         arch: Arch,
         profile: Profile,
         watch: Watch,
@@ -526,7 +537,7 @@ impl Observer {
         let (stop_read, stop) = sys::pipe_cloexec()?;
         let thread = std::thread::Builder::new()
             .name("seccomp-observer".to_owned())
-            .spawn(move || serve(&socket, &stop_read, arch, &profile, &watch))?;
+            .spawn(move || serve(socket, &stop_read, arch, &profile, &watch))?;
         Ok(Observer { thread, stop })
     }
 
@@ -541,7 +552,7 @@ impl Observer {
 }
 
 fn serve(
-    socket: &OwnedFd,
+    socket: Channel,
     stop: &OwnedFd,
     arch: Arch,
     profile: &Profile,
@@ -551,12 +562,30 @@ fn serve(
     let mut listening = SandboxListeners::new();
     let ended =
         |revents: libc::c_short| revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0;
-    // First the listener, unless the run ends (or the sandbox closes its end) before sending.
+    // The stub's connection first, where it connects to a listening socket.
+    let socket = match socket {
+        Channel::Connected(socket) => socket,
+        Channel::Listening(listening) => {
+            let (from_socket, from_stop) = sys::poll_two(listening.as_raw_fd(), stop.as_raw_fd());
+            if ended(from_stop) && !ended(from_socket) {
+                return observed;
+            }
+            match listening.accept() {
+                // `listening` is closed as this arm ends: nobody connects after the stub.
+                Ok((stream, _)) => OwnedFd::from(stream),
+                Err(e) => {
+                    observed.error = Some(format!("accepting the stub's connection: {e}"));
+                    return observed;
+                }
+            }
+        }
+    };
+    // Then the listener, unless the run ends (or the sandbox closes its end) before sending.
     let (from_socket, from_stop) = sys::poll_two(socket.as_raw_fd(), stop.as_raw_fd());
     if ended(from_stop) && !ended(from_socket) {
         return observed;
     }
-    let listener = match sys::recv_fd(socket) {
+    let listener = match sys::recv_fd(&socket) {
         Ok(Some(listener)) => listener,
         Ok(None) => return observed,
         Err(e) => {

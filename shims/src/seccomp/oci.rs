@@ -21,10 +21,45 @@ use super::{Action, Arch, Profile, SeccompError};
 /// # Errors
 /// As [`build_for`](super::build_for).
 pub fn oci_profile(arch: Arch, profile: &Profile) -> Result<serde_json::Value, SeccompError> {
+    profile_json(arch, profile, false)
+}
+
+/// The profile the container runtime installs *beneath* Palisade's own observed program
+/// ([`Program::observed`](super::Program::observed), installed by the stub in the container
+/// before the command runs): [`oci_profile`] without the rules that refuse with an errno other
+/// than `ENOSYS`. The kernel runs every stacked filter and takes the strictest answer, so an
+/// errno here would always win over the observed program's stop, and the refusal would go
+/// unrecorded; the observed program refuses exactly those calls itself (its listener answers
+/// with the same errno, and with `ENOSYS` if the listener is gone). The `ENOSYS` steers stay:
+/// the observed program has them too.
+///
+/// Only for a container whose entrypoint installs the observed program and fails before the
+/// command runs if it cannot: the calls this profile leaves out are refused by nothing else.
+///
+/// # Errors
+/// As [`oci_profile`].
+pub fn oci_profile_beneath_observer(
+    arch: Arch,
+    profile: &Profile,
+) -> Result<serde_json::Value, SeccompError> {
+    profile_json(arch, profile, true)
+}
+
+fn profile_json(
+    arch: Arch,
+    profile: &Profile,
+    beneath_observer: bool,
+) -> Result<serde_json::Value, SeccompError> {
     use serde_json::json;
     let mut entries = Vec::new();
     for rule in rule_set(profile)? {
         if rule.syscall.number(arch).is_none() {
+            continue;
+        }
+        if beneath_observer
+            && matches!(rule.action, Action::Errno(_))
+            && rule.action != Action::ENOSYS
+        {
             continue;
         }
         let mut combinations: Vec<Vec<serde_json::Value>> = vec![Vec::new()];

@@ -473,7 +473,7 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
 }
 
 /// What an observed program stops on top of its rules, for the observer to look at and then
-/// let run: under bwrap (a network namespace and masked host sockets), every `connect` and
+/// let run: under bwrap and docker (a network namespace and masked host sockets), every `connect` and
 /// every `sendto` that names an address (a datagram's destination), so a destination the
 /// namespace cannot route, a port of the host's loopback or a masked host socket is explained.
 /// (`sendmsg` names its address inside a struct the filter cannot read, and stopping every
@@ -500,7 +500,7 @@ pub(super) fn observe_rules(profile: &Profile) -> &'static [Rule] {
         },
     ];
     match profile.mechanism {
-        Mechanism::Bwrap => CONNECT_OBSERVED,
-        Mechanism::Landlock(_) | Mechanism::Docker | Mechanism::Seatbelt | Mechanism::Direct => &[],
+        Mechanism::Bwrap | Mechanism::Docker => CONNECT_OBSERVED,
+        Mechanism::Landlock(_) | Mechanism::Seatbelt | Mechanism::Direct => &[],
     }
 }
