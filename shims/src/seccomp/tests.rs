@@ -482,3 +482,50 @@ fn test_arg(test: &Test) -> u8 {
         Test::AnyBit { arg, .. } | Test::In { arg, .. } | Test::NotIn { arg, .. } => arg,
     }
 }
+
+/// Beneath the observed filter, the runtime's profile keeps only what the observed filter does
+/// not refuse itself (the `ENOSYS` steers), and the observed filter refuses every call the plain
+/// profile refuses with an errno: between them nothing the plain profile refuses gets through.
+#[test]
+fn the_profile_beneath_the_observer_leaves_exactly_the_errno_refusals_to_it() {
+    let arch = Arch::X86_64;
+    for reach in [Reach::Nothing, Reach::OwnLoopback, Reach::Everything] {
+        let profile = Profile {
+            mechanism: Mechanism::Docker,
+            reach,
+        };
+        let plain = oci_profile(arch, &profile).unwrap();
+        let beneath = oci_profile_beneath_observer(arch, &profile).unwrap();
+        let entries = |p: &serde_json::Value| p["syscalls"].as_array().unwrap().clone();
+        let kept = entries(&beneath);
+        assert!(!kept.is_empty(), "the ENOSYS steers stay");
+        for entry in &kept {
+            assert_eq!(entry["action"], "SCMP_ACT_ERRNO", "{entry}");
+            assert_eq!(entry["errnoRet"], libc::ENOSYS, "{entry}");
+            assert!(entries(&plain).contains(entry), "{entry}");
+        }
+        let left_out: Vec<serde_json::Value> = entries(&plain)
+            .into_iter()
+            .filter(|entry| !kept.contains(entry))
+            .collect();
+        assert!(!left_out.is_empty());
+        let observed = build_for(arch, &profile).unwrap().observed();
+        for entry in left_out {
+            assert_eq!(entry["action"], "SCMP_ACT_ERRNO", "{entry}");
+            assert_ne!(entry["errnoRet"], libc::ENOSYS, "{entry}");
+            // The observed filter stops that syscall (for the listener to refuse), for some
+            // arguments at least; `judge` gives the errno the listener answers with.
+            let name = entry["names"][0].as_str().unwrap();
+            let number = rule_set(&profile)
+                .unwrap()
+                .iter()
+                .find(|rule| rule.syscall.name == name)
+                .and_then(|rule| rule.syscall.number(arch))
+                .unwrap();
+            assert!(
+                observed.instructions().iter().any(|insn| insn.k == number),
+                "{name} is not in the observed program"
+            );
+        }
+    }
+}
