@@ -60,10 +60,7 @@ fn run_under(profile: Profile, program: &str, args: &[&str], observed: bool) {
         .stderr(Stdio::null());
     if observed {
         let (ours, theirs) = observe::channel().unwrap();
-        let watch = observe::Watch {
-            own_network: profile.reach == Reach::OwnLoopback,
-            host_sockets: Vec::new(),
-        };
+        let watch = observe::Watch::for_reach(profile.reach, Vec::new());
         let observer = observe::Observer::start(
             observe::Channel::Connected(ours),
             Arch::native().unwrap(),

@@ -250,10 +250,8 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
         Some((ours, profile)) => {
             // Connections the sandbox will refuse are recorded too: IP off its own loopback
             // (a namespace of its own), and host sockets the sandbox's view hides.
-            let watch = seccomp::observe::Watch {
-                own_network: !matches!(profile.reach, palisade_shims::plan::Reach::Everything),
-                host_sockets: facts.host_sockets.clone(),
-            };
+            let watch =
+                seccomp::observe::Watch::for_reach(profile.reach, facts.host_sockets.clone());
             let arch = seccomp::Arch::native().map_err(|e| prepare(&e))?;
             Some(
                 seccomp::observe::Observer::start(

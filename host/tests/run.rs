@@ -1217,6 +1217,74 @@ for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
     );
 }
 
+/// Under bwrap's `allow-outbound` the sandbox shares the host's network namespace, and Palisade's
+/// stub scopes it out of the host's abstract sockets with Landlock: a connection to one is
+/// refused and explained, while the sandbox's own abstract socket stays reachable, unrecorded.
+#[test]
+fn host_abstract_sockets_refused_under_allow_outbound_are_explained() {
+    let abi = palisade_shims::landlock::kernel_abi().unwrap_or(0);
+    if abi < palisade_shims::landlock_abi::SCOPES {
+        eprintln!("skipped: Landlock has no scopes here (the bwrap probe lists the limitation)");
+        return;
+    }
+    let env = Env::new();
+    let name = format!("palisade-run-outbound-{}", std::process::id());
+    let address = {
+        use std::os::linux::net::SocketAddrExt;
+        std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap()
+    };
+    let _host = std::os::unix::net::UnixListener::bind_addr(&address).unwrap();
+    // Control: reachable from the host.
+    std::os::unix::net::UnixStream::connect_addr(&address).unwrap();
+    let taskpack = env.path("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: t}\nspec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    networkMode: allow-outbound\n",
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+import errno, socket
+def attempt(name):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\0" + name)
+        print("connected")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+attempt("{name}")
+own = socket.socket(socket.AF_UNIX)
+own.bind("\0{name}-own")
+own.listen()
+attempt("{name}-own")
+"#
+    );
+    let audit = env.path("audit.jsonl");
+    let out = env.run(&[
+        "--taskpack",
+        taskpack.to_str().unwrap(),
+        "--audit",
+        audit.to_str().unwrap(),
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        &script,
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&out.stdout), "EPERM\nconnected\n", "{stderr}");
+    let lines = env.audit_lines();
+    let denials = &lines[1]["outcome"]["denials"];
+    let events = denials["events"].as_array().unwrap();
+    let host = events
+        .iter()
+        .find(|e| e["operation"] == "connect" && e["target"] == format!("@{name}"))
+        .unwrap_or_else(|| panic!("no event for @{name}: {denials}"));
+    assert_eq!(host["rule"], "builtin.maskedHostSockets", "{host}");
+    assert!(host["reason"].as_str().unwrap().contains("EPERM"), "{host}");
+    assert_eq!(denials["total"], 1, "{denials}");
+}
+
 /// A run told to stop before its command starts (here: while it waits for another run's probe)
 /// stops cleanly: the shell's status for the signal, a line saying nothing ran, no temp dir
 /// left, nothing half-recorded.

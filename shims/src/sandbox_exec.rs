@@ -1,7 +1,7 @@
 //! `palisade __sandbox-exec`: the first program bubblewrap runs in the sandbox, and under docker
 //! the first the container's init runs (from the static `palisade-bridge`, which carries it).
-//! Under `allow-outbound` with bwrap (the host's network namespace) it first scopes the sandbox
-//! out of the host's abstract Unix sockets with Landlock
+//! Under `allow-outbound` (the host's network namespace) it first scopes the sandbox out of the
+//! host's abstract Unix sockets with Landlock
 //! ([`crate::landlock::scope_abstract_unix_sockets`]). It installs Palisade's seccomp filter in
 //! its observed form ([`crate::seccomp::Program::observed`]), sends the filter's listener to the
 //! supervisor's observer — over [`bwrap::OBSERVE_FD`] under bwrap, over the Unix socket
@@ -59,11 +59,10 @@ pub fn main(args: &[OsString]) -> ! {
         Ok(fd) => fd,
         Err(e) => fail(EXIT_SETUP_FAILED, format!("no observer socket: {e}")),
     };
-    // Sharing the host's network namespace, the sandbox would share its abstract Unix sockets
-    // too (a session bus, a container runtime's): Landlock scopes them where the kernel can.
-    // (Docker's `--network host` still shares them: a limitation its probe lists.)
-    if mechanism == Mechanism::Bwrap
-        && reach == Reach::Everything
+    // Sharing the host's network namespace (bwrap's `allow-outbound`, docker's `--network
+    // host`), the sandbox would share its abstract Unix sockets too (a session bus, a container
+    // runtime's): Landlock scopes them where the kernel can (the probes list it where not).
+    if reach == Reach::Everything
         && let Err(e) = crate::landlock::scope_abstract_unix_sockets()
     {
         fail(EXIT_SETUP_FAILED, format!("landlock scope: {e}"));

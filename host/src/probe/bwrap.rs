@@ -109,9 +109,10 @@ fn available() -> BackendProbe {
 
 /// Under `allow-outbound` the sandbox keeps the host's network namespace, whose abstract Unix
 /// sockets (a session bus, a container runtime's) it would reach: Palisade's stub scopes them
-/// out with Landlock where the kernel has scopes (ABI 6), which the probe records either way.
+/// out with Landlock where the kernel has scopes (ABI 6), which the probe records either way
+/// (docker's probe too, where the container has the stub).
 #[cfg(target_os = "linux")]
-fn abstract_socket_scope(probe: &mut BackendProbe) {
+pub(crate) fn abstract_socket_scope(probe: &mut BackendProbe) {
     let exposed = "under `allow-outbound` the sandbox shares the host's network namespace, and with it the host's abstract Unix sockets";
     match palisade_shims::landlock::kernel_abi() {
         Ok(abi) if abi >= palisade_shims::landlock_abi::SCOPES => probe.reason.push_str(&format!(
@@ -128,7 +129,7 @@ fn abstract_socket_scope(probe: &mut BackendProbe) {
 
 /// bwrap runs only on Linux.
 #[cfg(not(target_os = "linux"))]
-fn abstract_socket_scope(_: &mut BackendProbe) {}
+pub(crate) fn abstract_socket_scope(_: &mut BackendProbe) {}
 
 /// Whether bwrap's message is a remount of a submount that changed under it (transient).
 pub(crate) fn is_mount_race(stderr: &[u8]) -> bool {

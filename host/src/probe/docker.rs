@@ -101,10 +101,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         return with_version(format!("{why}: palisade runs it as the container's PID 1"));
     }
 
-    let mut limitations = vec![
-        "allow-outbound uses the host's network namespace (`--network host`), and with it the host's abstract Unix sockets".to_owned(),
-        "read-only binds are not recursively read-only".to_owned(),
-    ];
+    let mut limitations = vec!["read-only binds are not recursively read-only".to_owned()];
     let bridge = match &inputs.docker_egress_bridge {
         None => Err("no static bridge configured (runtime profiles' `spec.egressBridge`)".into()),
         Some(located) => match located.usable() {
@@ -124,7 +121,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
             false
         }
     };
-    BackendProbe {
+    let mut probe = BackendProbe {
         backend: Backend::Docker,
         available: true,
         reason: format!(
@@ -137,7 +134,17 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         network_bridge,
         version,
         limitations,
+    };
+    // `--network host` shares the host's abstract Unix sockets; the static binary, the
+    // container's seccomp stub, scopes them out as bwrap's stub does, where the kernel can.
+    if network_bridge {
+        super::bwrap::abstract_socket_scope(&mut probe);
+    } else {
+        probe.limitations.insert(0,
+            "allow-outbound uses the host's network namespace (`--network host`), and with it the host's abstract Unix sockets (no static stub, `spec.egressBridge`, to scope them out)".to_owned(),
+        );
     }
+    probe
 }
 
 /// Whether `path` can serve as the in-container egress bridge (see [`check_static_helper`]).

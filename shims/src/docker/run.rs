@@ -86,10 +86,10 @@ pub fn run(
         Some(path) => {
             let listening = std::os::unix::net::UnixListener::bind(path.path())
                 .map_err(setup("observer socket"))?;
-            let watch = seccomp::observe::Watch {
-                own_network: plan.network.reach() != crate::plan::Reach::Everything,
-                host_sockets: facts.host_sockets.clone(),
-            };
+            let watch = seccomp::observe::Watch::for_reach(
+                plan.network.reach(),
+                facts.host_sockets.clone(),
+            );
             Some(
                 seccomp::observe::Observer::start(
                     seccomp::observe::Channel::Listening(listening),

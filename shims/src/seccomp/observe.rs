@@ -46,6 +46,28 @@ pub struct Watch {
     /// `connect` to one that the command's own view of the filesystem does not have as a socket
     /// (masked, or under a private `/tmp` or `/run`) is refused.
     pub host_sockets: Vec<PathBuf>,
+    /// The sandbox shares the host's network namespace, and the stub has scoped it out of the
+    /// abstract Unix sockets created outside its Landlock domain (`allow-outbound`, Landlock
+    /// ABI 6): a `connect` to an abstract socket no process of the sandbox holds is refused
+    /// (`EPERM`).
+    pub abstract_scoped: bool,
+}
+
+impl Watch {
+    /// What to watch for a sandbox of `reach` under bwrap or docker (the stub scopes abstract
+    /// sockets under [`Reach::Everything`](crate::plan::Reach::Everything) where the kernel
+    /// can), with the host's listening pathname sockets.
+    #[must_use]
+    pub fn for_reach(reach: crate::plan::Reach, host_sockets: Vec<PathBuf>) -> Self {
+        let shared = reach == crate::plan::Reach::Everything;
+        Self {
+            own_network: !shared,
+            host_sockets,
+            abstract_scoped: shared
+                && crate::landlock::kernel_abi()
+                    .is_ok_and(|abi| abi >= crate::landlock_abi::SCOPES),
+        }
+    }
 }
 
 /// Distinct calls kept; the rest are counted in [`Observed::dropped`].
@@ -224,6 +246,63 @@ fn unix_table_has(net_dir: &str, name: &str) -> Option<bool> {
     )
 }
 
+/// The inodes of the sockets `/proc/net/unix` under `net_dir` lists as bound to `name`.
+/// `None` when the table cannot be read.
+fn unix_table_inodes(net_dir: &str, name: &str) -> Option<Vec<u64>> {
+    let text = std::fs::read_to_string(format!("{net_dir}/unix")).ok()?;
+    Some(
+        text.lines()
+            .skip(1)
+            .filter_map(|line| {
+                let mut fields = line.split_whitespace().skip(6);
+                let inode = fields.next()?;
+                (fields.next() == Some(name)).then(|| inode.parse().ok())?
+            })
+            .collect(),
+    )
+}
+
+/// Whether a process of the sandbox `pid` is in holds a socket with one of `inodes`, looked up
+/// in the sandbox's own `/proc` (its PID namespace) through `pid`'s root. `None` when the
+/// descriptors of one of its processes cannot be read: then nothing is recorded, since a
+/// socket the sandbox holds is no refusal. The sandbox's PID 1 (Palisade's init, or
+/// `docker-init`) is skipped: it is not dumpable, and holds nothing of the command's.
+fn sandbox_holds(pid: u32, inodes: &[u64]) -> Option<bool> {
+    for process in std::fs::read_dir(format!("/proc/{pid}/root/proc")).ok()? {
+        let process = process.ok()?;
+        let name = process.file_name();
+        let Some(number) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        if number == "1" {
+            continue;
+        }
+        let descriptors = match std::fs::read_dir(process.path().join("fd")) {
+            Ok(descriptors) => descriptors,
+            // Exited meanwhile.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        for descriptor in descriptors.flatten() {
+            let Ok(target) = std::fs::read_link(descriptor.path()) else {
+                continue;
+            };
+            let inode = target
+                .to_str()
+                .and_then(|t| t.strip_prefix("socket:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|t| t.parse::<u64>().ok());
+            if inode.is_some_and(|inode| inodes.contains(&inode)) {
+                return Some(true);
+            }
+        }
+    }
+    Some(false)
+}
+
 /// Whether something in the network namespace whose `/proc/<pid>/net` is `net_dir` listens
 /// (TCP; not asked for a datagram) or is bound (UDP) on `port` at a loopback or wildcard
 /// address, IPv4 or IPv6. `None` when no table can be read.
@@ -348,7 +427,7 @@ fn refused_destination(
     let read = sys::read_process_memory(notif.pid, address, bytes.get_mut(..length)?).ok()?;
     match judge_address(bytes.get(..read)?, watch)? {
         Destination::Unroutable(refused) => Some(refused),
-        Destination::Abstract(name) => {
+        Destination::Abstract(name) if watch.own_network => {
             // The namespace scopes abstract sockets: the host's are not the sandbox's.
             let bound = |net_dir: &str| unix_table_has(net_dir, &name);
             (!bound(&format!("/proc/{}/net", notif.pid))? && bound("/proc/self/net")?).then_some(
@@ -360,6 +439,18 @@ fn refused_destination(
                     target: name,
                 },
             )
+        }
+        Destination::Abstract(name) => {
+            // One namespace, scoped by Landlock: a socket bound there that no process of the
+            // sandbox holds was created outside its domain.
+            let inodes = unix_table_inodes("/proc/self/net", &name)?;
+            (!inodes.is_empty() && !sandbox_holds(notif.pid, &inodes)?).then_some(RefusedConnect {
+                condition: HOST_ABSTRACT_SOCKET,
+                closes: "the host's abstract Unix sockets: Landlock scopes the sandbox out of those created outside it",
+                errno: libc::EPERM,
+                family: "AF_UNIX",
+                target: name,
+            })
         }
         Destination::Loopback {
             family,
@@ -452,7 +543,8 @@ fn judge_address(sockaddr: &[u8], watch: &Watch) -> Option<Destination> {
             // A relative path is not judged.
             let name = sockaddr.get(2..)?;
             if let Some(abstract_name) = name.strip_prefix(b"\0") {
-                return (watch.own_network && !abstract_name.is_empty()).then(|| {
+                let scoped = watch.own_network || watch.abstract_scoped;
+                return (scoped && !abstract_name.is_empty()).then(|| {
                     let shown: Vec<u8> = abstract_name
                         .iter()
                         .map(|b| if *b == 0 { b'@' } else { *b })
@@ -681,7 +773,7 @@ mod tests {
     fn loopback_destinations_are_left_to_the_socket_tables() {
         let own = Watch {
             own_network: true,
-            host_sockets: vec![],
+            ..Watch::default()
         };
         let Some(Destination::Loopback {
             family,
@@ -714,7 +806,7 @@ mod tests {
     fn only_addresses_off_the_namespaces_loopback_are_refused() {
         let own = Watch {
             own_network: true,
-            host_sockets: vec![],
+            ..Watch::default()
         };
         assert_eq!(
             target(&inet([192, 0, 2, 7], 443), &own).as_deref(),
@@ -745,6 +837,7 @@ mod tests {
         let watch = Watch {
             own_network: false,
             host_sockets: vec![PathBuf::from("/run/docker.sock")],
+            abstract_scoped: false,
         };
         let host = Some("/run/docker.sock".to_owned());
         assert_eq!(target(&unix(b"/run/docker.sock\0junk"), &watch), host);
