@@ -46,6 +46,48 @@ struct Fixture {
     home: PathBuf,
     run: PathBuf,
     outside: PathBuf,
+    /// Dropped last: after the directory (and any socket in it) is gone.
+    _serial: Serial,
+}
+
+/// The tests that use a fixture run one at a time. Each measures the host's whole socket table
+/// (`/proc/net/unix`), and a socket another test removes between that measurement and this
+/// test's bwrap (its fixture dropped, or a test of a vanishing socket) would be masked at a
+/// path that no longer exists, where bwrap cannot create the mountpoint in the read-only root.
+/// (`palisade run` retries such a setup failure once; these tests call bwrap directly.) The
+/// whole file takes well under a second. Reentrant, for a test that makes two fixtures.
+struct Serial;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+thread_local! {
+    static HELD: std::cell::RefCell<(usize, Option<std::sync::MutexGuard<'static, ()>>)> =
+        const { std::cell::RefCell::new((0, None)) };
+}
+
+impl Serial {
+    fn take() -> Self {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            if held.0 == 0 {
+                held.1 = Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()));
+            }
+            held.0 += 1;
+        });
+        Serial
+    }
+}
+
+impl Drop for Serial {
+    fn drop(&mut self) {
+        HELD.with(|held| {
+            let mut held = held.borrow_mut();
+            held.0 -= 1;
+            if held.0 == 0 {
+                held.1 = None;
+            }
+        });
+    }
 }
 
 fn base_dir() -> PathBuf {
@@ -77,6 +119,7 @@ impl Fixture {
     }
 
     fn at(dir: tempfile::TempDir) -> Self {
+        let serial = Serial::take();
         let root = fs::canonicalize(dir.path()).unwrap();
         let ws = root.join("ws");
         let home = root.join("home");
@@ -92,6 +135,7 @@ impl Fixture {
             home,
             run,
             outside,
+            _serial: serial,
         }
     }
 
