@@ -24,6 +24,10 @@ pub const MAX_EVENTS: usize = 64;
 /// The rule of a `connect` to a host socket the sandbox masks: built in, in every network mode.
 pub const MASKED_HOST_SOCKETS: &str = "builtin.maskedHostSockets";
 
+/// The rule of a raw socket the kernel refuses: the sandbox holds no capability (every backend
+/// drops them all), and `SOCK_RAW` needs `CAP_NET_RAW`.
+pub const NO_CAPABILITIES: &str = "builtin.noCapabilities";
+
 /// Events `run` prints on stderr after the command ends (the summary line counts them all).
 pub const SHOWN_ON_STDERR: usize = 5;
 
@@ -368,6 +372,7 @@ fn connect_rule(condition: &str) -> &'static str {
         observe::MASKED_SOCKET | observe::PRIVATE_SOCKET | observe::HOST_ABSTRACT_SOCKET => {
             MASKED_HOST_SOCKETS
         }
+        observe::RAW_SOCKET => NO_CAPABILITIES,
         _ => "plan.network.mode",
     }
 }
@@ -445,6 +450,10 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
         }
         MASKED_HOST_SOCKETS => format!(
             "not allowed by a built-in mask, whatever the policy: every host Unix socket (`{}` here) is masked in every network mode",
+            denial.target
+        ),
+        NO_CAPABILITIES => format!(
+            "not allowed by any policy: the sandbox holds no capability, and a `{}` socket needs CAP_NET_RAW; for `ping`, an ICMP datagram socket (`SOCK_DGRAM`) needs none where the host's `net.ipv4.ping_group_range` admits the user",
             denial.target
         ),
         "plan.network.mode" if denial.operation == "socket" => {

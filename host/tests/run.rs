@@ -1114,6 +1114,11 @@ for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
         print("sent")
     except OSError as e:
         print(errno.errorcode[e.errno])
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+    print("raw")
+except OSError as e:
+    print(errno.errorcode[e.errno])
 "#,
         socket_path.display(),
         alias.display(),
@@ -1135,7 +1140,7 @@ for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
     // The command got the kernel's own answers.
     assert_eq!(
         text(&out.stdout),
-        "ENETUNREACH\nENETUNREACH\nECONNREFUSED\nECONNREFUSED\nconnected\nECONNREFUSED\nECONNREFUSED\nENOENT\nconnected\nECONNREFUSED\nENETUNREACH\nsent\n",
+        "ENETUNREACH\nENETUNREACH\nECONNREFUSED\nECONNREFUSED\nconnected\nECONNREFUSED\nECONNREFUSED\nENOENT\nconnected\nECONNREFUSED\nENETUNREACH\nsent\nEPERM\n",
         "{stderr}"
     );
     let lines = env.audit_lines();
@@ -1200,7 +1205,14 @@ for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
         event(&format!("@{abstract_name}"))["rule"],
         "builtin.maskedHostSockets"
     );
-    assert_eq!(denials["total"], 9, "{denials}");
+    // A raw socket: the kernel's refusal (no CAP_NET_RAW in the sandbox), explained.
+    let raw = events
+        .iter()
+        .find(|e| e["operation"] == "socket" && e["target"] == "SOCK_RAW")
+        .unwrap_or_else(|| panic!("no raw socket event: {denials}"));
+    assert_eq!(raw["rule"], "builtin.noCapabilities", "{raw}");
+    assert!(raw["reason"].as_str().unwrap().contains("EPERM"), "{raw}");
+    assert_eq!(denials["total"], 10, "{denials}");
     assert!(
         stderr
             .contains("palisade:   network: connect 192.0.2.7:443 refused by `plan.network.mode`"),
@@ -1221,6 +1233,7 @@ for address in [("192.0.2.7", 53), ("127.0.0.1", {udp_port})]:
 /// stub scopes it out of the host's abstract sockets with Landlock: a connection to one is
 /// refused and explained, while the sandbox's own abstract socket stays reachable, unrecorded.
 #[test]
+#[cfg(target_os = "linux")]
 fn host_abstract_sockets_refused_under_allow_outbound_are_explained() {
     let abi = palisade_shims::landlock::kernel_abi().unwrap_or(0);
     if abi < palisade_shims::landlock_abi::SCOPES {

@@ -752,6 +752,29 @@ fn observed_bwrap_programs_stop_connect_and_addressed_sendto_only() {
             None
         );
     }
+    // Raw IP sockets the socket rules allow are stopped to be looked at (the kernel refuses
+    // them without CAP_NET_RAW); a netlink socket is SOCK_RAW too, and is not.
+    let socket = u32::try_from(libc::SYS_socket).unwrap();
+    let raw_icmp = [2, 3 | 0o2000000, 1, 0, 0, 0];
+    let netlink = [16, 3, 0, 0, 0, 0];
+    let stream = [2, 1, 0, 0, 0, 0];
+    for reach in [Reach::OwnLoopback, Reach::Everything] {
+        for mechanism in [Mechanism::Bwrap, Mechanism::Docker] {
+            let profile = Profile { mechanism, reach };
+            let plain = seccomp::build(&profile).unwrap();
+            let observed = plain.observed();
+            assert_eq!(verdict(&plain, audit, socket, raw_icmp), Action::Allow);
+            assert_eq!(verdict(&observed, audit, socket, raw_icmp), Action::Observe);
+            assert_eq!(verdict(&observed, audit, socket, stream), Action::Allow);
+            assert_eq!(
+                seccomp::observed_only(arch, &profile, i32::try_from(socket).unwrap(), &raw_icmp),
+                Some("socket")
+            );
+            if verdict(&plain, audit, socket, netlink) == Action::Allow {
+                assert_eq!(verdict(&observed, audit, socket, netlink), Action::Allow);
+            }
+        }
+    }
     let landlock = Profile {
         mechanism: Mechanism::Landlock(LandlockProc::Own),
         reach: Reach::Everything,

@@ -16,7 +16,9 @@
 //! kernel refuses it exactly as it would unobserved, with the namespace's or the mask's own
 //! error. The address is read while the caller is stopped, but another thread of the command
 //! could change it before the kernel reads it again: that can only falsify this record (the
-//! kernel decides on what it reads), never let a connection through.
+//! kernel decides on what it reads), never let a connection through. A raw IP or packet
+//! `socket` is stopped the same way, only to be looked at: the kernel refuses it to a process
+//! without `CAP_NET_RAW` (which no sandbox has), and the observer records that refusal.
 //!
 //! Bounded: at most [`MAX_CALLS`] distinct calls are kept (the same syscall under the same rule
 //! and target is one entry with a count); the rest are only counted. A call costs one round trip
@@ -233,6 +235,39 @@ pub const HOST_LOOPBACK_PORT: &str = "a port of the host's loopback the plan doe
 pub const MASKED_SOCKET: &str = "a host socket the sandbox masks";
 pub const PRIVATE_SOCKET: &str = "a host socket under a directory the sandbox keeps private";
 pub const HOST_ABSTRACT_SOCKET: &str = "an abstract socket of the host's network namespace";
+pub const RAW_SOCKET: &str = "a raw socket, which needs CAP_NET_RAW";
+
+/// `CAP_NET_RAW`'s bit in `/proc/PID/status`'s `CapEff`.
+const CAP_NET_RAW: u32 = 13;
+
+/// A raw `socket` (`SOCK_RAW`, `SOCK_PACKET`) by a process without `CAP_NET_RAW` in its
+/// effective set: the kernel refuses it with `EPERM`. `None` when it holds the capability, or
+/// its status cannot be read.
+fn refused_raw_socket(notif: &sys::SeccompNotif) -> Option<RefusedConnect> {
+    let [family, kind, ..] = notif.args;
+    let status = std::fs::read_to_string(format!("/proc/{}/status", notif.pid)).ok()?;
+    let effective = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())?;
+    if effective & (1 << CAP_NET_RAW) != 0 {
+        return None;
+    }
+    let family = (family & 0xFFFF_FFFF) as u32;
+    // `SOCK_PACKET` (10), obsolete and deprecated in libc, but still taken by the kernel.
+    let kind = if kind & 0xF == 10 {
+        "SOCK_PACKET"
+    } else {
+        "SOCK_RAW"
+    };
+    Some(RefusedConnect {
+        condition: RAW_SOCKET,
+        closes: "raw sockets (a packet sniffer's, `ping`'s SOCK_RAW): the sandbox holds no capability",
+        errno: libc::EPERM,
+        family: super::rules::family_name(family).unwrap_or("AF_?"),
+        target: kind.to_owned(),
+    })
+}
 
 /// Whether `/proc/net/unix` under `net_dir` lists a socket bound to `name` (`@…` for an
 /// abstract one, as the table shows it). `None` when the table cannot be read.
@@ -408,6 +443,9 @@ fn refused_destination(
     watch: &Watch,
     listening: &mut SandboxListeners,
 ) -> Option<RefusedConnect> {
+    if syscall == "socket" {
+        return refused_raw_socket(notif);
+    }
     let [
         _,
         connect_address,

@@ -475,7 +475,9 @@ pub(super) fn rule_set(profile: &Profile) -> Result<Vec<Rule>, SeccompError> {
 /// What an observed program stops on top of its rules, for the observer to look at and then
 /// let run: under bwrap and docker (a network namespace and masked host sockets), every `connect` and
 /// every `sendto` that names an address (a datagram's destination), so a destination the
-/// namespace cannot route, a port of the host's loopback or a masked host socket is explained.
+/// namespace cannot route, a port of the host's loopback or a masked host socket is explained;
+/// and every raw `socket` the socket rules allow, which the kernel refuses to a sandbox without
+/// capabilities (`ping`'s `SOCK_RAW`).
 /// (`sendmsg` names its address inside a struct the filter cannot read, and stopping every
 /// one would stop a stream's data too.) The plain program allows these calls, so letting them
 /// run changes nothing the kernel enforces.
@@ -497,6 +499,29 @@ pub(super) fn observe_rules(profile: &Profile) -> &'static [Rule] {
             }],
             action: Action::Observe,
             closes: "nothing: observed only (the network namespace and the socket masks refuse)",
+        },
+        Rule {
+            syscall: SOCKET,
+            // IP and packet families only (a netlink socket is `SOCK_RAW` too, and needs no
+            // capability); the type without `SOCK_NONBLOCK` and `SOCK_CLOEXEC` (the high bits).
+            tests: &[
+                Test::In {
+                    arg: 0,
+                    mask: u32::MAX,
+                    values: &[AF_INET, AF_INET6, (17, "AF_PACKET")],
+                },
+                Test::In {
+                    arg: 1,
+                    mask: 0xF,
+                    values: &[
+                        (3, "SOCK_RAW"),
+                        // Obsolete, but the kernel still takes it (with CAP_NET_RAW).
+                        (10, "SOCK_PACKET"),
+                    ],
+                },
+            ],
+            action: Action::Observe,
+            closes: "nothing: observed only (the kernel refuses raw sockets to a process without CAP_NET_RAW)",
         },
     ];
     match profile.mechanism {
