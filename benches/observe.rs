@@ -11,7 +11,15 @@
 //!   the observer to look at (the address, then the socket tables, as for the proxy's port)
 //!   and let run. What each connection pays for being explained when refused.
 //!
-//! Run with `cargo bench -p palisade-suite --bench observe`; the ratios of the medians are
+//! - `masks-true`, `masks-file-heavy`, `masks-refusal-flood`: a bwrap sandbox whose denied
+//!   paths (a directory and a file) are masked mute (`plain`: a mode-0000 tmpfs, `/dev/null`)
+//!   or observed (`observed`: FUSE nodes served by this process, mounted before and unmounted
+//!   after each run, as `palisade run` does). `true` is the per-run cost of observing; the
+//!   file-heavy command never touches a denied path (target ≤ 1.10×); the flood opens a file
+//!   beneath the denied directory 20,000 times, each a round trip to the server.
+//!
+//! Run with `cargo bench -p palisade-suite --bench observe` (as another user, the bench binary
+//! with `PALISADE_BENCH_TMPDIR` and `CRITERION_HOME` set to directories that user can write); the ratios of the medians are
 //! printed at the end. Under `cargo test --all-targets` each benchmark runs once.
 #![allow(
     clippy::unwrap_used,
@@ -93,6 +101,10 @@ fn run_under(profile: Profile, program: &str, args: &[&str], observed: bool) {
 }
 
 fn criterion_dir() -> Option<PathBuf> {
+    // Where criterion writes, when told (a run as another user cannot write under target/).
+    if let Some(home) = std::env::var_os("CRITERION_HOME") {
+        return Some(PathBuf::from(home));
+    }
     // target/<profile>/deps/observe-… → target/criterion
     let exe = std::env::current_exe().ok()?;
     Some(exe.parent()?.parent()?.parent()?.join("criterion"))
@@ -120,8 +132,15 @@ fn ratio(group: &str) {
     }
 }
 
+/// Where the benches make their directories: `PALISADE_BENCH_TMPDIR` for a run as another
+/// user, who cannot write under target/ (not under /tmp, which a sandbox replaces).
+fn bench_tmpdir() -> PathBuf {
+    std::env::var_os("PALISADE_BENCH_TMPDIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from)
+}
+
 fn observing(c: &mut Criterion) {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::tempdir_in(bench_tmpdir()).unwrap();
     let work: &Path = dir.path();
     let work = work.to_str().unwrap().to_owned();
     let mut group = c.benchmark_group("file-heavy");
@@ -158,5 +177,114 @@ fn observing(c: &mut Criterion) {
     ratio("connect-flood");
 }
 
-criterion_group!(benches, observing);
+/// A bwrap sandbox with a denied directory and a denied file, its masks mute or observed.
+struct Masked {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    plan: palisade_shims::plan::LaunchPlan,
+}
+
+impl Masked {
+    fn new() -> Masked {
+        let dir = tempfile::tempdir_in(bench_tmpdir()).unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["ws", "run", "home/.aws"] {
+            std::fs::create_dir_all(root.join(sub)).unwrap();
+        }
+        std::fs::write(root.join("home/.aws/credentials"), "SECRET").unwrap();
+        std::fs::write(root.join("home/.netrc"), "SECRET").unwrap();
+        let plan = palisade_shims::plan::LaunchPlan {
+            mechanism: Mechanism::Bwrap,
+            network: palisade_shims::plan::Network::None,
+            workspace: root.join("ws"),
+            writable_roots: vec![root.join("ws"), root.join("run")],
+            read_only_root: true,
+            denied_read_paths: vec![root.join("home/.aws"), root.join("home/.netrc")],
+            protected_paths: Vec::new(),
+            syscall_filter: false,
+            command: Vec::new(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            run_temp_dir: root.join("run"),
+            budgets: palisade_shims::plan::Budgets::default(),
+        };
+        Masked {
+            _dir: dir,
+            root,
+            plan,
+        }
+    }
+
+    fn run(&self, script: &str, observed: bool) {
+        use palisade_shims::{bwrap, fsfacts, fusemask};
+        let mut plan = self.plan.clone();
+        plan.command = vec!["/bin/sh".into(), "-c".into(), script.into()];
+        let facts = fsfacts::measure(&plan).unwrap();
+        let at = self.root.join("masks");
+        let args =
+            bwrap::argv_observed(&plan, &facts, None, None, observed.then_some(&*at)).unwrap();
+        let server = observed.then(|| {
+            let nodes = args
+                .denied_masks
+                .iter()
+                .map(|m| fusemask::MaskNode {
+                    target: m.target.clone(),
+                    dir: m.dir,
+                })
+                .collect();
+            fusemask::MaskServer::mount(&at, nodes).unwrap()
+        });
+        let status = Command::new("bwrap")
+            .args(&args.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+        if let Some(server) = server {
+            let seen = server.finish();
+            assert!(seen.error.is_none(), "{seen:?}");
+        }
+    }
+}
+
+fn masks(c: &mut Criterion) {
+    if !Path::new("/usr/bin/bwrap").exists() || palisade_shims::fusemask::mounter().is_err() {
+        eprintln!("masks: skipped (needs bwrap and a FUSE mount: root, or fusermount3)");
+        return;
+    }
+    let masked = Masked::new();
+    let work = masked.root.join("ws");
+    let work = work.to_str().unwrap();
+    let heavy = FILE_HEAVY.replace("$0", work);
+    let flood = format!(
+        "i=0; while [ $i -lt 20000 ]; do command : 2>/dev/null < {}/credentials; i=$((i+1)); done; true",
+        masked.root.join("home/.aws").display()
+    );
+    for (group, script) in [
+        ("masks-true", "true"),
+        ("masks-file-heavy", heavy.as_str()),
+        ("masks-refusal-flood", flood.as_str()),
+    ] {
+        let mut g = c.benchmark_group(group);
+        // The per-run cost is small beside bwrap's own: more samples for it.
+        g.sample_size(if group == "masks-true" { 40 } else { 10 });
+        g.bench_function("plain", |b| b.iter(|| masked.run(script, false)));
+        g.bench_function("observed", |b| b.iter(|| masked.run(script, true)));
+        g.finish();
+    }
+    for group in ["masks-true", "masks-file-heavy", "masks-refusal-flood"] {
+        ratio(group);
+    }
+    if let (Some(plain), Some(observed)) = (
+        median_ns("masks-true", "plain"),
+        median_ns("masks-true", "observed"),
+    ) {
+        println!(
+            "masks-true: observing costs {:.2} ms per run",
+            (observed - plain) / 1e6
+        );
+    }
+}
+
+criterion_group!(benches, observing, masks);
 criterion_main!(benches);

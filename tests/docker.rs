@@ -944,3 +944,118 @@ fn refused_calls_and_connections_are_explained_with_the_static_stub() {
     }
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
 }
+
+/// Accesses to denied paths inside the container are refused by their observed masks and
+/// recorded with the `deniedReadPaths` entry that denied them, as root and as uid 65534 in
+/// the socket's group; an allowed access is no denial. The daemon binds the masks' nodes, so
+/// the unprivileged user's mount needs `user_allow_other` in `/etc/fuse.conf` (`.ci/run` sets
+/// it); without it the masks stay mute, and the outcome and stderr say why.
+#[test]
+fn accesses_to_denied_paths_are_explained_under_docker() {
+    let Some(s) = setup() else { return };
+    let ws = s.workspace();
+    std::fs::create_dir_all(ws.join("private")).unwrap();
+    std::fs::write(ws.join("private/key"), "SECRET-KEY").unwrap();
+    std::fs::write(ws.join("token"), "SECRET-TOKEN").unwrap();
+    std::fs::write(ws.join("README"), "readable\n").unwrap();
+    let script = "cat private/key; ls private; cat token; echo x > token; cat README; echo end";
+    // Outside, the reads succeed.
+    let outside = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&outside.stdout).contains("SECRET-KEY"));
+    std::fs::write(ws.join("token"), "SECRET-TOKEN").unwrap();
+    escape_kit::chmod(&ws.join("private"), 0o755);
+
+    let mut users = vec![None];
+    if escape_kit::test_uid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let gid = std::fs::metadata(&s.image.socket).unwrap().gid();
+        if gid != 0 {
+            users.push(Some(nobody_with(&s, vec![gid])));
+        }
+    }
+    let private = ws.join("private");
+    let token = ws.join("token");
+    let private = std::fs::canonicalize(&private).unwrap();
+    let token = std::fs::canonicalize(&token).unwrap();
+    for user in &users {
+        let who = if user.is_some() { "uid 65534" } else { "root" };
+        let home = user.as_ref().map_or(s.dir.path(), |u| u.home.as_path());
+        let audit = home.join("audit-files.jsonl");
+        let mut command = s.run_command(
+            &[
+                "--audit",
+                audit.to_str().unwrap(),
+                "--deny-read",
+                private.to_str().unwrap(),
+                "--deny-read",
+                token.to_str().unwrap(),
+            ],
+            &["sh", "-c", script],
+        );
+        if let Some(user) = user {
+            command = user.wrap(&command);
+        }
+        let out = command.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "{who}: {err}");
+        assert!(
+            stdout.contains("readable") && stdout.contains("end"),
+            "{who}: {stdout}"
+        );
+        assert!(
+            !stdout.contains("SECRET") && !err.contains("SECRET"),
+            "{who}: {stdout}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&token).unwrap(),
+            "SECRET-TOKEN",
+            "{who}"
+        );
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let outcome = &lines[1]["outcome"];
+        let shared = user.is_none() || palisade_shims::fusemask::user_allow_other();
+        if !shared {
+            assert_eq!(
+                outcome["fileObserver"]["mounted"], false,
+                "{who}: {outcome}"
+            );
+            assert!(err.contains("masked but not observed"), "{who}: {err}");
+            continue;
+        }
+        assert_eq!(outcome["fileObserver"]["mounted"], true, "{who}: {outcome}");
+        let events = outcome["denials"]["events"].as_array().unwrap();
+        for (operation, target) in [
+            ("read", private.join("key")),
+            ("read", private.clone()),
+            ("read", token.clone()),
+            ("write", token.clone()),
+        ] {
+            let event = events
+                .iter()
+                .find(|e| e["operation"] == operation && e["target"] == target.to_str().unwrap())
+                .unwrap_or_else(|| {
+                    panic!("{who}: no {operation} of {}: {outcome}", target.display())
+                });
+            assert_eq!(event["kind"], "file", "{who}: {event}");
+            assert!(
+                event["rule"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("plan.deniedReadPaths["),
+                "{who}: {event}"
+            );
+        }
+        assert_eq!(events.len(), 4, "{who}: {outcome}");
+        assert!(err.contains("palisade:   file: read "), "{who}: {err}");
+    }
+    assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+}

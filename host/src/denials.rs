@@ -41,6 +41,8 @@ pub enum DenialKind {
     Budget,
     /// A syscall the filter refused.
     Syscall,
+    /// An access to a denied path, refused by its observed mask.
+    File,
 }
 
 /// What saw the denial.
@@ -56,6 +58,9 @@ pub enum Observer {
     /// The seccomp filter's listener: the kernel stopped the call and the observer answered it
     /// with the filter's own errno.
     Seccomp,
+    /// The observed mask of a denied path (a FUSE node that refuses every access), which the
+    /// kernel asked.
+    Mask,
 }
 
 /// One denial (or several of the same: `count`).
@@ -108,6 +113,10 @@ impl Denial {
             ),
             DenialKind::Syscall => format!(
                 "syscall: {} ({}) refused by `{}`{times}: {}",
+                self.operation, self.target, self.rule, self.reason
+            ),
+            DenialKind::File => format!(
+                "file: {} {} refused by `{}`{times}: {}",
                 self.operation, self.target, self.rule, self.reason
             ),
             DenialKind::Budget => {
@@ -305,6 +314,52 @@ pub fn network_denials(connections: &[ConnectionRecord]) -> Vec<Denial> {
         .collect()
 }
 
+/// The accesses to denied paths their observed masks refused: each tied to the entry of the
+/// plan's `deniedReadPaths` that asked for the mask (`plan.deniedReadPaths[i]`, the decision's
+/// order, which the launch plan keeps). `masks` are the launch's, in node order.
+#[cfg(target_os = "linux")]
+pub fn file_denials(
+    seen: &palisade_shims::fusemask::Seen,
+    masks: &[palisade_shims::bwrap::DeniedMask],
+    denied_read_paths: &[std::path::PathBuf],
+) -> Vec<Denial> {
+    seen.events
+        .iter()
+        .map(|event| {
+            let entry = masks.get(event.mask).and_then(|mask| {
+                mask.denied
+                    .iter()
+                    .find_map(|d| denied_read_paths.iter().position(|p| p == d))
+            });
+            let rule = entry.map_or_else(
+                || "plan.deniedReadPaths".to_owned(),
+                |i| format!("plan.deniedReadPaths[{i}]"),
+            );
+            let denied = entry.and_then(|i| denied_read_paths.get(i)).map_or_else(
+                || "a denied path".to_owned(),
+                |p| format!("`{}`", p.display()),
+            );
+            let who = if event.command.is_empty() {
+                format!("pid {}", event.pid)
+            } else {
+                format!("`{}` (pid {})", event.command, event.pid)
+            };
+            Denial {
+                kind: DenialKind::File,
+                operation: event.op.as_str().to_owned(),
+                target: event.path.display().to_string(),
+                rule,
+                reason: format!("EACCES for {who}; {denied} is denied to the sandbox"),
+                observed_by: Observer::Mask,
+                limit: None,
+                measured: None,
+                unit: None,
+                count: event.count,
+            }
+        })
+        .collect()
+}
+
 /// The calls the seccomp filter refused, as its observer answered them: a `socket` is a
 /// network denial (of the network mode's socket rule, or the filter's vsock rule), and so is a
 /// `connect` the observer saw the sandbox refuse (an address off the network namespace's
@@ -401,6 +456,43 @@ pub fn suggestion(denial: &Denial, decision: &Value) -> String {
         DenialKind::Network => network_suggestion(denial, decision),
         DenialKind::Budget => budget_suggestion(denial, decision),
         DenialKind::Syscall => syscall_suggestion(denial),
+        DenialKind::File => file_suggestion(denial, decision),
+    }
+}
+
+/// Where the denied path came from decides who can lift it: the policy's own list, a
+/// `--deny-read` flag, the host configuration's list, or the built-in credential stores (which
+/// only the host configuration can exempt).
+fn file_suggestion(denial: &Denial, decision: &Value) -> String {
+    let entry = denial
+        .rule
+        .strip_prefix("plan.deniedReadPaths[")
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|i| i.parse::<usize>().ok());
+    let Some(path) =
+        entry.and_then(|i| at(decision, &format!("/plan/deniedReadPaths/{i}")).as_str())
+    else {
+        return "not allowed by the decision's denied read paths".to_owned();
+    };
+    let origin = at(decision, "/policy/deniedReadPaths")
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| at(d, "/path") == path)
+        .and_then(|d| at(d, "/origin").as_str())
+        .unwrap_or("");
+    match origin {
+        "declared" => {
+            format!("remove `{path}` from `spec.sandbox.deniedReadPaths` in the Taskpack")
+        }
+        "flag" => format!("drop `--deny-read {path}`"),
+        "host" => format!(
+            "the host configuration's `deniedReadPaths` lists `{path}`; only the host's configuration lifts it"
+        ),
+        "built-in" => format!(
+            "`{path}` is a built-in credential store, denied to every sandbox; only the host configuration's `exemptDeniedReadPaths` exempts it"
+        ),
+        _ => format!("`{path}` is denied by the decision"),
     }
 }
 

@@ -359,11 +359,26 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
             crate::launch::observer_account(observed),
         );
     }
+    if let Some(seen) = &done.masks_seen {
+        denials.extend(crate::denials::file_denials(
+            seen,
+            &done.denied_masks,
+            &plan.denied_read_paths,
+        ));
+    }
+    if !done.denied_masks.is_empty() {
+        crate::launch::set(
+            &mut record,
+            "fileObserver",
+            crate::launch::mask_account(done.masks_seen.as_ref(), done.mask_error.as_deref()),
+        );
+    }
     Ok(Launched {
         exit_code: u8::try_from(done.outcome.exit_code()).unwrap_or(125),
         record,
         denials,
-        dropped: done.observed.as_ref().map_or(0, |o| o.dropped),
+        dropped: done.observed.as_ref().map_or(0, |o| o.dropped)
+            + done.masks_seen.as_ref().map_or(0, |seen| seen.dropped),
         // No start signal through `docker run`: the container's setup counts in `command`.
         marks: done.outcome.marks,
     })

@@ -245,7 +245,32 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     } else {
         (None, None, None)
     };
-    let args = bwrap::argv(plan, &facts, Some(&exe), stub.as_ref()).map_err(|e| prepare(&e))?;
+    // The denied paths are served by observed masks when this host can mount them (a FUSE
+    // node that refuses and records every access), else by the mute ones; the outcome's
+    // `fileObserver` says which.
+    let masks_at = sibling(&plan.run_temp_dir, ".masks");
+    let mut args = bwrap::argv_observed(plan, &facts, Some(&exe), stub.as_ref(), Some(&masks_at))
+        .map_err(|e| prepare(&e))?;
+    let (mask_server, mask_error) = if args.denied_masks.is_empty() {
+        (None, None)
+    } else {
+        let nodes = args
+            .denied_masks
+            .iter()
+            .map(|m| palisade_shims::fusemask::MaskNode {
+                target: m.target.clone(),
+                dir: m.dir,
+            })
+            .collect();
+        match palisade_shims::fusemask::MaskServer::mount(&masks_at, nodes) {
+            Ok(server) => (Some(server), None),
+            Err(err) => {
+                args = bwrap::argv(plan, &facts, Some(&exe), stub.as_ref())
+                    .map_err(|e| prepare(&e))?;
+                (None, Some(err.to_string()))
+            }
+        }
+    };
     let observer = match observer_end {
         Some((ours, profile)) => {
             // Connections the sandbox will refuse are recorded too: IP off its own loopback
@@ -284,6 +309,8 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     // Mountpoints bwrap had to create in writable roots go, whatever happened.
     let left = fsfacts::cleanup_created(&args.created_mountpoints);
     let observed = observer.map(seccomp::observe::Observer::finish);
+    // After the tree: a survivor would find its masks refusing with ENOTCONN, still closed.
+    let masks_seen = mask_server.map(palisade_shims::fusemask::MaskServer::finish);
     // Placeholders only once no process of the sandbox can have them mounted: removing
     // one would take its mount away from a survivor.
     let placeholders_left = match &outcome {
@@ -346,11 +373,26 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
         denials.extend(crate::denials::syscall_denials(observed));
         set(&mut record, "seccompObserver", observer_account(observed));
     }
+    if let Some(seen) = &masks_seen {
+        denials.extend(crate::denials::file_denials(
+            seen,
+            &args.denied_masks,
+            &plan.denied_read_paths,
+        ));
+    }
+    if !args.denied_masks.is_empty() {
+        set(
+            &mut record,
+            "fileObserver",
+            mask_account(masks_seen.as_ref(), mask_error.as_deref()),
+        );
+    }
     Ok(Launched {
         exit_code: exit_byte(outcome.exit_code()),
         record,
         denials,
-        dropped: observed.map_or(0, |o| o.dropped),
+        dropped: observed.map_or(0, |o| o.dropped)
+            + masks_seen.as_ref().map_or(0, |seen| seen.dropped),
         marks: outcome.marks,
     })
 }
@@ -500,6 +542,36 @@ pub(crate) fn observer_account(
         "refused": observed.total,
         "error": observed.error,
     })
+}
+
+/// What the observed masks of the denied paths did: whether they were mounted (else the mute
+/// masks served, and why), how many accesses they refused, and why they stopped early if they
+/// did.
+#[cfg(target_os = "linux")]
+pub(crate) fn mask_account(
+    seen: Option<&palisade_shims::fusemask::Seen>,
+    mount_error: Option<&str>,
+) -> serde_json::Value {
+    match seen {
+        Some(seen) => serde_json::json!({
+            "mounted": true,
+            "refused": seen.total,
+            "error": seen.error,
+        }),
+        None => serde_json::json!({
+            "mounted": false,
+            "error": mount_error,
+        }),
+    }
+}
+
+/// `run-<id>` + `suffix`: an entry beside the run's temporary directory (which the sandbox
+/// sees as a writable root), swept with the run's other entries.
+#[cfg(target_os = "linux")]
+pub(crate) fn sibling(run_temp_dir: &std::path::Path, suffix: &str) -> PathBuf {
+    let mut name = run_temp_dir.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// The budget that ended the run, as the supervisor accounted for it.
@@ -748,6 +820,11 @@ fn sweep_dead_runs(parent: &std::path::Path) {
             None
         };
         for entry in entries.iter().filter(|e| e.path() != lock_path) {
+            // The dead run's observed masks: unmounted before their mountpoint can go.
+            #[cfg(target_os = "linux")]
+            if entry.file_name().to_string_lossy().ends_with(".masks") {
+                palisade_shims::fusemask::unmount_stale(&entry.path());
+            }
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 let _ = std::fs::remove_dir_all(entry.path());
             } else {

@@ -470,7 +470,7 @@ fn a_run_without_denials_reports_none_and_the_outcome_goes_where_asked() {
     assert!(
         text(&explained.stdout).contains("nothing the sandbox observes was denied")
             && text(&explained.stdout)
-                .contains("note: denied file reads and writes are not observed"),
+                .contains("note: writes outside the writable roots are not observed"),
         "{}",
         text(&explained.stdout)
     );
@@ -1926,4 +1926,191 @@ fn a_managed_input_may_not_make_a_symlink_writable() {
     assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(stderr.contains("HOST_FACTS_MISMATCH"), "{stderr}");
     assert!(stderr.contains("policyFlags.writableRoots[0]"), "{stderr}");
+}
+
+/// Accesses to denied paths are refused by their observed masks and explained, each with the
+/// entry of `deniedReadPaths` that denied it and where that entry came from; looking at a
+/// denied path, and everything allowed, is no denial. As this user and, under root, as uid
+/// 65534 (through `fusermount3`).
+#[test]
+fn accesses_to_denied_paths_are_observed_and_explained() {
+    let users: Vec<Option<u32>> = if is_root() {
+        vec![None, Some(65534)]
+    } else {
+        vec![None]
+    };
+    for user in users {
+        let env = Env::new();
+        let home = env.path("");
+        std::fs::create_dir_all(home.join(".aws")).unwrap();
+        std::fs::write(home.join(".aws/credentials"), "SECRET-AWS").unwrap();
+        std::fs::create_dir_all(home.join("private")).unwrap();
+        std::fs::write(home.join("private/key"), "SECRET-KEY").unwrap();
+        std::fs::write(home.join("token"), "SECRET-TOKEN").unwrap();
+        std::fs::write(env.path("ws/README"), "readable\n").unwrap();
+        let taskpack = env.taskpack("linux-bwrap", "");
+        let text_of = std::fs::read_to_string(&taskpack).unwrap();
+        std::fs::write(
+            &taskpack,
+            format!("{text_of}    deniedReadPaths: [\"~/private\"]\n"),
+        )
+        .unwrap();
+        if let Some(uid) = user {
+            chown_tree(env.dir.path(), uid);
+        }
+        let script = "cat ~/.aws/credentials; ls ~/private; echo x > ~/private/new; \
+                      cat ~/token; cat README; echo ok > allowed.txt; ls -a ~ > /dev/null; \
+                      stat -c %a ~/private; git init -q && git add -A && echo added";
+        // Outside, every read succeeds (as this user).
+        let outside = as_user(Command::new("sh").args(["-c", script]), user)
+            .env("HOME", &home)
+            .current_dir(env.path("ws"))
+            .output()
+            .unwrap();
+        assert!(text(&outside.stdout).contains("SECRET-AWS"), "{outside:?}");
+        std::fs::remove_dir_all(env.path("ws/.git")).unwrap();
+        std::fs::remove_file(env.path("ws/allowed.txt")).unwrap();
+        std::fs::remove_file(home.join("private/new")).unwrap();
+
+        let audit = env.path("audit.jsonl");
+        let token = home.join("token");
+        let out = as_user(Command::new(PALISADE).arg("run"), user)
+            .args([
+                "--taskpack",
+                taskpack.to_str().unwrap(),
+                "--audit",
+                audit.to_str().unwrap(),
+                "--deny-read",
+                token.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", &home)
+            .current_dir(env.path("ws"))
+            .output()
+            .unwrap();
+        let who = format!("{user:?}");
+        let stderr = text(&out.stderr);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{who}: {stderr}");
+        assert!(
+            !stdout.contains("SECRET") && !stderr.contains("SECRET"),
+            "{who}: {stdout}"
+        );
+        assert!(
+            stdout.contains("readable") && stdout.contains("added"),
+            "{who}: {stdout} {stderr}"
+        );
+        assert!(
+            stdout.contains("\n0\n"),
+            "{who}: the mask has no permission bits: {stdout}"
+        );
+        assert!(
+            stderr.contains("palisade:   file: read ") && !stderr.contains("not observed"),
+            "{who}: {stderr}"
+        );
+        let lines = env.audit_lines();
+        let decision: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+        let outcome = &lines[1]["outcome"];
+        assert_eq!(outcome["fileObserver"]["mounted"], true, "{who}: {outcome}");
+        let denied: Vec<&str> = decision["plan"]["deniedReadPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        let rule_of = |path: &Path| {
+            let i = denied
+                .iter()
+                .position(|d| Path::new(d) == path)
+                .unwrap_or_else(|| panic!("{} not denied: {denied:?}", path.display()));
+            format!("plan.deniedReadPaths[{i}]")
+        };
+        let events = outcome["denials"]["events"].as_array().unwrap();
+        let expected = [
+            ("read", home.join(".aws/credentials"), home.join(".aws")),
+            ("read", home.join("private"), home.join("private")),
+            ("read", home.join("private/new"), home.join("private")),
+            ("read", home.join("token"), home.join("token")),
+        ];
+        for (operation, target, entry) in &expected {
+            let event = events
+                .iter()
+                .find(|e| e["operation"] == *operation && e["target"] == target.to_str().unwrap())
+                .unwrap_or_else(|| {
+                    panic!("{who}: no {operation} of {}: {events:#?}", target.display())
+                });
+            assert_eq!(event["rule"], rule_of(entry), "{who}: {event}");
+            assert_eq!(event["kind"], "file", "{who}: {event}");
+            assert_eq!(event["observedBy"], "mask", "{who}: {event}");
+        }
+        // Nothing else: `ls -a ~` and `stat` look at the masks, git and the workspace are
+        // allowed.
+        assert_eq!(events.len(), expected.len(), "{who}: {events:#?}");
+
+        let explained = text(
+            &as_user(Command::new(PALISADE).arg("explain"), user)
+                .arg(&audit)
+                .output()
+                .unwrap()
+                .stdout,
+        );
+        for suggestion in [
+            format!(
+                "`{}` is a built-in credential store",
+                home.join(".aws").display()
+            ),
+            format!(
+                "remove `{}` from `spec.sandbox.deniedReadPaths`",
+                home.join("private").display()
+            ),
+            format!("drop `--deny-read {}`", token.display()),
+        ] {
+            assert!(
+                explained.contains(&suggestion),
+                "{who}: {suggestion}\n{explained}"
+            );
+        }
+    }
+}
+
+fn is_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// `command` as uid/gid `user` through `setpriv` (under root), or as this user.
+fn as_user(command: &mut Command, user: Option<u32>) -> Command {
+    match user {
+        None => std::mem::replace(command, Command::new("true")),
+        Some(uid) => {
+            let mut wrapped = Command::new("setpriv");
+            wrapped.args([
+                "--reuid",
+                &uid.to_string(),
+                "--regid",
+                &uid.to_string(),
+                "--clear-groups",
+                "--",
+            ]);
+            wrapped.arg(command.get_program());
+            wrapped.args(command.get_args());
+            wrapped
+        }
+    }
+}
+
+fn chown_tree(dir: &Path, uid: u32) {
+    let status = Command::new("chown")
+        .args(["-R", &format!("{uid}:{uid}")])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The test directory itself is 0700 root: let the user in.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

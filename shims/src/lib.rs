@@ -57,6 +57,9 @@ pub mod docker;
 pub mod fsfacts;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]
+pub mod fusemask;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
 pub mod init;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]

@@ -28,8 +28,9 @@ use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use palisade_shims::bwrap::{BwrapError, argv, trial_argv};
+use palisade_shims::bwrap::{BwrapError, argv, argv_observed, trial_argv};
 use palisade_shims::fsfacts::{cleanup_created, measure};
+use palisade_shims::fusemask;
 use palisade_shims::placeholder;
 use palisade_shims::plan::{Budgets, LaunchPlan, Mechanism, Network};
 
@@ -180,11 +181,46 @@ struct Ran {
 /// `a_socket_that_vanishes_before_launch_fails_closed`). Measuring again and retrying is what
 /// the host should do too.
 fn run(plan: &LaunchPlan) -> Ran {
+    run_with_masks(plan, None)
+}
+
+/// [`run`], with the denied paths served by observed masks mounted at `masks` (the launcher's
+/// `palisade_shims::fusemask::MaskServer`); what the masks saw is returned.
+fn run_observed(plan: &LaunchPlan, masks: &Path) -> (Ran, fusemask::Seen) {
+    let facts = measure(plan).unwrap();
+    let nodes = argv(plan, &facts, None, None).unwrap().denied_masks;
+    let server = fusemask::MaskServer::mount(
+        masks,
+        nodes
+            .iter()
+            .map(|m| fusemask::MaskNode {
+                target: m.target.clone(),
+                dir: m.dir,
+            })
+            .collect(),
+    )
+    .unwrap();
+    let ran = run_with_masks(plan, Some(masks));
+    let seen = server.finish();
+    // Unmounted (a dead mount would not show in `exists`), and the mountpoint removed.
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    assert!(
+        !mounts.contains(masks.to_str().unwrap()),
+        "still mounted: {mounts}"
+    );
+    assert!(
+        fs::symlink_metadata(masks).is_err(),
+        "the mountpoint is left"
+    );
+    (ran, seen)
+}
+
+fn run_with_masks(plan: &LaunchPlan, masks: Option<&Path>) -> Ran {
     let mut attempts = 0;
     loop {
         attempts += 1;
         let facts = measure(plan).unwrap();
-        let built = argv(plan, &facts, None, None).unwrap();
+        let built = argv_observed(plan, &facts, None, None, masks).unwrap();
         let held = placeholder::hold(&built.placeholders).unwrap();
         let output = Command::new(BWRAP).args(&built.args).output().unwrap();
         let mut kept = cleanup_created(&built.created_mountpoints);
@@ -315,6 +351,102 @@ fn denied_dir_and_file_are_unreadable() {
         "SECRET-IN-WS"
     );
     assert!(ran.kept.is_empty());
+}
+
+#[test]
+fn observed_masks_refuse_as_the_mute_ones_and_record_every_access() {
+    let fx = Fixture::new();
+    let ssh = fx.home.join(".ssh");
+    fs::create_dir(&ssh).unwrap();
+    fs::write(ssh.join("id"), "SECRET-SSH-KEY").unwrap();
+    fs::write(fx.ws.join("secret.txt"), "SECRET-IN-WS").unwrap();
+    let script = format!(
+        "cat {ssh}/id; ls {ssh}; cat secret.txt; echo x > secret.txt; touch {ssh}/new; \
+         mkdir {ssh}/d; rm secret.txt; chmod 644 secret.txt; mkdir -p private; \
+         (echo x > private/key); stat -c %F:%a {ssh} secret.txt; git status --short; echo end",
+        ssh = ssh.display(),
+    );
+    // Outside, the same reads succeed.
+    let outside = host_sh(&format!("cat {}/id secret.txt", ssh.display()), &fx.ws);
+    assert!(String::from_utf8_lossy(&outside.stdout).contains("SECRET-SSH-KEY"));
+
+    Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&fx.ws)
+        .status()
+        .unwrap();
+    let mut plan = fx.plan(Network::None, sh(&script));
+    plan.denied_read_paths = vec![
+        ssh.clone(),
+        fx.ws.join("secret.txt"),
+        fx.ws.join("private/key"),
+    ];
+    let masks = fx.root.join("masks");
+    let (ran, seen) = run_observed(&plan, &masks);
+    assert!(ran.stdout.contains("end"), "{}", ran.stderr);
+    assert!(!ran.stdout.contains("SECRET"), "{}", ran.stdout);
+    assert!(!ran.stderr.contains("SECRET"), "{}", ran.stderr);
+    // What the command sees: the masks are there, with no permission bits, and refuse.
+    assert!(
+        ran.stdout.contains("directory:0"),
+        "{}\n{}",
+        ran.stdout,
+        ran.stderr
+    );
+    assert!(
+        ran.stdout.contains("regular empty file:0"),
+        "{}",
+        ran.stdout
+    );
+    assert_eq!(
+        ran.stderr.matches("Permission denied").count(),
+        9,
+        "{}\n{}",
+        ran.stderr,
+        ran.stdout
+    );
+    // git sees a file it cannot read and says so; the run goes on (as under the mute mask).
+    assert_eq!(
+        fs::read_to_string(fx.ws.join("secret.txt")).unwrap(),
+        "SECRET-IN-WS"
+    );
+    assert!(ran.kept.is_empty(), "{:?}", ran.kept);
+
+    let found = |op: fusemask::FileOp, path: &Path| {
+        seen.events
+            .iter()
+            .any(|e| e.op == op && e.path == path && !e.command.is_empty())
+    };
+    let secret = fx.ws.join("secret.txt");
+    use fusemask::FileOp::{Read, Remove, Write};
+    for (op, path) in [
+        (Read, ssh.join("id")),
+        (Read, ssh.clone()),
+        (Read, secret.clone()),
+        (Write, secret.clone()),
+        (Read, ssh.join("new")),
+        // A name beneath a denied directory is looked up (and refused) before anything is
+        // created: the kernel resolves it first.
+        (Read, ssh.join("d")),
+        (Write, secret.clone()),
+        (Read, fx.ws.join("private/key")),
+    ] {
+        assert!(
+            found(op, &path),
+            "{op:?} {}: {:#?}",
+            path.display(),
+            seen.events
+        );
+    }
+    // `rm` of the mask itself is refused by the workspace's mount (a mountpoint: EBUSY), not
+    // by the mask: no event for it.
+    assert!(
+        !seen.events.iter().any(|e| e.op == Remove),
+        "{:#?}",
+        seen.events
+    );
+    assert!(seen.error.is_none(), "{:?}", seen.error);
+    assert_eq!(seen.dropped, 0);
 }
 
 #[test]

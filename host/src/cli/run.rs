@@ -649,6 +649,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
             for line in denials.stderr_lines(&run_id, args.audit.as_deref()) {
                 say!("{line}");
             }
+            if let Some(line) = unobserved_masks_line(record) {
+                say!("{line}");
+            }
         }
         print_timings(args, &written);
     };
@@ -829,4 +832,20 @@ fn write_json_outcome(mut out: std::fs::File, line: &audit::OutcomeRecord) -> st
     text.push('\n');
     out.write_all(text.as_bytes())?;
     out.flush()
+}
+
+/// The note when the denied paths were masked mute because their observed masks could not be
+/// mounted: still denied, but what the command tried there is not in the run's denials.
+fn unobserved_masks_line(record: &Value) -> Option<String> {
+    let observer = record.get("fileObserver")?;
+    if observer.get("mounted")?.as_bool()? {
+        return None;
+    }
+    let why = observer
+        .get("error")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    Some(format!(
+        "palisade: note: the denied paths were masked but not observed in this run ({why}); accesses to them are refused and not listed"
+    ))
 }

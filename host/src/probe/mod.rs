@@ -327,6 +327,9 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
         }
     }
 
+    // Whether denied paths can be served by observed masks (bwrap): measured once.
+    let masks = observed_masks(false);
+    let shared_masks = observed_masks(true);
     Backend::ALL
         .iter()
         .zip(results)
@@ -334,9 +337,14 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
             let mut probe = result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)));
             if probe.available {
                 let static_stub = probe.network_bridge;
+                let masks = if *backend == Backend::Docker {
+                    &shared_masks
+                } else {
+                    &masks
+                };
                 probe
                     .limitations
-                    .extend(unobserved_denials(*backend, static_stub));
+                    .extend(unobserved_denials(*backend, static_stub, masks));
             }
             probe
         })
@@ -353,11 +361,20 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
 /// it). Docker observes the same as bwrap when it has the static `palisade-bridge`
 /// (`spec.egressBridge`, checked by its probe: `network_bridge`), which also serves as the
 /// container's seccomp stub.
-pub(crate) fn unobserved_denials(backend: Backend, static_stub: bool) -> Vec<String> {
+pub(crate) fn unobserved_denials(
+    backend: Backend,
+    static_stub: bool,
+    masks: &Result<(), String>,
+) -> Vec<String> {
     let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
+    // bwrap and docker serve denied paths through observed masks where the host allows.
+    let bwrap_files = match masks {
+        Ok(()) => "writes outside the writable roots are not observed: they fail with EROFS, unlisted (accesses to denied paths are: their masks are observed)".to_owned(),
+        Err(why) => format!("accesses to denied paths are not observed ({why}): the command sees EACCES, unlisted; nor are writes outside the writable roots (EROFS)"),
+    };
     match backend {
         Backend::LinuxBwrap => vec![
-            files.to_owned(),
+            bwrap_files.clone(),
             "datagrams sent with `sendmsg` or `sendmmsg` to an address the sandbox cannot reach are not observed (connections and `sendto` are)".to_owned(),
         ],
         Backend::LinuxLandlock => vec![
@@ -365,12 +382,12 @@ pub(crate) fn unobserved_denials(backend: Backend, static_stub: bool) -> Vec<Str
             "connections Landlock's TCP rules refuse are not observed: they fail with EACCES, unlisted".to_owned(),
         ],
         Backend::Docker if static_stub => vec![
-            files.to_owned(),
+            bwrap_files.clone(),
             "datagrams sent with `sendmsg` or `sendmmsg` to an address the container cannot reach are not observed (connections and `sendto` are)".to_owned(),
             "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
         ],
         Backend::Docker => vec![
-            files.to_owned(),
+            bwrap_files.clone(),
             "syscalls the seccomp profile refuses are not observed: without the static stub (`spec.egressBridge`) the container runtime installs it without a listener".to_owned(),
             "connections refused inside the container's network namespace are not observed (without the static stub, `spec.egressBridge`)".to_owned(),
             "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
@@ -380,6 +397,34 @@ pub(crate) fn unobserved_denials(backend: Backend, static_stub: bool) -> Vec<Str
         ],
         Backend::DirectDedicated => Vec::new(),
     }
+}
+
+/// Whether this host can serve denied paths through observed masks
+/// (`palisade_shims::fusemask`): the FUSE filesystem, and `mount(2)` as root or `fusermount3`
+/// with a `/dev/fuse` this user may open otherwise; `shared` (for a container daemon, which
+/// must see the mount) also `user_allow_other` for `fusermount3`. `Err` says what is missing.
+#[cfg(target_os = "linux")]
+pub(crate) fn observed_masks(shared: bool) -> Result<(), String> {
+    use palisade_shims::fusemask::{MaskError, Mounter, mounter, user_allow_other};
+    match mounter().map_err(|e| e.to_string())? {
+        Mounter::Kernel => Ok(()),
+        Mounter::Fusermount(_) if shared && !user_allow_other() => {
+            Err(MaskError::NotShared.to_string())
+        }
+        Mounter::Fusermount(_) => std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/fuse")
+            .map(drop)
+            .map_err(|e| {
+                format!("`/dev/fuse`: {e}; `fusermount3` needs it readable and writable by this user (mode 0666, as Debian's udev rule sets it)")
+            }),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn observed_masks(_shared: bool) -> Result<(), String> {
+    Err("not Linux".to_owned())
 }
 
 /// An unavailable probe: no capabilities, no network modes.

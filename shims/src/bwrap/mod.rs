@@ -254,6 +254,9 @@ pub struct BwrapArgs {
     /// Placeholders the argv binds, shallowest first: [`crate::placeholder::hold`] them before
     /// bwrap starts (bwrap fails if one is missing), release them once the sandbox is gone.
     pub placeholders: Vec<PathBuf>,
+    /// The masks of denied paths, in order: with [`argv_observed`], node `i` is bound from
+    /// `observed_masks/i`.
+    pub denied_masks: Vec<DeniedMask>,
 }
 
 /// Why [`argv`] refused to build an argv.
@@ -372,6 +375,20 @@ pub struct Filesystem {
     pub created_mountpoints: Vec<PathBuf>,
     /// Placeholders the mounts need (see [`BwrapArgs`]).
     pub placeholders: Vec<PathBuf>,
+    /// The masks of denied paths among `mounts`, in mount order (see [`DeniedMask`]).
+    pub denied_masks: Vec<DeniedMask>,
+}
+
+/// One mask of a denied path: a [`Mount::DenyDir`] (`dir`) or a [`Mount::Null`] that is not a
+/// host socket's. An observed launch serves it from a FUSE node that refuses and records every
+/// access instead (`crate::fusemask`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeniedMask {
+    /// Where the sandbox sees it (real, absolute).
+    pub target: PathBuf,
+    pub dir: bool,
+    /// The plan's denied paths it masks (usually one; several when they resolve alike).
+    pub denied: Vec<PathBuf>,
 }
 
 /// Plans the sandbox's mounts for `plan`, given the `facts` measured for it (steps 1–7 of the
@@ -435,9 +452,27 @@ pub fn filesystem(
         base: &base,
         masks: Vec::new(),
     };
+    let mut denied_masks = Vec::new();
     for mask in &planned.masks {
         mounts.push(mask.mount());
         layers.masks.push(mask.clone());
+        if let masks::Mask::DenyDir(target) | masks::Mask::Null(target) = mask {
+            // Which of the plan's denied paths asked for this mask (an explanation names them).
+            let denied = plan
+                .denied_read_paths
+                .iter()
+                .filter(|path| {
+                    fact(facts, path)
+                        .is_ok_and(|f| masks::denied_need(f).target() == Some(target.as_path()))
+                })
+                .cloned()
+                .collect();
+            denied_masks.push(DeniedMask {
+                target: target.clone(),
+                dir: matches!(mask, masks::Mask::DenyDir(_)),
+                denied,
+            });
+        }
     }
 
     // Host sockets still visible after all of the above.
@@ -459,6 +494,7 @@ pub fn filesystem(
         workspace,
         created_mountpoints: created,
         placeholders: planned.placeholders,
+        denied_masks,
     })
 }
 
@@ -473,7 +509,27 @@ pub fn argv(
     pid1: Option<&Path>,
     sandbox_exec: Option<&SandboxExec>,
 ) -> Result<BwrapArgs, BwrapError> {
+    argv_observed(plan, facts, pid1, sandbox_exec, None)
+}
+
+/// [`argv`], with the masks of denied paths bound from `observed_masks` when given:
+/// node `i` of [`BwrapArgs::denied_masks`] at `observed_masks/i` (a FUSE filesystem the
+/// launcher mounts there before bwrap starts, `crate::fusemask`), instead of a mode-0000 tmpfs
+/// or `/dev/null`.
+pub fn argv_observed(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    pid1: Option<&Path>,
+    sandbox_exec: Option<&SandboxExec>,
+    observed_masks: Option<&Path>,
+) -> Result<BwrapArgs, BwrapError> {
     let filesystem = filesystem(plan, facts, &[])?;
+    if let Some(root) = observed_masks {
+        no_nul("path", root.as_os_str())?;
+        if !root.is_absolute() {
+            return Err(BwrapError::RelativePath(root.to_path_buf()));
+        }
+    }
     let exe = match (pid1, sandbox_exec) {
         (Some(pid1), Some(stub)) if pid1 != stub.exe => {
             return Err(BwrapError::TwoExecutables(
@@ -506,7 +562,24 @@ pub fn argv(
     args.op("--gid", [facts.gid.to_string()]);
 
     for mount in &filesystem.mounts {
-        emit(mount, &mut args);
+        let observed = observed_masks.and_then(|root| {
+            let (target, dir) = match mount {
+                Mount::DenyDir(target) => (target, true),
+                Mount::Null(target) => (target, false),
+                _ => return None,
+            };
+            filesystem
+                .denied_masks
+                .iter()
+                .position(|m| m.target == *target && m.dir == dir)
+                .map(|i| (root.join(i.to_string()), target))
+        });
+        match observed {
+            // Read-write, so that writes reach the server (which refuses them) instead of
+            // failing unobserved with `EROFS`; nothing can be written there either way.
+            Some((node, target)) => args.op("--bind", [node.as_path(), target]),
+            None => emit(mount, &mut args),
+        }
     }
 
     // The bridge's sockets and program, read-only on a private tmpfs. A read-only bind still
@@ -569,6 +642,7 @@ pub fn argv(
         args: args.0,
         created_mountpoints: filesystem.created_mountpoints,
         placeholders: filesystem.placeholders,
+        denied_masks: filesystem.denied_masks,
     })
 }
 

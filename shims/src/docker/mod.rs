@@ -191,6 +191,8 @@ pub struct DockerArgs {
     pub placeholders: Vec<PathBuf>,
     /// The limits passed to Docker, for the record.
     pub limits: Limits,
+    /// The masks of denied paths, in node order (see [`argv_observed`]).
+    pub denied_masks: Vec<bwrap::DeniedMask>,
 }
 
 /// The budgets Docker enforces (the wall clock stays with the supervisor).
@@ -251,6 +253,36 @@ pub fn argv(
     init: &Path,
     seccomp_profile: Option<&str>,
     observe_socket: Option<&Path>,
+) -> Result<DockerArgs, DockerError> {
+    argv_observed(
+        plan,
+        facts,
+        spec,
+        mask_file,
+        init,
+        seccomp_profile,
+        observe_socket,
+        None,
+    )
+}
+
+/// [`argv`], with the masks of denied paths bound from `observed_masks` when given: node `i` of
+/// [`DockerArgs::denied_masks`] at `observed_masks/i`, a FUSE filesystem the launcher mounts
+/// there before `docker run` (`crate::fusemask`), instead of a mode-0000 tmpfs or the mask
+/// file. The daemon must be able to see that mount (`allow_other`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "argv's seven, plus where the observed masks are"
+)]
+pub fn argv_observed(
+    plan: &LaunchPlan,
+    facts: &FsFacts,
+    spec: &DockerSpec,
+    mask_file: &Path,
+    init: &Path,
+    seccomp_profile: Option<&str>,
+    observe_socket: Option<&Path>,
+    observed_masks: Option<&Path>,
 ) -> Result<DockerArgs, DockerError> {
     let stub = match observe_socket {
         Some(socket) => Some((socket, spec.stub.as_ref().ok_or(DockerError::NoStub)?)),
@@ -352,6 +384,15 @@ pub fn argv(
         .filter_map(|path| facts.paths.get(path).map(|fact| &fact.real))
         .collect();
     let shows_host = |path: &Path| visible.iter().any(|root| path.starts_with(root));
+    // A denied path's observed mask: its node under `observed_masks`.
+    let observed = |path: &Path, dir: bool| {
+        let root = observed_masks?;
+        filesystem
+            .denied_masks
+            .iter()
+            .position(|m| m.target == path && m.dir == dir)
+            .map(|i| root.join(i.to_string()))
+    };
     for mount in filesystem.mounts {
         let (path, mount) = match mount {
             Mount::Root { writable } => {
@@ -369,9 +410,15 @@ pub fn argv(
             Mount::ReadOnly(path) if shows_host(&path) => (path, DockerMount::Bind { rw: false }),
             Mount::ReadOnly(_) => continue,
             Mount::Placeholder(path) => (path, DockerMount::Bind { rw: false }),
-            Mount::DenyDir(path) => (path, DockerMount::Tmpfs0000),
+            Mount::DenyDir(path) => match observed(&path, true) {
+                Some(node) => (path, DockerMount::Observed(node)),
+                None => (path, DockerMount::Tmpfs0000),
+            },
             Mount::Null(path) if shows_host(&path) || named.contains(&path) => {
-                (path, DockerMount::MaskFile)
+                match observed(&path, false) {
+                    Some(node) => (path, DockerMount::Observed(node)),
+                    None => (path, DockerMount::MaskFile),
+                }
             }
             Mount::Null(_) => continue,
         };
@@ -408,6 +455,12 @@ pub fn argv(
             DockerMount::Tmpfs0000 => args.op(
                 "--tmpfs",
                 format!("{target}:ro,nosuid,nodev,noexec,mode=000"),
+            ),
+            // Read-write, so that writes reach the mask's server (which refuses them) instead
+            // of failing unobserved with `EROFS`.
+            DockerMount::Observed(node) => args.op(
+                "--mount",
+                format!("type=bind,source={},target={target}", mount_path(node)?),
             ),
         }
     }
@@ -504,6 +557,7 @@ pub fn argv(
         created_mountpoints: filesystem.created_mountpoints,
         placeholders: filesystem.placeholders,
         limits,
+        denied_masks: filesystem.denied_masks,
     })
 }
 
@@ -534,12 +588,16 @@ pub fn valid_image_id(id: &str) -> bool {
     })
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum DockerMount {
-    Bind { rw: bool },
+    Bind {
+        rw: bool,
+    },
     MaskFile,
     Tmpfs,
     Tmpfs0000,
+    /// A denied path's observed mask: this FUSE node.
+    Observed(PathBuf),
 }
 
 /// A path as it may appear in `--mount` and `--tmpfs` values: those split on `,` and `:`.

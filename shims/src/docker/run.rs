@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 #[cfg(target_os = "linux")]
-use super::{DockerError, DockerSpec, SECCOMP_FD, argv, docker_host_value};
+use super::{DockerError, DockerSpec, SECCOMP_FD, argv_observed, docker_host_value};
 use super::{Limits, api};
 #[cfg(target_os = "linux")]
 use crate::plan::{Budgets, LaunchPlan};
@@ -51,6 +51,13 @@ pub struct DockerOutcome {
     /// ([`DockerSpec::stub`](super::DockerSpec::stub)).
     #[cfg(target_os = "linux")]
     pub observed: Option<seccomp::observe::Observed>,
+    /// What the observed masks of the denied paths saw, when they were mounted.
+    #[cfg(target_os = "linux")]
+    pub masks_seen: Option<crate::fusemask::Seen>,
+    /// Why the denied paths were masked mute although the plan has some.
+    pub mask_error: Option<String>,
+    /// The masks of denied paths, in node order.
+    pub denied_masks: Vec<crate::bwrap::DeniedMask>,
 }
 
 /// How long removing the container over the API may take.
@@ -119,15 +126,41 @@ pub fn run(
             target: SECCOMP_FD,
         });
     }
-    let built = argv(
-        plan,
-        &facts,
-        spec,
-        mask.path(),
-        init.path(),
-        plan.syscall_filter.then_some(profile_path.as_str()),
-        observed_at.as_ref().map(SocketFile::path),
-    )?;
+    // The denied paths are served by observed masks when the daemon can see them (a FUSE
+    // node that refuses and records every access; `allow_other`), else by the mute ones.
+    let masks_at = run_temp_dir_sibling(&plan.run_temp_dir, ".masks");
+    let built_with = |observed: Option<&Path>| {
+        argv_observed(
+            plan,
+            &facts,
+            spec,
+            mask.path(),
+            init.path(),
+            plan.syscall_filter.then_some(profile_path.as_str()),
+            observed_at.as_ref().map(SocketFile::path),
+            observed,
+        )
+    };
+    let mut built = built_with(Some(&masks_at))?;
+    let (mask_server, mask_error) = if built.denied_masks.is_empty() {
+        (None, None)
+    } else {
+        let nodes = built
+            .denied_masks
+            .iter()
+            .map(|m| crate::fusemask::MaskNode {
+                target: m.target.clone(),
+                dir: m.dir,
+            })
+            .collect();
+        match crate::fusemask::MaskServer::mount_shared(&masks_at, nodes) {
+            Ok(server) => (Some(server), None),
+            Err(err) => {
+                built = built_with(None)?;
+                (None, Some(err.to_string()))
+            }
+        }
+    };
     // Before the container exists: dropped on any failure below, they are released.
     let placeholders = placeholder::hold(&built.placeholders)?;
     let name = spec.container_name();
@@ -165,6 +198,9 @@ pub fn run(
     // The container is gone (or its removal failed, and the filter's users are the reaper's
     // to end): the observer stops once no process uses the filter, or now.
     let observed = observer.map(seccomp::observe::Observer::finish);
+    // The container is gone with its copy of the masks (or its removal failed: it then finds
+    // them refusing with ENOTCONN, still closed).
+    let masks_seen = mask_server.map(crate::fusemask::MaskServer::finish);
     drop(observed_at);
     drop(mask);
     drop(init);
@@ -184,6 +220,9 @@ pub fn run(
         placeholders_left,
         seccomp_rules,
         observed,
+        masks_seen,
+        mask_error,
+        denied_masks: built.denied_masks,
     })
 }
 
@@ -209,9 +248,15 @@ impl Drop for SocketFile {
 
 #[cfg(target_os = "linux")]
 fn observe_socket_path(run_temp_dir: &Path) -> SocketFile {
+    SocketFile(run_temp_dir_sibling(run_temp_dir, ".observe.sock"))
+}
+
+/// `run-<id>` + `suffix`, beside the run's temporary directory.
+#[cfg(target_os = "linux")]
+fn run_temp_dir_sibling(run_temp_dir: &Path, suffix: &str) -> PathBuf {
     let mut name = run_temp_dir.as_os_str().to_owned();
-    name.push(".observe.sock");
-    SocketFile(PathBuf::from(name))
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// Force-removes container `name` over the API and says whether it is gone.

@@ -482,6 +482,36 @@ pub(crate) fn mount_proc() -> io::Result<()> {
     .map(drop)
 }
 
+/// `mount("palisade-mask", target, "fuse.palisade-mask", MS_NOSUID | MS_NODEV, options)`: a
+/// FUSE filesystem served through the `/dev/fuse` descriptor `options` names (`fd=N,…`).
+/// Needs `CAP_SYS_ADMIN` (root); others go through `fusermount3`.
+pub(crate) fn mount_fuse(target: &Path, options: &str) -> io::Result<()> {
+    let target = CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let options = CString::new(options).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: NUL-terminated strings that outlive the call.
+    check(unsafe {
+        libc::mount(
+            c"palisade-mask".as_ptr(),
+            target.as_ptr(),
+            c"fuse.palisade-mask".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            options.as_ptr().cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// `umount2(target, MNT_DETACH | UMOUNT_NOFOLLOW)`: the mount leaves the tree now and goes
+/// once nothing uses it.
+pub(crate) fn unmount_detach(target: &Path) -> io::Result<()> {
+    let target = CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: a NUL-terminated path that outlives the call.
+    check(unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW) })
+        .map(drop)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Executing.
 
