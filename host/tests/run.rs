@@ -2114,3 +2114,77 @@ fn chown_tree(dir: &Path, uid: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
+
+/// A supervisor killed mid-run leaves its observed masks mounted (dead: their server went with
+/// it, so they refuse everything with ENOTCONN); the next run's sweep unmounts them and
+/// removes the mountpoint.
+#[test]
+fn a_killed_runs_masks_are_unmounted_by_the_next_run() {
+    let env = Env::new();
+    let home = env.path("");
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".aws/credentials"), "SECRET-AWS").unwrap();
+    let temp = env.path("tmp");
+    std::fs::create_dir_all(&temp).unwrap();
+    let started = env.path("ws/started");
+    let run = |script: &str| {
+        let mut command = Command::new(PALISADE);
+        command
+            .args(["run", "--", "sh", "-c", script])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", &home)
+            .env("TMPDIR", &temp)
+            .env_remove("XDG_RUNTIME_DIR")
+            .current_dir(env.path("ws"));
+        command
+    };
+    let masks_mounted = || {
+        std::fs::read_to_string("/proc/self/mounts")
+            .unwrap()
+            .lines()
+            .filter(|line| line.contains(temp.to_str().unwrap()) && line.contains(".masks"))
+            .count()
+    };
+    let mut child = run("touch started; sleep 30")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(masks_mounted(), 1, "the run's masks are mounted");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        masks_mounted(),
+        1,
+        "a killed supervisor leaves them mounted"
+    );
+
+    let out = run("cat ~/.aws/credentials; echo end").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("SECRET"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert_eq!(masks_mounted(), 0, "swept by the next run");
+    let left: Vec<String> = std::fs::read_dir(temp.join(format!("palisade-{}", own_uid())))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        left.iter().all(|name| !name.ends_with(".masks")),
+        "{left:?}"
+    );
+}
+
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").unwrap().uid()
+}
