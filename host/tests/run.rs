@@ -13,6 +13,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+#[path = "../../tests/support/reachable.rs"]
+mod reachable;
+
 const PALISADE: &str = env!("CARGO_BIN_EXE_palisade");
 
 struct Env {
@@ -1940,7 +1943,20 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
         vec![None]
     };
     for user in users {
-        let env = Env::new();
+        // The unprivileged pass needs its files and the binary where uid 65534 reaches them
+        // (a checkout under root's 0700 home is not).
+        let (env, palisade) = match user {
+            None => (Env::new(), PathBuf::from(PALISADE)),
+            Some(_) => {
+                let base =
+                    reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "run-users");
+                let dir = tempfile::tempdir_in(&base).unwrap();
+                std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+                std::fs::create_dir_all(dir.path().join("cache")).unwrap();
+                let palisade = reachable::reachable_binary(Path::new(PALISADE), &base);
+                (Env { dir }, palisade)
+            }
+        };
         let home = env.path("");
         std::fs::create_dir_all(home.join(".aws")).unwrap();
         std::fs::write(home.join(".aws/credentials"), "SECRET-AWS").unwrap();
@@ -1974,7 +1990,7 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
 
         let audit = env.path("audit.jsonl");
         let token = home.join("token");
-        let out = as_user(Command::new(PALISADE).arg("run"), user)
+        let out = as_user(Command::new(&palisade).arg("run"), user)
             .args([
                 "--taskpack",
                 taskpack.to_str().unwrap(),
@@ -2052,7 +2068,7 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
         assert_eq!(events.len(), expected.len(), "{who}: {events:#?}");
 
         let explained = text(
-            &as_user(Command::new(PALISADE).arg("explain"), user)
+            &as_user(Command::new(&palisade).arg("explain"), user)
                 .arg(&audit)
                 .output()
                 .unwrap()
