@@ -2,8 +2,9 @@
 //! every access to them and records it.
 //!
 //! Key design decision: the mask observes instead of staying mute, and costs nothing for any
-//! other path. A denied directory or file is bound (read-only) from one node of this
-//! filesystem instead of a mode-0000 tmpfs or `/dev/null`; the kernel sends every lookup, open,
+//! other path. A denied directory or file is bound from one node of this filesystem instead
+//! of a mode-0000 tmpfs or `/dev/null` (read-write, so that writes reach the server rather
+//! than failing unobserved with `EROFS`); the kernel sends every lookup, open,
 //! create, removal and attribute change beneath it to the server here, which answers `EACCES`
 //! (as the mute masks did) and records what was asked, by which process. Nothing else of the
 //! sandbox goes through FUSE, so a file-heavy command that never touches a denied path pays
