@@ -222,17 +222,8 @@ impl Masked {
         let at = self.root.join("masks");
         let args =
             bwrap::argv_observed(&plan, &facts, None, None, observed.then_some(&*at)).unwrap();
-        let server = observed.then(|| {
-            let nodes = args
-                .denied_masks
-                .iter()
-                .map(|m| fusemask::MaskNode {
-                    target: m.target.clone(),
-                    dir: m.dir,
-                })
-                .collect();
-            fusemask::MaskServer::mount(&at, nodes).unwrap()
-        });
+        let server =
+            observed.then(|| fusemask::MaskServer::mount(&at, &args.denied_masks).unwrap());
         let status = Command::new("bwrap")
             .args(&args.args)
             .stdout(Stdio::null())

@@ -158,6 +158,12 @@ fn setup() -> Option<Setup> {
     Some(setup)
 }
 
+/// The outcome record of a run's audit file: its second line (the decision is the first).
+fn outcome_record(audit: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(audit).unwrap();
+    serde_json::from_str(text.lines().nth(1).unwrap()).unwrap()
+}
+
 /// The docker probe `palisade doctor --json` reports with the runtime profile file `profiles`.
 fn doctor_docker_probe(s: &Setup, profiles: &Path) -> serde_json::Value {
     let out = Command::new(&s.palisade)
@@ -478,9 +484,7 @@ fn filtered_egress_reaches_allowed_names_only_through_the_proxy() {
         assert_eq!(allowed.connections() - allowed_before, 1, "{who}: {stdout}");
         assert_eq!(denied.connections() - denied_before, 0, "{who}: {stdout}");
 
-        let audit = std::fs::read_to_string(&audit).unwrap();
-        let outcome: serde_json::Value =
-            serde_json::from_str(audit.lines().nth(1).unwrap()).unwrap();
+        let outcome = outcome_record(&audit);
         let egress = &outcome["outcome"]["network"];
         assert!(
             egress["admitted"].as_str().unwrap().contains("container"),
@@ -903,12 +907,8 @@ fn refused_calls_and_connections_are_explained_with_the_static_stub() {
         ] {
             assert!(stdout.contains(errno), "{who}: {errno}: {stdout}");
         }
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let outcome = &lines[1]["outcome"];
+        let record = outcome_record(&audit);
+        let outcome = &record["outcome"];
         let events = outcome["denials"]["events"].as_array().unwrap();
         let find = |operation: &str, target: Option<&str>| {
             events
@@ -1016,12 +1016,8 @@ fn accesses_to_denied_paths_are_explained_under_docker() {
             "SECRET-TOKEN",
             "{who}"
         );
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        let outcome = &lines[1]["outcome"];
+        let record = outcome_record(&audit);
+        let outcome = &record["outcome"];
         let shared = user.is_none() || palisade_shims::fusemask::user_allow_other();
         if !shared {
             assert_eq!(

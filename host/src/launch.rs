@@ -248,21 +248,13 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     // The denied paths are served by observed masks when this host can mount them (a FUSE
     // node that refuses and records every access), else by the mute ones; the outcome's
     // `fileObserver` says which.
-    let masks_at = sibling(&plan.run_temp_dir, ".masks");
+    let masks_at = plan.beside_run_temp_dir(".masks");
     let mut args = bwrap::argv_observed(plan, &facts, Some(&exe), stub.as_ref(), Some(&masks_at))
         .map_err(|e| prepare(&e))?;
     let (mask_server, mask_error) = if args.denied_masks.is_empty() {
         (None, None)
     } else {
-        let nodes = args
-            .denied_masks
-            .iter()
-            .map(|m| palisade_shims::fusemask::MaskNode {
-                target: m.target.clone(),
-                dir: m.dir,
-            })
-            .collect();
-        match palisade_shims::fusemask::MaskServer::mount(&masks_at, nodes) {
+        match palisade_shims::fusemask::MaskServer::mount(&masks_at, &args.denied_masks) {
             Ok(server) => (Some(server), None),
             Err(err) => {
                 args = bwrap::argv(plan, &facts, Some(&exe), stub.as_ref())
@@ -563,15 +555,6 @@ pub(crate) fn mask_account(
             "error": mount_error,
         }),
     }
-}
-
-/// `run-<id>` + `suffix`: an entry beside the run's temporary directory (which the sandbox
-/// sees as a writable root), swept with the run's other entries.
-#[cfg(target_os = "linux")]
-pub(crate) fn sibling(run_temp_dir: &std::path::Path, suffix: &str) -> PathBuf {
-    let mut name = run_temp_dir.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 /// The budget that ended the run, as the supervisor accounted for it.

@@ -2094,8 +2094,7 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
 }
 
 fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+    own_uid() == 0
 }
 
 /// `command` as uid/gid `user` through `setpriv` (under root), or as this user.

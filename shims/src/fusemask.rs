@@ -41,6 +41,7 @@ use std::thread::JoinHandle;
 
 use serde::Serialize;
 
+use crate::bwrap::DeniedMask;
 use crate::sys;
 
 /// Distinct events kept; the rest are counted in [`Seen::dropped`].
@@ -53,14 +54,6 @@ pub const FUSERMOUNT: [&str; 4] = [
     "/usr/bin/fusermount",
     "/bin/fusermount",
 ];
-
-/// One masked path: where the sandbox sees it, and whether it is a directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MaskNode {
-    /// The path the node is bound onto in the sandbox (real, absolute).
-    pub target: PathBuf,
-    pub dir: bool,
-}
 
 /// What was asked of a masked path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -97,7 +90,7 @@ pub struct FileEvent {
     pub op: FileOp,
     /// The path asked for: the mask's target, or a name beneath it.
     pub path: PathBuf,
-    /// The index of the mask's node (see [`MaskServer::mount`]).
+    /// The index of the mask's node: its place in the masks given to [`MaskServer::mount`].
     pub mask: usize,
     /// The first requester, as this process's PID namespace numbers it.
     pub pid: u32,
@@ -214,22 +207,23 @@ pub struct MaskServer {
 
 impl MaskServer {
     /// Mounts the masks at `mountpoint` (created here, mode 0700; it must not exist) and
-    /// starts serving them. Node `i` of `nodes` is `mountpoint/i`, to be bound onto its
-    /// target; the root itself is never shown to the sandbox.
-    pub fn mount(mountpoint: &Path, nodes: Vec<MaskNode>) -> Result<MaskServer, MaskError> {
-        Self::mount_for(mountpoint, nodes, false)
+    /// starts serving them. Node `i` of `masks` (a shim's [`DeniedMask`]s, in its order) is
+    /// `mountpoint/i`, to be bound onto its target; the root itself is never shown to the
+    /// sandbox.
+    pub fn mount(mountpoint: &Path, masks: &[DeniedMask]) -> Result<MaskServer, MaskError> {
+        Self::mount_for(mountpoint, masks, false)
     }
 
     /// [`MaskServer::mount`] for a container runtime: the mount admits every user
     /// (`allow_other`), so that the daemon can bind its nodes. An unprivileged user may ask for
     /// that only where `/etc/fuse.conf` says `user_allow_other`.
-    pub fn mount_shared(mountpoint: &Path, nodes: Vec<MaskNode>) -> Result<MaskServer, MaskError> {
-        Self::mount_for(mountpoint, nodes, true)
+    pub fn mount_shared(mountpoint: &Path, masks: &[DeniedMask]) -> Result<MaskServer, MaskError> {
+        Self::mount_for(mountpoint, masks, true)
     }
 
     fn mount_for(
         mountpoint: &Path,
-        nodes: Vec<MaskNode>,
+        masks: &[DeniedMask],
         shared: bool,
     ) -> Result<MaskServer, MaskError> {
         let mounter = mounter()?;
@@ -262,6 +256,7 @@ impl MaskServer {
             }
         };
         let owner = (sys::getuid(), sys::getgid());
+        let nodes = masks.to_vec();
         let spawned = std::thread::Builder::new()
             .name("palisade-masks".to_owned())
             .spawn(move || serve(File::from(device), &wake, &nodes, owner));
@@ -507,7 +502,7 @@ impl<'a> Request<'a> {
     }
 }
 
-fn serve(mut device: File, wake: &OwnedFd, nodes: &[MaskNode], owner: (u32, u32)) -> Seen {
+fn serve(mut device: File, wake: &OwnedFd, nodes: &[DeniedMask], owner: (u32, u32)) -> Seen {
     let mut seen = Seen::default();
     let mut buffer = vec![0u8; BUFFER];
     loop {
@@ -548,7 +543,7 @@ fn serve(mut device: File, wake: &OwnedFd, nodes: &[MaskNode], owner: (u32, u32)
 /// The reply to one request (`None` for those that take none), recording what it refuses.
 fn answer(
     request: &Request<'_>,
-    nodes: &[MaskNode],
+    nodes: &[DeniedMask],
     owner: (u32, u32),
     seen: &mut Seen,
 ) -> Option<Vec<u8>> {
@@ -743,15 +738,17 @@ mod tests {
         bytes
     }
 
-    fn nodes() -> Vec<MaskNode> {
+    fn nodes() -> Vec<DeniedMask> {
         vec![
-            MaskNode {
+            DeniedMask {
                 target: "/home/u/.aws".into(),
                 dir: true,
+                denied: vec!["/home/u/.aws".into()],
             },
-            MaskNode {
+            DeniedMask {
                 target: "/home/u/.netrc".into(),
                 dir: false,
+                denied: vec!["/home/u/.netrc".into()],
             },
         ]
     }

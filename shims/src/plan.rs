@@ -218,6 +218,17 @@ pub struct LaunchPlan {
     pub budgets: Budgets,
 }
 
+impl LaunchPlan {
+    /// `run-<id>` + `suffix`: an entry beside the run's temporary directory (the sandbox sees
+    /// that directory as a writable root, never its siblings), swept with the run's other
+    /// entries once the run is dead.
+    pub fn beside_run_temp_dir(&self, suffix: &str) -> PathBuf {
+        let mut name = self.run_temp_dir.as_os_str().to_owned();
+        name.push(suffix);
+        PathBuf::from(name)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::LandlockProc;

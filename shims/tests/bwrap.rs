@@ -188,18 +188,8 @@ fn run(plan: &LaunchPlan) -> Ran {
 /// `palisade_shims::fusemask::MaskServer`); what the masks saw is returned.
 fn run_observed(plan: &LaunchPlan, masks: &Path) -> (Ran, fusemask::Seen) {
     let facts = measure(plan).unwrap();
-    let nodes = argv(plan, &facts, None, None).unwrap().denied_masks;
-    let server = fusemask::MaskServer::mount(
-        masks,
-        nodes
-            .iter()
-            .map(|m| fusemask::MaskNode {
-                target: m.target.clone(),
-                dir: m.dir,
-            })
-            .collect(),
-    )
-    .unwrap();
+    let denied_masks = argv(plan, &facts, None, None).unwrap().denied_masks;
+    let server = fusemask::MaskServer::mount(masks, &denied_masks).unwrap();
     let ran = run_with_masks(plan, Some(masks));
     let seen = server.finish();
     // Unmounted (a dead mount would not show in `exists`), and the mountpoint removed.
@@ -318,13 +308,20 @@ fn helper_inside(plan: &mut LaunchPlan, action: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Filesystem
 
-#[test]
-fn denied_dir_and_file_are_unreadable() {
-    let fx = Fixture::new();
+/// A denied directory's secret (`home/.ssh/id`) and a denied file in the workspace
+/// (`secret.txt`); returns the directory.
+fn plant_secrets(fx: &Fixture) -> PathBuf {
     let ssh = fx.home.join(".ssh");
     fs::create_dir(&ssh).unwrap();
     fs::write(ssh.join("id"), "SECRET-SSH-KEY").unwrap();
     fs::write(fx.ws.join("secret.txt"), "SECRET-IN-WS").unwrap();
+    ssh
+}
+
+#[test]
+fn denied_dir_and_file_are_unreadable() {
+    let fx = Fixture::new();
+    let ssh = plant_secrets(&fx);
     let script = format!(
         "cat {ssh}/id; ls {ssh}; cat /proc/self/root{ssh}/id; cat secret.txt; \
          cat /proc/1/root{ws}/secret.txt; echo x > secret.txt; echo end",
@@ -356,10 +353,7 @@ fn denied_dir_and_file_are_unreadable() {
 #[test]
 fn observed_masks_refuse_as_the_mute_ones_and_record_every_access() {
     let fx = Fixture::new();
-    let ssh = fx.home.join(".ssh");
-    fs::create_dir(&ssh).unwrap();
-    fs::write(ssh.join("id"), "SECRET-SSH-KEY").unwrap();
-    fs::write(fx.ws.join("secret.txt"), "SECRET-IN-WS").unwrap();
+    let ssh = plant_secrets(&fx);
     let script = format!(
         "cat {ssh}/id; ls {ssh}; cat secret.txt; echo x > secret.txt; touch {ssh}/new; \
          mkdir {ssh}/d; rm secret.txt; chmod 644 secret.txt; mkdir -p private; \

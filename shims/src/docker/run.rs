@@ -88,7 +88,7 @@ pub fn run(
     // With the static stub, Palisade's own observed filter refuses what the runtime's profile
     // leaves out, and this process records every refusal (see `crate::sandbox_exec`).
     let observed_at = (plan.syscall_filter && spec.stub.is_some())
-        .then(|| observe_socket_path(&plan.run_temp_dir));
+        .then(|| SocketFile(plan.beside_run_temp_dir(".observe.sock")));
     let observer = match &observed_at {
         Some(path) => {
             let listening = std::os::unix::net::UnixListener::bind(path.path())
@@ -128,7 +128,7 @@ pub fn run(
     }
     // The denied paths are served by observed masks when the daemon can see them (a FUSE
     // node that refuses and records every access; `allow_other`), else by the mute ones.
-    let masks_at = run_temp_dir_sibling(&plan.run_temp_dir, ".masks");
+    let masks_at = plan.beside_run_temp_dir(".masks");
     let built_with = |observed: Option<&Path>| {
         argv_observed(
             plan,
@@ -145,15 +145,7 @@ pub fn run(
     let (mask_server, mask_error) = if built.denied_masks.is_empty() {
         (None, None)
     } else {
-        let nodes = built
-            .denied_masks
-            .iter()
-            .map(|m| crate::fusemask::MaskNode {
-                target: m.target.clone(),
-                dir: m.dir,
-            })
-            .collect();
-        match crate::fusemask::MaskServer::mount_shared(&masks_at, nodes) {
+        match crate::fusemask::MaskServer::mount_shared(&masks_at, &built.denied_masks) {
             Ok(server) => (Some(server), None),
             Err(err) => {
                 built = built_with(None)?;
@@ -244,19 +236,6 @@ impl Drop for SocketFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-#[cfg(target_os = "linux")]
-fn observe_socket_path(run_temp_dir: &Path) -> SocketFile {
-    SocketFile(run_temp_dir_sibling(run_temp_dir, ".observe.sock"))
-}
-
-/// `run-<id>` + `suffix`, beside the run's temporary directory.
-#[cfg(target_os = "linux")]
-fn run_temp_dir_sibling(run_temp_dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = run_temp_dir.as_os_str().to_owned();
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 /// Force-removes container `name` over the API and says whether it is gone.
