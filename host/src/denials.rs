@@ -344,12 +344,23 @@ pub fn file_denials(
             } else {
                 format!("`{}` (pid {})", event.command, event.pid)
             };
+            let mut reason = format!("EACCES for {who}; {denied} is denied to the sandbox");
+            // The usual way to meet a denied file in a workspace: `git add -A` indexes every
+            // untracked file it is not told to ignore, and stops at one it cannot read.
+            if event.command == "git"
+                && event.op == palisade_shims::fusemask::FileOp::Read
+                && masks.get(event.mask).is_some_and(|mask| !mask.dir)
+            {
+                reason.push_str(
+                    "; git stops at a file it cannot index: list it in `.gitignore` (or `.git/info/exclude`) and git skips it",
+                );
+            }
             Denial {
                 kind: DenialKind::File,
                 operation: event.op.as_str().to_owned(),
                 target: event.path.display().to_string(),
                 rule,
-                reason: format!("EACCES for {who}; {denied} is denied to the sandbox"),
+                reason,
                 observed_by: Observer::Mask,
                 limit: None,
                 measured: None,

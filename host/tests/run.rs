@@ -2093,6 +2093,92 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
     }
 }
 
+/// A denied file inside the workspace that git is not told to ignore: `git add -A` stops at
+/// it (it cannot index what it cannot read, and a mask cannot make git skip a name its
+/// directory lists as a file), the secret stays out of the index, and Palisade says why and
+/// what lets git go on. Listed in `.gitignore`, the same `git add -A && git commit` works and
+/// is no denial.
+#[test]
+fn git_add_meets_a_denied_file_in_the_workspace_and_is_told_to_ignore_it() {
+    let env = Env::new();
+    let ws = env.path("ws");
+    std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
+    std::fs::write(ws.join(".env"), "SECRET-ENV").unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        text(&out.stdout)
+    };
+    // Outside, git indexes the file as any other.
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    assert!(git(&["ls-files"]).contains(".env"));
+    std::fs::remove_dir_all(ws.join(".git")).unwrap();
+    git(&["init", "-q"]);
+
+    let audit = env.path("audit.jsonl");
+    let dot_env = ws.join(".env");
+    let script = "git add -A; echo add=$?";
+    let run = || {
+        env.run(&[
+            "--backend",
+            "linux-bwrap",
+            "--audit",
+            audit.to_str().unwrap(),
+            "--deny-read",
+            dot_env.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+    };
+    let out = run();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(stdout.contains("add=128"), "{stdout} {stderr}");
+    assert!(!stdout.contains("SECRET") && !stderr.contains("SECRET"));
+    assert!(
+        stderr.contains(&format!("file: read {}", dot_env.display()))
+            && stderr.contains("list it in `.gitignore`"),
+        "{stderr}"
+    );
+    assert!(!git(&["ls-files", "--stage"]).contains(".env"));
+    let lines = env.audit_lines();
+    let events = lines[1]["outcome"]["denials"]["events"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["target"] == dot_env.to_str().unwrap()
+                && e["reason"].as_str().unwrap().contains("`.gitignore`")),
+        "{events:#?}"
+    );
+
+    // Told to ignore it, git never opens it: the add and the commit go through.
+    std::fs::write(ws.join(".gitignore"), ".env\n").unwrap();
+    std::fs::remove_file(&audit).unwrap();
+    let out = run();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(stdout.contains("add=0"), "{stdout} {stderr}");
+    assert!(!stderr.contains("refused"), "{stderr}");
+    let lines = env.audit_lines();
+    assert_eq!(
+        lines[1]["outcome"]["denials"]["events"],
+        serde_json::json!([]),
+        "{}",
+        lines[1]
+    );
+    let staged = git(&["ls-files"]);
+    assert!(
+        staged.contains("notes.txt") && staged.contains(".gitignore") && !staged.contains(".env\n"),
+        "{staged}"
+    );
+}
+
 fn is_root() -> bool {
     own_uid() == 0
 }
