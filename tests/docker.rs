@@ -708,6 +708,66 @@ fn the_process_budget_is_the_containers() {
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
 }
 
+/// A memory budget reached inside the container: the kernel's out-of-memory killer acts in the
+/// container's cgroup, and the run says which budget ended it, as the other backends do. Under
+/// the budget, the same command is no denial.
+#[test]
+fn a_memory_budget_reached_inside_the_container_is_explained() {
+    let Some(s) = setup() else { return };
+    // As root, and as uid 65534 in the socket's group.
+    let mut users = vec![None];
+    if escape_kit::test_uid() == 0 {
+        use std::os::unix::fs::MetadataExt;
+        let gid = std::fs::metadata(&s.image.socket).unwrap().gid();
+        if gid != 0 {
+            users.push(Some(nobody_with(&s, vec![gid])));
+        }
+    }
+    for user in &users {
+        let who = if user.is_some() { "uid 65534" } else { "root" };
+        let home = user.as_ref().map_or(s.dir.path(), |u| u.home.as_path());
+        let dd = |block: &str, audit: &Path| {
+            let bs = format!("bs={block}");
+            let command = s.run_command(
+                &["--memory", "32M", "--audit", audit.to_str().unwrap()],
+                &["dd", "if=/dev/zero", "of=/dev/null", &bs, "count=1"],
+            );
+            match user {
+                Some(nobody) => nobody.wrap(&command).output().unwrap(),
+                None => { command }.output().unwrap(),
+            }
+        };
+        // A 1 MiB buffer fits.
+        let fits = home.join("fits.jsonl");
+        let out = dd("1M", &fits);
+        assert_eq!(out.status.code(), Some(0), "{who}: {}", stderr(&out));
+        assert_eq!(
+            outcome_record(&fits)["outcome"]["denials"]["events"],
+            serde_json::json!([]),
+            "{who}"
+        );
+        // dd fills a 64 MiB buffer: over the budget, the kernel kills it.
+        let over = home.join("over.jsonl");
+        let out = dd("64M", &over);
+        assert_eq!(out.status.code(), Some(137), "{who}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("budget: the memory limit of 33554432 bytes ended the run"),
+            "{who}: {}",
+            stderr(&out)
+        );
+        let outcome = &outcome_record(&over)["outcome"];
+        let events = outcome["denials"]["events"].as_array().unwrap();
+        assert!(
+            events.iter().any(|e| e["kind"] == "budget"
+                && e["operation"] == "memory"
+                && e["rule"] == "plan.budgets.memoryBytes"
+                && e["limit"] == 33_554_432),
+            "{who}: {outcome}"
+        );
+        assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+    }
+}
+
 #[test]
 fn a_sigkilled_supervisor_still_loses_its_container() {
     let Some(s) = setup() else { return };

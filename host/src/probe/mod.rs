@@ -384,13 +384,13 @@ pub(crate) fn unobserved_denials(
         Backend::Docker if static_stub => vec![
             bwrap_files.clone(),
             "datagrams sent with `sendmsg` or `sendmmsg` to an address the container cannot reach are not observed (connections and `sendto` are)".to_owned(),
-            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
+            "a process budget reached inside the container is not observed: the container's cgroup refuses the fork (EAGAIN), unlisted (a memory budget is: the daemon records the kernel's out-of-memory kill)".to_owned(),
         ],
         Backend::Docker => vec![
             bwrap_files.clone(),
             "syscalls the seccomp profile refuses are not observed: without the static stub (`spec.egressBridge`) the container runtime installs it without a listener".to_owned(),
             "connections refused inside the container's network namespace are not observed (without the static stub, `spec.egressBridge`)".to_owned(),
-            "a memory or process budget reached inside the container is not observed: the container's cgroup enforces it, unlisted".to_owned(),
+            "a process budget reached inside the container is not observed: the container's cgroup refuses the fork (EAGAIN), unlisted (a memory budget is: the daemon records the kernel's out-of-memory kill)".to_owned(),
         ],
         Backend::MacosSeatbelt => vec![
             "file, network and process denials of the Seatbelt profile are not observed: the command sees EPERM, unlisted".to_owned(),

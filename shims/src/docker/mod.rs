@@ -8,7 +8,7 @@
 //!
 //! # The container, flag by flag
 //!
-//! - `run --rm -i --pull never --entrypoint /run/palisade-init IMAGE_ID -- CMD ARGS…`: the
+//! - `run -i --pull never --entrypoint /run/palisade-init IMAGE_ID -- CMD ARGS…`: the
 //!   pinned image by its ID (never a tag, never pulled); the command exactly as given (the
 //!   image's entrypoint is replaced, not wrapped); stdin is passed through as for the other
 //!   backends. PID 1 is `docker-init` (tini: it reaps orphans and forwards signals), run from
@@ -315,7 +315,9 @@ pub fn argv_observed(
 
     let mut args = Args::default();
     args.flag("run");
-    args.flag("--rm");
+    // No `--rm`: palisade removes the container itself ([`run::remove`]), after asking the
+    // daemon whether the kernel's out-of-memory killer acted in it (a memory budget reached
+    // inside the container), which only a container that still exists can answer.
     args.flag("-i");
     args.op("--pull", "never");
     args.op("--name", spec.container_name());

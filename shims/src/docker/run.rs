@@ -16,7 +16,7 @@ use super::{Limits, api};
 use crate::plan::{Budgets, LaunchPlan};
 use crate::supervise::Outcome;
 #[cfg(target_os = "linux")]
-use crate::supervise::{self, Launch, LaunchKind, PassFd, SuperviseError};
+use crate::supervise::{self, EndReason, Launch, LaunchKind, PassFd, SuperviseError};
 #[cfg(target_os = "linux")]
 use crate::{fsfacts, placeholder, seccomp};
 
@@ -24,7 +24,7 @@ use crate::{fsfacts, placeholder, seccomp};
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Removal {
-    /// `--rm` had already removed it when the client exited.
+    /// Already gone when palisade came to remove it (the daemon, or a sweep, removed it).
     AlreadyGone,
     /// Palisade removed it (force: it was still running or stopping).
     Removed,
@@ -177,7 +177,17 @@ pub fn run(
         wall_clock: plan.budgets.wall_clock,
         ..Budgets::default()
     };
-    let supervised = supervise::run(launch, &budgets, options);
+    let mut supervised = supervise::run(launch, &budgets, options);
+    // A memory budget reached inside the container: the kernel's out-of-memory killer acted
+    // in its cgroup, which the daemon recorded from the cgroup's own events. Asked before the
+    // container is removed, and only when there is a budget it could have been.
+    if plan.budgets.memory_bytes.is_some()
+        && let Ok(outcome) = &mut supervised
+        && outcome.ended_by == EndReason::CommandExited
+        && oom_killed(&spec.socket, &name) == Some(true)
+    {
+        outcome.ended_by = EndReason::Memory;
+    }
 
     let removal = remove(&spec.socket, &name);
     let placeholders_left = if matches!(removal, Removal::AlreadyGone | Removal::Removed) {
@@ -238,6 +248,19 @@ impl Drop for SocketFile {
     }
 }
 
+/// Whether the kernel's out-of-memory killer acted in container `name` (`State.OOMKilled`),
+/// `None` when the daemon does not say.
+#[cfg(target_os = "linux")]
+fn oom_killed(socket: &Path, name: &str) -> Option<bool> {
+    let deadline = Instant::now() + REMOVE_TIMEOUT;
+    let response = api::get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    let state: serde_json::Value = serde_json::from_slice(&response.body).ok()?;
+    state.get("State")?.get("OOMKilled")?.as_bool()
+}
+
 /// Force-removes container `name` over the API and says whether it is gone.
 pub fn remove(socket: &Path, name: &str) -> Removal {
     let deadline = Instant::now() + REMOVE_TIMEOUT;
@@ -247,7 +270,7 @@ pub fn remove(socket: &Path, name: &str) -> Removal {
     match status_of("DELETE", &format!("/containers/{name}?force=1&v=1")) {
         Ok(204) => Removal::Removed,
         Ok(404) => Removal::AlreadyGone,
-        // 409: removal already in progress (`--rm` racing us); wait for it to finish.
+        // 409: removal already in progress (the reaper racing us); wait for it to finish.
         Ok(409) => loop {
             match status_of("GET", &format!("/containers/{name}/json")) {
                 Ok(404) => break Removal::AlreadyGone,
