@@ -18,6 +18,12 @@
 //!   file-heavy command never touches a denied path (target ≤ 1.10×); the flood opens a file
 //!   beneath the denied directory 20,000 times, each a round trip to the server.
 //!
+//! - `masks-landlock-true`: `palisade run --backend linux-landlock -- true` (release binary,
+//!   warm probe cache), denying a file that does not exist (`plain`: nothing to mask) or one
+//!   that does (`observed`: its mask mounted, bound by init in a mount namespace of the
+//!   sandbox's own, its ruleset rule added, unmounted after): the per-run cost of observing
+//!   under Landlock. The home is empty, so no built-in credential store adds masks to either.
+//!
 //! Run with `cargo bench -p palisade-suite --bench observe` (as another user, the bench binary
 //! with `PALISADE_BENCH_TMPDIR` and `CRITERION_HOME` set to directories that user can write); the ratios of the medians are
 //! printed at the end. Under `cargo test --all-targets` each benchmark runs once.
@@ -277,5 +283,60 @@ fn masks(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, observing, masks);
+/// The `palisade` binary next to this bench's profile directory, if it was built.
+fn palisade_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let binary = exe.parent()?.parent()?.join("palisade");
+    binary.exists().then_some(binary)
+}
+
+fn landlock_masks(c: &mut Criterion) {
+    let Some(palisade) = palisade_binary() else {
+        eprintln!("masks-landlock: skipped (build the palisade binary first)");
+        return;
+    };
+    if palisade_shims::fusemask::mounter().is_err() {
+        eprintln!("masks-landlock: skipped (needs a FUSE mount: root, or fusermount3)");
+        return;
+    }
+    let dir = tempfile::tempdir_in(bench_tmpdir()).unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    for sub in ["ws", "home", "cache", "secrets"] {
+        std::fs::create_dir_all(root.join(sub)).unwrap();
+    }
+    std::fs::write(root.join("secrets/token"), "SECRET").unwrap();
+    let run = |denied: &Path| {
+        let status = Command::new(&palisade)
+            .args(["run", "--backend", "linux-landlock", "--deny-read"])
+            .arg(denied)
+            .args(["--", "true"])
+            .current_dir(root.join("ws"))
+            .env("HOME", root.join("home"))
+            .env("PALISADE_CACHE_DIR", root.join("cache"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+    };
+    let (missing, existing) = (root.join("secrets/missing"), root.join("secrets/token"));
+    run(&existing); // the probe cache
+    let mut g = c.benchmark_group("masks-landlock-true");
+    g.sample_size(40);
+    g.bench_function("plain", |b| b.iter(|| run(&missing)));
+    g.bench_function("observed", |b| b.iter(|| run(&existing)));
+    g.finish();
+    ratio("masks-landlock-true");
+    if let (Some(plain), Some(observed)) = (
+        median_ns("masks-landlock-true", "plain"),
+        median_ns("masks-landlock-true", "observed"),
+    ) {
+        println!(
+            "masks-landlock-true: observing costs {:.2} ms per run",
+            (observed - plain) / 1e6
+        );
+    }
+}
+
+criterion_group!(benches, observing, masks, landlock_masks);
 criterion_main!(benches);

@@ -170,7 +170,7 @@ impl LandlockLauncher {
         // itself and installs the filter.
         unsafe {
             command.pre_exec(move || {
-                landlock::restrict(&ruleset).map_err(std::io::Error::other)?;
+                landlock::restrict(&ruleset, None).map_err(std::io::Error::other)?;
                 seccomp::install(&filter).map_err(std::io::Error::other)
             });
         }

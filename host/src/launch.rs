@@ -422,7 +422,43 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             None => Err(LaunchError::Unsupported("docker".into())),
         },
         Mechanism::Landlock(_) | Mechanism::Direct => {
-            let spec = init::spec_for(plan, None).map_err(|e| prepare(&e))?;
+            let landlock = matches!(plan.mechanism, Mechanism::Landlock(_));
+            let facts = if landlock {
+                Some(
+                    palisade_shims::landlock::ListingFacts::measure(plan)
+                        .map_err(|e| prepare(&e))?,
+                )
+            } else {
+                None
+            };
+            let mut spec = init::spec_for(plan, facts.as_ref()).map_err(|e| prepare(&e))?;
+            // The denied paths are observed when this host can mount their masks: init binds
+            // them, and the ruleset lets each through to its server, which refuses and records
+            // every access (`fileObserver` says whether it happened).
+            let masks = match &facts {
+                Some(facts) => palisade_shims::landlock::observed_masks(plan, facts)
+                    .map_err(|e| prepare(&e))?,
+                None => Vec::new(),
+            };
+            let masks_at = plan.beside_run_temp_dir(".masks");
+            let (mask_server, mut mask_error) = if masks.is_empty() {
+                (None, None)
+            } else {
+                match palisade_shims::fusemask::MaskServer::mount(&masks_at, &masks) {
+                    Ok(server) => {
+                        spec.masks = masks
+                            .iter()
+                            .enumerate()
+                            .map(|(i, mask)| init::MaskBind {
+                                source: masks_at.join(i.to_string()),
+                                target: mask.target.clone(),
+                            })
+                            .collect();
+                        (Some(server), None)
+                    }
+                    Err(err) => (None, Some(err.to_string())),
+                }
+            };
             // The running binary itself, not its path: replaced or removed on disk meanwhile
             // (an upgrade), the path would run another version or nothing.
             let exe = std::path::PathBuf::from("/proc/self/exe");
@@ -432,6 +468,12 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 plan,
             )?;
             let setup = report.collect();
+            // After the tree: a survivor would find its masks refusing with ENOTCONN.
+            let mut masks_seen = mask_server.map(palisade_shims::fusemask::MaskServer::finish);
+            if let Some(why) = &setup.masks_error {
+                masks_seen = None;
+                mask_error = Some(format!("sandbox init did not bind them: {why}"));
+            }
             if let Some(error) = setup.error {
                 // Init refused before executing anything (e.g. Landlock not fully enforced).
                 return Err(LaunchError::Setup(error));
@@ -462,11 +504,26 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 denials.extend(crate::denials::syscall_denials(observed));
                 set(&mut record, "seccompObserver", observer_account(observed));
             }
+            if let Some(seen) = &masks_seen {
+                denials.extend(crate::denials::file_denials(
+                    seen,
+                    &masks,
+                    &plan.denied_read_paths,
+                ));
+            }
+            if !masks.is_empty() {
+                set(
+                    &mut record,
+                    "fileObserver",
+                    mask_account(masks_seen.as_ref(), mask_error.as_deref()),
+                );
+            }
             Ok(Launched {
                 exit_code: exit_byte(outcome.exit_code()),
                 record,
                 denials,
-                dropped: setup.observed.map_or(0, |o| o.dropped),
+                dropped: setup.observed.map_or(0, |o| o.dropped)
+                    + masks_seen.as_ref().map_or(0, |seen| seen.dropped),
                 marks: outcome.marks,
             })
         }

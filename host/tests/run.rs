@@ -1937,6 +1937,17 @@ fn a_managed_input_may_not_make_a_symlink_writable() {
 /// 65534 (through `fusermount3`).
 #[test]
 fn accesses_to_denied_paths_are_observed_and_explained() {
+    denied_paths_are_observed_and_explained("linux-bwrap");
+}
+
+/// The same under Landlock: init binds the masks in a mount namespace of the sandbox's own,
+/// and the ruleset lets each through to its server, which refuses.
+#[test]
+fn accesses_to_denied_paths_are_observed_and_explained_under_landlock() {
+    denied_paths_are_observed_and_explained("linux-landlock");
+}
+
+fn denied_paths_are_observed_and_explained(backend: &str) {
     let users: Vec<Option<u32>> = if is_root() {
         vec![None, Some(65534)]
     } else {
@@ -1964,7 +1975,7 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
         std::fs::write(home.join("private/key"), "SECRET-KEY").unwrap();
         std::fs::write(home.join("token"), "SECRET-TOKEN").unwrap();
         std::fs::write(env.path("ws/README"), "readable\n").unwrap();
-        let taskpack = env.taskpack("linux-bwrap", "");
+        let taskpack = env.taskpack(backend, "");
         let text_of = std::fs::read_to_string(&taskpack).unwrap();
         std::fs::write(
             &taskpack,
@@ -2008,7 +2019,7 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
             .current_dir(env.path("ws"))
             .output()
             .unwrap();
-        let who = format!("{user:?}");
+        let who = format!("{backend} as {user:?}");
         let stderr = text(&out.stderr);
         let stdout = text(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{who}: {stderr}");
@@ -2032,6 +2043,10 @@ fn accesses_to_denied_paths_are_observed_and_explained() {
         let decision: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
         let outcome = &lines[1]["outcome"];
         assert_eq!(outcome["fileObserver"]["mounted"], true, "{who}: {outcome}");
+        if backend == "linux-landlock" {
+            // One rule per mask (`~/.aws`, `~/private`, `~/token`), each on its node.
+            assert_eq!(outcome["landlock"]["observed_masks"], 3, "{who}: {outcome}");
+        }
         let denied: Vec<&str> = decision["plan"]["deniedReadPaths"]
             .as_array()
             .unwrap()

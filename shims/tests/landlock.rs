@@ -323,7 +323,21 @@ fn every_attack_works_without_landlock() {
 
 #[test]
 fn landlock_blocks_every_attack_with_network_none() {
-    let run = scenario("restrict", Network::None);
+    blocks_every_attack_with_network_none("restrict");
+}
+
+/// The ruleset has a rule for each denied path's observed mask, to be added only on the mask
+/// (a FUSE node on the masks' device). Applied with no mask bound and init claiming the
+/// secret's own filesystem as the masks' device — the worst wrong claim — it adds none of them,
+/// and every attack fails as before.
+#[test]
+fn mask_rules_never_grant_the_denied_path_itself() {
+    let status = blocks_every_attack_with_network_none("restrict-claimed-masks");
+    assert_eq!(status.observed_masks, 0, "{status:?}");
+}
+
+fn blocks_every_attack_with_network_none(mode: &str) -> Status {
+    let run = scenario(mode, Network::None);
     let status = run.status.as_ref().expect("no status");
     assert!(status.enforced && status.no_new_privs, "{status:?}");
     assert!(status.abi >= 6, "{status:?}");
@@ -349,6 +363,7 @@ fn landlock_blocks_every_attack_with_network_none() {
         check(&run, name, Expect::Ok, &mut problems);
     }
     assert!(problems.is_empty(), "{problems:#?}\n{}", run.stdout);
+    run.status.unwrap()
 }
 
 #[test]
@@ -527,7 +542,7 @@ fn helper() {
     match mode.as_str() {
         "bare-proc" | "restrict-proc" => {
             if mode == "restrict-proc" {
-                restrict(&plan).unwrap();
+                restrict(&plan, None).unwrap();
             }
             let victim: i32 = std::env::var(HELPER_VICTIM).unwrap().parse().unwrap();
             let secret = std::env::var(HELPER_SECRET).unwrap();
@@ -536,11 +551,17 @@ fn helper() {
         }
         "bare" => {}
         "restrict" => {
-            let status = restrict(&plan).unwrap();
+            let status = restrict(&plan, None).unwrap();
+            println!("STATUS {}", serde_json::to_string(&status).unwrap());
+        }
+        "restrict-claimed-masks" => {
+            use std::os::unix::fs::MetadataExt;
+            let device = fs::metadata(&root).unwrap().dev();
+            let status = restrict(&plan, Some(device)).unwrap();
             println!("STATUS {}", serde_json::to_string(&status).unwrap());
         }
         "restrict-only" => {
-            match restrict(&plan) {
+            match restrict(&plan, None) {
                 Ok(status) => println!("RESTRICTED {status:?}"),
                 Err(err) => println!("REFUSED {err}"),
             }

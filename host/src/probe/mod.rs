@@ -366,7 +366,6 @@ pub(crate) fn unobserved_denials(
     static_stub: bool,
     masks: &Result<(), String>,
 ) -> Vec<String> {
-    let files = "denied file reads and writes are not observed: the command sees EACCES, EROFS or an empty mask, and the run's denials do not list them";
     // bwrap and docker serve denied paths through observed masks where the host allows.
     let bwrap_files = match masks {
         Ok(()) => "writes outside the writable roots are not observed: they fail with EROFS, unlisted (accesses to denied paths are: their masks are observed)".to_owned(),
@@ -378,7 +377,10 @@ pub(crate) fn unobserved_denials(
             "datagrams sent with `sendmsg` or `sendmmsg` to an address the sandbox cannot reach are not observed (connections and `sendto` are)".to_owned(),
         ],
         Backend::LinuxLandlock => vec![
-            files.to_owned(),
+            match masks {
+                Ok(()) => "writes outside the writable roots are not observed: Landlock refuses them with EACCES, unlisted (accesses to denied files and directories are: init binds their observed masks in a mount namespace of the sandbox's own)".to_owned(),
+                Err(why) => format!("accesses to denied paths are not observed ({why}): Landlock refuses them with EACCES, unlisted; nor are writes outside the writable roots"),
+            },
             "connections Landlock's TCP rules refuse are not observed: they fail with EACCES, unlisted".to_owned(),
         ],
         Backend::Docker if static_stub => vec![

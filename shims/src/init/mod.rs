@@ -40,7 +40,11 @@
 //!   CI steps legitimately use `sudo`, and `no_new_privs` would break setuid programs without
 //!   being a boundary the backend claims. (As non-root the user namespace already stops setuid
 //!   binaries from gaining privileges: their owner is not mapped.)
-//! - `Landlock` ([`Confinement::Landlock`]): [`crate::landlock::restrict`] (sets
+//! - `Landlock` ([`Confinement::Landlock`]): the observed masks of [`InitSpec::masks`] are
+//!   bound over their denied paths in init, before PID 1 is forked, in a mount namespace of the
+//!   sandbox's own (the `/proc` one, or one made for them, slave to the host's); an error
+//!   leaves them to Landlock, unobserved, and is reported as `masks:`. Then, in the command
+//!   child, [`crate::landlock::restrict`] (sets
 //!   `no_new_privs`, fails closed unless fully enforced; its ruleset was computed for the
 //!   sandbox's `/proc`), then [`crate::seccomp::install`], then `execve`.
 //!
@@ -117,6 +121,21 @@ pub struct InitSpec {
     /// ([`Launch::started`]). Nothing depends on it but the launcher's phase timings.
     #[serde(default)]
     pub started_fd: Option<RawFd>,
+    /// Observed masks to bind over denied paths before the ruleset is applied (set by the
+    /// launcher when it mounted them, `crate::fusemask`): in a mount namespace of the
+    /// sandbox's own, so the host sees none of it.
+    #[serde(default)]
+    pub masks: Vec<MaskBind>,
+}
+
+/// One observed mask: the mask server's node `source`, bound over the denied path `target`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskBind {
+    #[serde(with = "wire::path")]
+    pub source: PathBuf,
+    #[serde(with = "wire::path")]
+    pub target: PathBuf,
 }
 
 /// What the command child applies just before `execve`.
@@ -255,6 +274,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         report_fd: None,
         observe_fd: None,
         started_fd: None,
+        masks: Vec::new(),
     })
 }
 
@@ -355,6 +375,8 @@ pub struct SetupReport {
     pub landlock: Option<landlock::Status>,
     /// The calls the seccomp filter refused, as its observer answered them.
     pub observed: Option<seccomp::observe::Observed>,
+    /// Why init did not bind the observed masks it was given, if it did not.
+    pub masks_error: Option<String>,
 }
 
 impl InitReport {
@@ -370,6 +392,8 @@ impl InitReport {
         for line in String::from_utf8_lossy(&text).lines() {
             if let Some(message) = line.strip_prefix("error: ") {
                 report.error.get_or_insert_with(|| message.to_string());
+            } else if let Some(why) = line.strip_prefix("masks: ") {
+                report.masks_error = Some(why.to_owned());
             } else if let Some(json) = line.strip_prefix("landlock: ") {
                 report.landlock = serde_json::from_str(json).ok();
             }
@@ -421,6 +445,14 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     if own_proc {
         procfs::private_mount_namespace().map_err(InitError::OwnProc)?;
     }
+    if landlock && !spec.masks.is_empty() {
+        // Observation only: a mask that is not bound leaves its path to Landlock, which
+        // refuses it unobserved; the report says why.
+        match bind_masks(&spec.masks, own_proc) {
+            Ok(device) => prepared.masks_device = Some(device),
+            Err(why) => report.line(&format!("masks: {why}")),
+        }
+    }
     // Creating a user namespace changes credentials, which may clear the parent-death signal.
     sys::set_parent_death_signal(libc::SIGKILL).map_err(io_err("PR_SET_PDEATHSIG"))?;
     if sys::getppid() != supervisor {
@@ -451,6 +483,29 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     };
     drop(alive_write);
     pass_through(status)
+}
+
+/// Binds every mask over its target, in a mount namespace of the sandbox's own (`have_one`:
+/// already made for `/proc`), and returns the masks' device, which the ruleset's mask rules
+/// are checked against. A mask left unbound by an error is harmless: its rule is not added.
+fn bind_masks(masks: &[MaskBind], have_one: bool) -> Result<u64, String> {
+    use std::os::unix::fs::MetadataExt;
+    if !have_one {
+        procfs::private_mount_namespace()?;
+    }
+    let mut device = None;
+    for mask in masks {
+        // Looking at a node is not refused (nor recorded); its device is the mount's.
+        let dev = std::fs::symlink_metadata(&mask.source)
+            .map_err(|e| format!("`{}`: {e}", mask.source.display()))?
+            .dev();
+        if *device.get_or_insert(dev) != dev {
+            return Err("the mask nodes are on different devices".to_owned());
+        }
+        sys::bind_mount(&mask.source, &mask.target)
+            .map_err(|e| format!("binding the mask over `{}`: {e}", mask.target.display()))?;
+    }
+    device.ok_or_else(|| "no masks".to_owned())
 }
 
 /// PID 1 of the namespace.
@@ -525,7 +580,7 @@ fn command_child(prepared: &Prepared, report: &mut Reporter) -> ! {
         if let Err(e) = sys::drop_all_capabilities() {
             report.fail(&format!("cannot drop capabilities: {e}"));
         }
-        match landlock::restrict(ruleset) {
+        match landlock::restrict(ruleset, prepared.masks_device) {
             Ok(status) => {
                 if let Ok(json) = serde_json::to_string(&status) {
                     report.line(&format!("landlock: {json}"));
@@ -569,6 +624,8 @@ struct Prepared {
     observe_fd: Option<RawFd>,
     /// The start signal's pipe ([`InitSpec::started_fd`]), close-on-exec.
     started: Option<File>,
+    /// The device of the observed masks init bound ([`bind_masks`]).
+    masks_device: Option<u64>,
 }
 
 impl Prepared {
@@ -649,6 +706,7 @@ impl Prepared {
             seccomp,
             observe_fd: spec.observe_fd,
             started: None,
+            masks_device: None,
         })
     }
 
@@ -852,7 +910,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null,"masks":[]}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);

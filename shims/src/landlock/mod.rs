@@ -31,6 +31,12 @@
 //!   namespace and [`Network::HostLoopback`] cannot be told apart by port: both are refused.
 //! - **scopes** (ABI ≥ 6): abstract unix sockets and signals, always: no connecting to the
 //!   host's abstract sockets, no signals to processes outside the sandbox.
+//! - **observed masks** ([`observed_masks`], [`Reason::ObservedMask`]): each outermost denied
+//!   path that exists as a file or directory gets a rule granting what a mask's server can be
+//!   asked for, so that the server refuses and records each access instead of Landlock
+//!   refusing it unobserved. Init binds the masks over those paths (`crate::fusemask`, in a
+//!   mount namespace of the sandbox's own) before [`restrict`], which adds such a rule only
+//!   where the path then is a FUSE node on the masks' device: never on the denied path itself.
 //!
 //! # Paths that do not exist yet, and new entries
 //!
@@ -73,7 +79,8 @@
 //! `FullyEnforced` is checked), and `no_new_privs` must be set. Rules are opened with
 //! `O_PATH | O_NOFOLLOW` and their type checked against the plan: a writable root or `/` that
 //! vanished or changed type is an error; a read sibling or device that did is skipped (less
-//! access, never more) and counted in [`Status::skipped`].
+//! access, never more) and counted in [`Status::skipped`]; a mask rule whose path is not its
+//! mask is skipped too (counted apart: [`Status::observed_masks`] counts those added).
 //!
 //! # Known limits of Landlock (ABI 7), left to seccomp or reported
 //!
@@ -102,6 +109,7 @@ use landlock::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::bwrap::DeniedMask;
 use crate::landlock_abi;
 use crate::plan::{LandlockProc, LaunchPlan, Mechanism, Network};
 
@@ -250,6 +258,11 @@ pub enum Reason {
     WritableRoot,
     /// A device file ordinary programs need.
     Device,
+    /// A denied path, for the observed mask init binds over it (`crate::fusemask`): added only
+    /// if the path is that mask when the ruleset is applied ([`restrict`]), so the mask's
+    /// server, not Landlock, refuses the command and records each access. Without the mask it
+    /// is not added and Landlock refuses, unobserved, as it would without this rule.
+    ObservedMask,
 }
 
 /// What a path is, as `lstat` saw it.
@@ -322,6 +335,10 @@ pub struct Status {
     /// Read-sibling or device rules not added because their path vanished or changed type
     /// since the listing (those paths are unreadable: less access, never more).
     pub skipped: usize,
+    /// Rules added on observed masks ([`Reason::ObservedMask`]); a mask init did not bind
+    /// gets none, and Landlock refuses its path unobserved.
+    #[serde(default)]
+    pub observed_masks: usize,
     /// The kernel enforces every handled right (always true: otherwise [`restrict`] errs).
     pub enforced: bool,
     pub no_new_privs: bool,
@@ -446,6 +463,10 @@ fn build(
         }
     }
 
+    for mask in observed_masks(plan, facts)? {
+        rules.grant(&mask.target, mask.dir, &MASKED, Reason::ObservedMask);
+    }
+
     // The lowest ABI at which this ruleset is what the probe promised (`landlock_abi`).
     let mut min_abi = 1;
     if plan.read_only_root {
@@ -462,6 +483,58 @@ fn build(
         scopes: [ScopeRight::AbstractUnixSocket, ScopeRight::Signal].into(),
         rules: rules.into_sorted(),
     })
+}
+
+/// What a rule on an observed mask grants: everything its server can be asked for, so that
+/// the server refuses (and records) what Landlock would otherwise refuse unobserved. Nothing
+/// can pass: the server refuses every request, and without it every access fails.
+const MASKED: [FsRight; 5] = [
+    FsRight::Execute,
+    FsRight::ReadFile,
+    FsRight::ReadDir,
+    FsRight::WriteFile,
+    FsRight::Truncate,
+];
+
+/// The observed masks for `plan`: one per outermost denied path of the plan that exists as a
+/// directory or a file (as its parent's listing in `facts` shows it; anything else has no mask
+/// and stays refused by Landlock alone, unobserved), in path order. Node `i` of the mask
+/// server is mask `i`; init binds it over its target before the ruleset is applied, and the
+/// ruleset grants the target only if it then is that node ([`Reason::ObservedMask`]). Each
+/// mask names the plan's entries it covers, its own first.
+pub fn observed_masks(
+    plan: &LaunchPlan,
+    facts: &ListingFacts,
+) -> Result<Vec<DeniedMask>, LandlockError> {
+    let mut masks = Vec::new();
+    for target in denied_paths(plan, &[])? {
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            continue;
+        };
+        let kind = facts
+            .listings
+            .get(parent)
+            .and_then(|entries| entries.iter().find(|entry| entry.name == name))
+            .map(|entry| entry.kind);
+        let dir = match kind {
+            Some(EntryKind::Dir) => true,
+            Some(EntryKind::File) => false,
+            Some(EntryKind::Symlink | EntryKind::Other) | None => continue,
+        };
+        let mut denied: Vec<PathBuf> = plan
+            .denied_read_paths
+            .iter()
+            .filter(|path| normalized(path).is_ok_and(|p| p.starts_with(&target)))
+            .cloned()
+            .collect();
+        denied.sort_by_key(|path| normalized(path).ok().as_ref() != Some(&target));
+        masks.push(DeniedMask {
+            target,
+            dir,
+            denied,
+        });
+    }
+    Ok(masks)
 }
 
 impl ListingFacts {
@@ -513,8 +586,11 @@ impl ListingFacts {
 /// Applies `plan` to the calling thread (and the processes it will exec), after setting
 /// `no_new_privs`. Fails closed: an error if the kernel is below [`RulesetPlan::min_abi`], if a
 /// rule's path cannot be opened or changed type, or if anything handled is not fully enforced.
+/// `masks_device` is the device of the observed masks init bound ([`observed_masks`]), if it
+/// bound any: a [`Reason::ObservedMask`] rule is added only where its path is on that device
+/// (a mask node), never on what the mask would hide.
 /// The caller is single-threaded (a freshly exec'd helper); allocation is fine.
-pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
+pub fn restrict(plan: &RulesetPlan, masks_device: Option<u64>) -> Result<Status, LandlockError> {
     let abi = kernel_abi()?;
     if abi < plan.min_abi {
         return Err(LandlockError::AbiTooOld {
@@ -537,7 +613,7 @@ pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
         ruleset = ruleset.scope(scope_bits(&scopes))?;
     }
     let mut created = ruleset.create()?;
-    let (mut rules, mut skipped) = (0, 0);
+    let (mut rules, mut skipped, mut observed_masks) = (0, 0, 0);
     for rule in &plan.rules {
         let access: BTreeSet<FsRight> = rule.access.intersection(&handled_fs).copied().collect();
         if access.is_empty() {
@@ -549,6 +625,13 @@ pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
             .reasons
             .iter()
             .all(|reason| matches!(reason, Reason::ReadSibling | Reason::Device));
+        if rule.reasons.contains(&Reason::ObservedMask) {
+            if let Some(file) = mask_node(&rule.path, rule.dir, masks_device) {
+                created = created.add_rule(PathBeneath::new(file, fs_bits(&access)))?;
+                observed_masks += 1;
+            }
+            continue;
+        }
         let file = match open_path(&rule.path) {
             Ok(fd) => File::from(fd),
             Err(LandlockError::Open { source, .. })
@@ -588,9 +671,24 @@ pub fn restrict(plan: &RulesetPlan) -> Result<Status, LandlockError> {
         dropped,
         rules,
         skipped,
+        observed_masks,
         enforced: true,
         no_new_privs: true,
     })
+}
+
+/// `path` opened, if it is an observed mask's node: a FUSE node on `masks_device`, of the kind
+/// planned. Anything else — the denied path itself, when no mask was bound over it — gets no
+/// rule, whatever device init claimed.
+fn mask_node(path: &Path, dir: bool, masks_device: Option<u64>) -> Option<File> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let device = masks_device?;
+    let file = File::from(open_path(path).ok()?);
+    let meta = file.metadata().ok()?;
+    let fuse = crate::sys::filesystem_type(file.as_fd()).ok()? == crate::sys::FUSE_SUPER_MAGIC;
+    (fuse && meta.dev() == device && meta.is_dir() == dir && !meta.file_type().is_symlink())
+        .then_some(file)
 }
 
 /// Scopes the calling process, and what it execs, out of the abstract Unix sockets of every

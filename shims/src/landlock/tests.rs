@@ -102,8 +102,11 @@ fn nothing_denied_reads_everything() {
 fn ssh_denied_grants_siblings_only() {
     let plan = ruleset_plan(&launch(&["/home/dev/.ssh"]), &facts()).unwrap();
     insta::assert_json_snapshot!("ssh_denied", plan);
-    // No rule on the denied path, on anything beneath it, or on any of its ancestors.
-    for rule in &plan.rules {
+    // No rule on the denied path, on anything beneath it, or on any of its ancestors — but
+    // the one for its observed mask, added only on the mask (`restrict`).
+    let mask = rule(&plan, "/home/dev/.ssh").unwrap();
+    assert_eq!(mask.reasons, [Reason::ObservedMask].into());
+    for rule in plan.rules.iter().filter(|rule| rule != &mask) {
         assert!(
             !Path::new("/home/dev/.ssh").starts_with(&rule.path)
                 && !rule.path.starts_with("/home/dev/.ssh"),
@@ -340,10 +343,54 @@ fn nested_and_repeated_denied_paths_merge() {
 #[test]
 fn two_denied_paths_in_one_directory() {
     let plan = ruleset_plan(&launch(&["/home/dev/.ssh", "/home/dev/.bashrc"]), &facts()).unwrap();
-    assert!(rule(&plan, "/home/dev/.bashrc").is_none());
-    assert!(rule(&plan, "/home/dev/.ssh").is_none());
+    let only_masks =
+        |path: &str| rule(&plan, path).unwrap().reasons == [Reason::ObservedMask].into();
+    assert!(only_masks("/home/dev/.bashrc"));
+    assert!(only_masks("/home/dev/.ssh"));
     assert!(rule(&plan, "/home/dev/.config").is_some());
     assert!(rule(&plan, "/home/other").is_some());
+}
+
+#[test]
+fn observed_masks_are_the_outermost_denied_files_and_directories_that_exist() {
+    let plan = launch(&[
+        "/home/dev/.ssh/id_ed25519",
+        "/home/dev/.ssh",
+        "/home/dev/.bashrc",
+        "/home/dev/.aws/credentials",
+    ]);
+    let masks = observed_masks(&plan, &facts()).unwrap();
+    let summary: Vec<(&str, bool, Vec<&str>)> = masks
+        .iter()
+        .map(|m| {
+            (
+                m.target.to_str().unwrap(),
+                m.dir,
+                m.denied.iter().map(|d| d.to_str().unwrap()).collect(),
+            )
+        })
+        .collect();
+    // `.aws` is missing: nothing to bind a mask over (Landlock alone refuses it). The mask of
+    // `.ssh` names its own entry first, then the one beneath it.
+    assert_eq!(
+        summary,
+        [
+            ("/home/dev/.bashrc", false, vec!["/home/dev/.bashrc"]),
+            (
+                "/home/dev/.ssh",
+                true,
+                vec!["/home/dev/.ssh", "/home/dev/.ssh/id_ed25519"]
+            ),
+        ]
+    );
+    // A file's mask rule carries no directory-only right.
+    let ruleset = ruleset_plan(&plan, &facts()).unwrap();
+    assert!(
+        !rule(&ruleset, "/home/dev/.bashrc")
+            .unwrap()
+            .access
+            .contains(&FsRight::ReadDir)
+    );
 }
 
 #[test]

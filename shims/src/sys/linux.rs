@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -423,6 +423,24 @@ pub(crate) fn memfd_create(name: &CStr) -> io::Result<OwnedFd> {
 
 /// `open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC)`, retried on `EINTR`: a handle on the path
 /// itself that never follows a symlink in its last component.
+/// The FUSE filesystems' `f_type` (`FUSE_SUPER_MAGIC`).
+pub(crate) const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// `fstatfs(fd).f_type`: which kind of filesystem `fd` (an `O_PATH` descriptor will do) is on.
+pub(crate) fn filesystem_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
+    // SAFETY: an all-zero `statfs` is a valid value of a plain C struct.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `stat` is a valid, writable struct that outlives the call; a wrong descriptor is
+    // EBADF, never memory unsafety.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &raw mut stat) })?;
+    #[allow(
+        clippy::cast_lossless,
+        clippy::useless_conversion,
+        reason = "c_long or i64 by target"
+    )]
+    Ok(i64::from(stat.f_type))
+}
+
 pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
@@ -497,6 +515,27 @@ pub(crate) fn mount_fuse(target: &Path, options: &str) -> io::Result<()> {
             c"fuse.palisade-mask".as_ptr(),
             libc::MS_NOSUID | libc::MS_NODEV,
             options.as_ptr().cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// `mount(source, target, NULL, MS_BIND, NULL)`: `source` (not recursively) also at
+/// `target`, in the caller's mount namespace.
+pub(crate) fn bind_mount(source: &Path, target: &Path) -> io::Result<()> {
+    let c = |path: &Path| {
+        CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    };
+    let (source, target) = (c(source)?, c(target)?);
+    // SAFETY: NUL-terminated strings that outlive the call; no filesystem type or data.
+    check(unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND,
+            std::ptr::null(),
         )
     })
     .map(drop)
