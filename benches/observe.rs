@@ -20,9 +20,9 @@
 //!
 //! - `masks-landlock-true`: `palisade run --backend linux-landlock -- true` (release binary,
 //!   warm probe cache), denying a file that does not exist (`plain`: nothing to mask) or one
-//!   that does (`observed`: its mask mounted, bound by init in a mount namespace of the
-//!   sandbox's own, its ruleset rule added, unmounted after): the per-run cost of observing
-//!   under Landlock. The home is empty, so no built-in credential store adds masks to either.
+//!   that does (`observed`: its mask mounted and bound by init in namespaces of the
+//!   sandbox's own, served by the supervisor, its ruleset rule added): the per-run cost of
+//!   observing under Landlock. The home is empty, so no built-in credential store adds masks to either.
 //!
 //! Run with `cargo bench -p palisade-suite --bench observe` (as another user, the bench binary
 //! with `PALISADE_BENCH_TMPDIR` and `CRITERION_HOME` set to directories that user can write); the ratios of the medians are

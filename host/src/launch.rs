@@ -440,25 +440,33 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                     .map_err(|e| prepare(&e))?,
                 None => Vec::new(),
             };
+            // Init mounts them in the sandbox's own namespaces (nothing on the host but their
+            // empty mountpoint) and the mask server `init::launch` starts serves them.
             let masks_at = plan.beside_run_temp_dir(".masks");
-            let (mask_server, mut mask_error) = if masks.is_empty() {
-                (None, None)
+            let mut mask_error = None;
+            let mountpoint = if masks.is_empty() {
+                None
             } else {
-                match palisade_shims::fusemask::MaskServer::mount(&masks_at, &masks) {
-                    Ok(server) => {
-                        spec.masks = masks
-                            .iter()
-                            .enumerate()
-                            .map(|(i, mask)| init::MaskBind {
-                                source: masks_at.join(i.to_string()),
-                                target: mask.target.clone(),
-                            })
-                            .collect();
-                        (Some(server), None)
+                match crate::probe::masks_in_namespace() {
+                    Ok(()) => Some(EmptyDir::create(&masks_at).map_err(|e| prepare(&e))?),
+                    Err(why) => {
+                        mask_error = Some(why);
+                        None
                     }
-                    Err(err) => (None, Some(err.to_string())),
                 }
             };
+            if let Some(dir) = &mountpoint {
+                spec.masks = Some(init::MaskSpec {
+                    mountpoint: dir.path().to_path_buf(),
+                    nodes: masks
+                        .iter()
+                        .map(|mask| init::MaskNode {
+                            target: mask.target.clone(),
+                            dir: mask.dir,
+                        })
+                        .collect(),
+                });
+            }
             // The running binary itself, not its path: replaced or removed on disk meanwhile
             // (an upgrade), the path would run another version or nothing.
             let exe = std::path::PathBuf::from("/proc/self/exe");
@@ -468,8 +476,8 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 plan,
             )?;
             let setup = report.collect();
-            // After the tree: a survivor would find its masks refusing with ENOTCONN.
-            let mut masks_seen = mask_server.map(palisade_shims::fusemask::MaskServer::finish);
+            drop(mountpoint);
+            let mut masks_seen = setup.masks_seen;
             if let Some(why) = &setup.masks_error {
                 masks_seen = None;
                 mask_error = Some(format!("sandbox init did not bind them: {why}"));
@@ -527,6 +535,31 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                 marks: outcome.marks,
             })
         }
+    }
+}
+
+/// An empty directory of this run's (mode 0700), removed when dropped: the mountpoint a
+/// Landlock sandbox's init mounts the observed masks on, in its own mount namespace.
+#[cfg(target_os = "linux")]
+struct EmptyDir(PathBuf);
+
+#[cfg(target_os = "linux")]
+impl EmptyDir {
+    fn create(path: &std::path::Path) -> std::io::Result<EmptyDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(path)?;
+        Ok(EmptyDir(path.to_path_buf()))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for EmptyDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 

@@ -25,7 +25,10 @@
 //! over a socket (`_FUSE_COMMFD`), and again (`fusermount3 -u -z`) to unmount: the cost of
 //! observing for such a user, two executions of a setuid program per run. Such a mount admits
 //! only its owner's uid (no `allow_other`), which is the uid every process of a bwrap sandbox
-//! runs as; a container daemon needs `allow_other` ([`MaskServer::mount_shared`]).
+//! runs as; a container daemon needs `allow_other` ([`MaskServer::mount_shared`]). A Landlock
+//! sandbox's init mounts the filesystem itself, in the user and mount namespaces it makes
+//! (`crate::init`), and sends this process the descriptor ([`MaskServer::serve_sent`]):
+//! no setuid helper, nothing on the host to unmount.
 //!
 //! Bounded: at most [`MAX_EVENTS`] distinct events (same operation on the same path is one,
 //! with a count); past that only a counter grows.
@@ -199,8 +202,9 @@ pub fn mounter() -> Result<Mounter, MaskError> {
 /// A mounted mask filesystem and the thread serving it. [`MaskServer::finish`] stops it;
 /// dropping it unfinished does the same and discards what it saw.
 pub struct MaskServer {
-    mountpoint: PathBuf,
-    mounter: Mounter,
+    /// Where this process mounted the filesystem, and how to unmount it (`None`: the sandbox
+    /// mounted it in namespaces of its own, [`MaskServer::serve_sent`]).
+    mounted: Option<(PathBuf, Mounter)>,
     stop: Option<OwnedFd>,
     thread: Option<JoinHandle<Seen>>,
 }
@@ -262,8 +266,7 @@ impl MaskServer {
             .spawn(move || serve(File::from(device), &wake, &nodes, owner));
         match spawned {
             Ok(thread) => Ok(MaskServer {
-                mountpoint: mountpoint.to_path_buf(),
-                mounter,
+                mounted: Some((mountpoint.to_path_buf(), mounter)),
                 stop: Some(stop),
                 thread: Some(thread),
             }),
@@ -274,9 +277,33 @@ impl MaskServer {
         }
     }
 
-    /// The mount's root (node `i` is `root/i`).
-    pub fn mountpoint(&self) -> &Path {
-        &self.mountpoint
+    /// Serves masks that the sandbox mounts itself: the Landlock sandbox's init, in the user
+    /// and mount namespaces it makes, where any user may mount a FUSE filesystem without
+    /// `fusermount3` (the kernel wants the `/dev/fuse` descriptor opened in the namespace that
+    /// mounts it) and the mount goes with the namespace, so nothing is left to unmount. Init
+    /// sends the descriptor over `socket` once it has mounted it; node `i` is mask `i` of
+    /// `masks`. If nothing arrives before [`MaskServer::finish`], nothing was seen.
+    pub fn serve_sent(socket: OwnedFd, masks: &[DeniedMask]) -> Result<MaskServer, MaskError> {
+        let (wake, stop) = sys::pipe_cloexec().map_err(MaskError::Thread)?;
+        let owner = (sys::getuid(), sys::getgid());
+        let nodes = masks.to_vec();
+        let thread = std::thread::Builder::new()
+            .name("palisade-masks".to_owned())
+            .spawn(move || match receive_device(&socket, &wake) {
+                Ok(device) => serve(device, &wake, &nodes, owner),
+                Err(seen) => seen,
+            })
+            .map_err(MaskError::Thread)?;
+        Ok(MaskServer {
+            mounted: None,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The mount's root (node `i` is `root/i`), when this process mounted it.
+    pub fn mountpoint(&self) -> Option<&Path> {
+        self.mounted.as_ref().map(|(path, _)| path.as_path())
     }
 
     /// Stops serving (the connection is aborted: a sandbox still alive would get `ENOTCONN`),
@@ -296,8 +323,33 @@ impl MaskServer {
             },
             None => Seen::default(),
         };
-        unmount(&self.mounter, &self.mountpoint);
+        if let Some((mountpoint, mounter)) = &self.mounted {
+            unmount(mounter, mountpoint);
+        }
         seen
+    }
+}
+
+/// The `/dev/fuse` descriptor the sandbox sends over `socket`, or what was seen instead when
+/// `wake` ends the wait first or the sandbox closes its end without sending one (it then
+/// reports why itself).
+fn receive_device(socket: &OwnedFd, wake: &OwnedFd) -> Result<File, Seen> {
+    loop {
+        let (socket_events, wake_events) = sys::poll_two(socket.as_raw_fd(), wake.as_raw_fd());
+        if wake_events != 0 {
+            return Err(Seen::default());
+        }
+        if socket_events == 0 {
+            continue;
+        }
+        return match sys::recv_fd(socket) {
+            Ok(Some(device)) => Ok(File::from(device)),
+            Ok(None) => Err(Seen::default()),
+            Err(err) => Err(Seen {
+                error: Some(format!("receiving the masks' /dev/fuse: {err}")),
+                ..Seen::default()
+            }),
+        };
     }
 }
 

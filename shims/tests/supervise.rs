@@ -280,7 +280,8 @@ fn init_spec(command: Vec<OsString>, dir: &Path) -> InitSpec {
         report_fd: None,
         observe_fd: None,
         started_fd: None,
-        masks: Vec::new(),
+        masks: None,
+        masks_fd: None,
     }
 }
 

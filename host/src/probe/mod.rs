@@ -330,6 +330,10 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
     // Whether denied paths can be served by observed masks (bwrap): measured once.
     let masks = observed_masks(false);
     let shared_masks = observed_masks(true);
+    #[cfg(target_os = "linux")]
+    let namespace_masks = masks_in_namespace();
+    #[cfg(not(target_os = "linux"))]
+    let namespace_masks: Result<(), String> = Err("not Linux".to_owned());
     Backend::ALL
         .iter()
         .zip(results)
@@ -337,10 +341,10 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
             let mut probe = result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)));
             if probe.available {
                 let static_stub = probe.network_bridge;
-                let masks = if *backend == Backend::Docker {
-                    &shared_masks
-                } else {
-                    &masks
+                let masks = match backend {
+                    Backend::Docker => &shared_masks,
+                    Backend::LinuxLandlock => &namespace_masks,
+                    _ => &masks,
                 };
                 probe
                     .limitations
@@ -422,6 +426,20 @@ pub(crate) fn observed_masks(shared: bool) -> Result<(), String> {
                 format!("`/dev/fuse`: {e}; `fusermount3` needs it readable and writable by this user (mode 0666, as Debian's udev rule sets it)")
             }),
     }
+}
+
+/// Whether a Landlock sandbox's init can mount observed masks in its own namespaces: it
+/// needs `/dev/fuse` readable and writable by this user (no `fusermount3`: a user namespace's
+/// owner may mount FUSE there). Whether it may make the namespaces is the `/proc` trial's
+/// finding; where it may not, init says so and the masks stay mute.
+#[cfg(target_os = "linux")]
+pub(crate) fn masks_in_namespace() -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map(drop)
+        .map_err(|e| format!("`/dev/fuse`: {e}; it must be readable and writable by this user (mode 0666, as Debian's udev rule sets it)"))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -93,7 +93,8 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             report_fd: None,
             observe_fd: None,
             started_fd: None,
-            masks: Vec::new(),
+            masks: None,
+            masks_fd: None,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         init::launch(&spec, &exe).map_err(|e| e.to_string())?.0

@@ -41,9 +41,10 @@
 //!   being a boundary the backend claims. (As non-root the user namespace already stops setuid
 //!   binaries from gaining privileges: their owner is not mapped.)
 //! - `Landlock` ([`Confinement::Landlock`]): the observed masks of [`InitSpec::masks`] are
-//!   bound over their denied paths in init, before PID 1 is forked, in a mount namespace of the
-//!   sandbox's own (the `/proc` one, or one made for them, slave to the host's); an error
-//!   leaves them to Landlock, unobserved, and is reported as `masks:`. Then, in the command
+//!   mounted and bound over their denied paths by init, before PID 1 is forked, in a mount
+//!   namespace of the sandbox's own (the `/proc` one, or one made for them, slave to the
+//!   host's), their `/dev/fuse` descriptor sent to [`launch`]'s mask server ([`mount_masks`]);
+//!   an error leaves them to Landlock, unobserved, and is reported as `masks:`. Then, in the command
 //!   child, [`crate::landlock::restrict`] (sets
 //!   `no_new_privs`, fails closed unless fully enforced; its ruleset was computed for the
 //!   sandbox's `/proc`), then [`crate::seccomp::install`], then `execve`.
@@ -85,6 +86,10 @@ pub const OBSERVE_FD: RawFd = 5;
 /// byte to it just before it execs the command ([`InitSpec::started_fd`]).
 pub const STARTED_FD: RawFd = 6;
 
+/// The descriptor [`launch`] passes the masks' socket on: init sends the masks' `/dev/fuse`
+/// descriptor over it ([`InitSpec::masks_fd`]).
+pub const MASKS_FD: RawFd = 7;
+
 /// Exit status for a failure of init itself (nothing was executed), as `env` and `docker run`.
 pub const EXIT_SETUP_FAILED: i32 = 125;
 /// The command was found but could not be executed.
@@ -121,21 +126,35 @@ pub struct InitSpec {
     /// ([`Launch::started`]). Nothing depends on it but the launcher's phase timings.
     #[serde(default)]
     pub started_fd: Option<RawFd>,
-    /// Observed masks to bind over denied paths before the ruleset is applied (set by the
-    /// launcher when it mounted them, `crate::fusemask`): in a mount namespace of the
-    /// sandbox's own, so the host sees none of it.
+    /// The observed masks to mount and bind over denied paths before the ruleset is applied
+    /// (`crate::fusemask`), in a mount namespace of the sandbox's own.
     #[serde(default)]
-    pub masks: Vec<MaskBind>,
+    pub masks: Option<MaskSpec>,
+    /// Where init sends the masks' `/dev/fuse` descriptor once it has mounted them (set by
+    /// [`launch`], whose mask server answers on the other end).
+    #[serde(default)]
+    pub masks_fd: Option<RawFd>,
 }
 
-/// One observed mask: the mask server's node `source`, bound over the denied path `target`.
+/// The observed masks of a Landlock sandbox: init mounts their FUSE filesystem on
+/// `mountpoint` (an empty directory of the host's; the mount is in init's own mount namespace
+/// only), binds node `i` over `nodes[i]`, and detaches the mount from `mountpoint` again (the
+/// binds keep it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MaskBind {
+pub struct MaskSpec {
     #[serde(with = "wire::path")]
-    pub source: PathBuf,
+    pub mountpoint: PathBuf,
+    pub nodes: Vec<MaskNode>,
+}
+
+/// One observed mask: a directory or file node, bound over the denied path `target`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MaskNode {
     #[serde(with = "wire::path")]
     pub target: PathBuf,
+    pub dir: bool,
 }
 
 /// What the command child applies just before `execve`.
@@ -274,7 +293,8 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         report_fd: None,
         observe_fd: None,
         started_fd: None,
-        masks: Vec::new(),
+        masks: None,
+        masks_fd: None,
     })
 }
 
@@ -316,6 +336,30 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         }
         Confinement::Landlock { seccomp: None, .. } | Confinement::None => None,
     };
+    // The observed masks: init mounts them and sends their device here, to be served.
+    let masks = match &spec.masks {
+        Some(masks) => {
+            let (ours, theirs) = sys::socketpair_cloexec().map_err(io_err("masks socket"))?;
+            let nodes: Vec<crate::bwrap::DeniedMask> = masks
+                .nodes
+                .iter()
+                .map(|node| crate::bwrap::DeniedMask {
+                    target: node.target.clone(),
+                    dir: node.dir,
+                    denied: Vec::new(),
+                })
+                .collect();
+            let server = crate::fusemask::MaskServer::serve_sent(ours, &nodes)
+                .map_err(|e| InitError::Spec(e.to_string()))?;
+            spec.masks_fd = Some(MASKS_FD);
+            fds.push(PassFd {
+                fd: theirs,
+                target: MASKS_FD,
+            });
+            Some(server)
+        }
+        None => None,
+    };
     let json = serde_json::to_vec(&spec).map_err(|e| InitError::Spec(e.to_string()))?;
     let memfd =
         supervise::data_fd("palisade-init-spec", &json).map_err(io_err("init spec memfd"))?;
@@ -348,6 +392,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         InitReport {
             read: report_read,
             observer,
+            masks,
         },
     ))
 }
@@ -356,6 +401,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
 pub struct InitReport {
     read: OwnedFd,
     observer: Option<seccomp::observe::Observer>,
+    masks: Option<crate::fusemask::MaskServer>,
 }
 
 impl std::fmt::Debug for InitReport {
@@ -363,6 +409,7 @@ impl std::fmt::Debug for InitReport {
         f.debug_struct("InitReport")
             .field("read", &self.read)
             .field("observing", &self.observer.is_some())
+            .field("masks", &self.masks.is_some())
             .finish()
     }
 }
@@ -377,6 +424,8 @@ pub struct SetupReport {
     pub observed: Option<seccomp::observe::Observed>,
     /// Why init did not bind the observed masks it was given, if it did not.
     pub masks_error: Option<String>,
+    /// What the observed masks refused (`None`: there were none).
+    pub masks_seen: Option<crate::fusemask::Seen>,
 }
 
 impl InitReport {
@@ -387,6 +436,7 @@ impl InitReport {
         let _ = File::from(self.read).read_to_end(&mut text);
         let mut report = SetupReport {
             observed: self.observer.map(seccomp::observe::Observer::finish),
+            masks_seen: self.masks.map(crate::fusemask::MaskServer::finish),
             ..SetupReport::default()
         };
         for line in String::from_utf8_lossy(&text).lines() {
@@ -445,10 +495,11 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     if own_proc {
         procfs::private_mount_namespace().map_err(InitError::OwnProc)?;
     }
-    if landlock && !spec.masks.is_empty() {
+    if landlock && let (Some(masks), Some(fd)) = (&spec.masks, spec.masks_fd) {
         // Observation only: a mask that is not bound leaves its path to Landlock, which
         // refuses it unobserved; the report says why.
-        match bind_masks(&spec.masks, own_proc) {
+        let socket = take_fd(fd)?;
+        match mount_masks(masks, &socket, own_proc) {
             Ok(device) => prepared.masks_device = Some(device),
             Err(why) => report.line(&format!("masks: {why}")),
         }
@@ -485,26 +536,51 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     pass_through(status)
 }
 
-/// Binds every mask over its target, in a mount namespace of the sandbox's own (`have_one`:
-/// already made for `/proc`), and returns the masks' device, which the ruleset's mask rules
-/// are checked against. A mask left unbound by an error is harmless: its rule is not added.
-fn bind_masks(masks: &[MaskBind], have_one: bool) -> Result<u64, String> {
+/// Mounts the masks' FUSE filesystem, hands its `/dev/fuse` descriptor to the supervisor's
+/// mask server over `socket`, and binds every node over its target — all in a mount namespace
+/// of the sandbox's own (`have_one`: already made for `/proc`), slave to the host's, so the
+/// host sees none of it and nothing needs unmounting: it goes with the namespace. Returns the
+/// masks' device, which the ruleset's mask rules are checked against. The descriptor is opened
+/// here, after the user namespace, because the kernel mounts FUSE only through a descriptor
+/// opened in the namespace that mounts it. A mask left unbound by an error is harmless: its
+/// rule is not added, and Landlock refuses its path unobserved.
+fn mount_masks(masks: &MaskSpec, socket: &OwnedFd, have_one: bool) -> Result<u64, String> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     if !have_one {
         procfs::private_mount_namespace()?;
     }
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| format!("/dev/fuse: {e}"))?;
+    let options = format!(
+        "fd={},rootmode=40000,user_id={},group_id={},allow_other",
+        device.as_raw_fd(),
+        sys::getuid(),
+        sys::getgid()
+    );
+    sys::mount_fuse(&masks.mountpoint, &options)
+        .map_err(|e| format!("mounting the masks' filesystem: {e}"))?;
+    // The server answers from here on (the kernel queues requests until it does).
+    sys::send_fd(socket.as_raw_fd(), device.as_raw_fd())
+        .map_err(|e| format!("sending /dev/fuse to the supervisor: {e}"))?;
+    drop(device);
     let mut device = None;
-    for mask in masks {
+    for (i, node) in masks.nodes.iter().enumerate() {
+        let source = masks.mountpoint.join(i.to_string());
         // Looking at a node is not refused (nor recorded); its device is the mount's.
-        let dev = std::fs::symlink_metadata(&mask.source)
-            .map_err(|e| format!("`{}`: {e}", mask.source.display()))?
+        let dev = std::fs::symlink_metadata(&source)
+            .map_err(|e| format!("`{}`: {e}", source.display()))?
             .dev();
-        if *device.get_or_insert(dev) != dev {
-            return Err("the mask nodes are on different devices".to_owned());
-        }
-        sys::bind_mount(&mask.source, &mask.target)
-            .map_err(|e| format!("binding the mask over `{}`: {e}", mask.target.display()))?;
+        device.get_or_insert(dev);
+        sys::bind_mount(&source, &node.target)
+            .map_err(|e| format!("binding the mask over `{}`: {e}", node.target.display()))?;
     }
+    // Only the binds stay: the sandbox finds the host's empty directory there.
+    sys::unmount_detach(&masks.mountpoint)
+        .map_err(|e| format!("detaching the masks' mount: {e}"))?;
     device.ok_or_else(|| "no masks".to_owned())
 }
 
@@ -624,7 +700,7 @@ struct Prepared {
     observe_fd: Option<RawFd>,
     /// The start signal's pipe ([`InitSpec::started_fd`]), close-on-exec.
     started: Option<File>,
-    /// The device of the observed masks init bound ([`bind_masks`]).
+    /// The device of the observed masks init bound ([`mount_masks`]).
     masks_device: Option<u64>,
 }
 
@@ -910,7 +986,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null,"masks":[]}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null,"masks":null,"masks_fd":null}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);
