@@ -14,15 +14,20 @@
 //! - `masks-true`, `masks-file-heavy`, `masks-refusal-flood`: a bwrap sandbox whose denied
 //!   paths (a directory and a file) are masked mute (`plain`: a mode-0000 tmpfs, `/dev/null`)
 //!   or observed (`observed`: FUSE nodes served by this process, mounted before and unmounted
-//!   after each run, as `palisade run` does). `true` is the per-run cost of observing; the
+//!   after each run, as `palisade run` does as root, and as another user only where bwrap's
+//!   parent cannot mount them itself: through `fusermount3`). `true` is the per-run cost of
+//!   observing that way; the
 //!   file-heavy command never touches a denied path (target ≤ 1.10×); the flood opens a file
 //!   beneath the denied directory 20,000 times, each a round trip to the server.
 //!
-//! - `masks-landlock-true`: `palisade run --backend linux-landlock -- true` (release binary,
+//! - `masks-landlock-true`, `masks-bwrap-run-true`: `palisade run --backend linux-landlock
+//!   -- true` and the same under `linux-bwrap` (release binary,
 //!   warm probe cache), denying a file that does not exist (`plain`: nothing to mask) or one
 //!   that does (`observed`: its mask mounted and bound by init in namespaces of the
 //!   sandbox's own, served by the supervisor, its ruleset rule added): the per-run cost of
-//!   observing under Landlock. The home is empty, so no built-in credential store adds masks to either.
+//!   observing under Landlock; under bwrap, as any user but root, bwrap's parent mounts the
+//!   masks the same way in namespaces of its own (root mounts them with `mount(2)`). The
+//!   home is empty, so no built-in credential store adds masks to either.
 //!
 //! Run with `cargo bench -p palisade-suite --bench observe` (as another user, the bench binary
 //! with `PALISADE_BENCH_TMPDIR` and `CRITERION_HOME` set to directories that user can write); the ratios of the medians are
@@ -290,13 +295,13 @@ fn palisade_binary() -> Option<PathBuf> {
     binary.exists().then_some(binary)
 }
 
-fn landlock_masks(c: &mut Criterion) {
+fn run_masks(c: &mut Criterion) {
     let Some(palisade) = palisade_binary() else {
-        eprintln!("masks-landlock: skipped (build the palisade binary first)");
+        eprintln!("masks-run: skipped (build the palisade binary first)");
         return;
     };
     if palisade_shims::fusemask::mounter().is_err() {
-        eprintln!("masks-landlock: skipped (needs a FUSE mount: root, or fusermount3)");
+        eprintln!("masks-run: skipped (needs a FUSE mount: root, or fusermount3)");
         return;
     }
     let dir = tempfile::tempdir_in(bench_tmpdir()).unwrap();
@@ -305,38 +310,45 @@ fn landlock_masks(c: &mut Criterion) {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
     std::fs::write(root.join("secrets/token"), "SECRET").unwrap();
-    let run = |denied: &Path| {
-        let status = Command::new(&palisade)
-            .args(["run", "--backend", "linux-landlock", "--deny-read"])
-            .arg(denied)
-            .args(["--", "true"])
-            .current_dir(root.join("ws"))
-            .env("HOME", root.join("home"))
-            .env("PALISADE_CACHE_DIR", root.join("cache"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "{status}");
-    };
     let (missing, existing) = (root.join("secrets/missing"), root.join("secrets/token"));
-    run(&existing); // the probe cache
-    let mut g = c.benchmark_group("masks-landlock-true");
-    g.sample_size(40);
-    g.bench_function("plain", |b| b.iter(|| run(&missing)));
-    g.bench_function("observed", |b| b.iter(|| run(&existing)));
-    g.finish();
-    ratio("masks-landlock-true");
-    if let (Some(plain), Some(observed)) = (
-        median_ns("masks-landlock-true", "plain"),
-        median_ns("masks-landlock-true", "observed"),
-    ) {
-        println!(
-            "masks-landlock-true: observing costs {:.2} ms per run",
-            (observed - plain) / 1e6
-        );
+    for (group, backend) in [
+        ("masks-landlock-true", "linux-landlock"),
+        ("masks-bwrap-run-true", "linux-bwrap"),
+    ] {
+        if backend == "linux-bwrap" && !Path::new("/usr/bin/bwrap").exists() {
+            continue;
+        }
+        let run = |denied: &Path| {
+            let status = Command::new(&palisade)
+                .args(["run", "--backend", backend, "--deny-read"])
+                .arg(denied)
+                .args(["--", "true"])
+                .current_dir(root.join("ws"))
+                .env("HOME", root.join("home"))
+                .env("PALISADE_CACHE_DIR", root.join("cache"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{status}");
+        };
+        run(&existing); // the probe cache
+        let mut g = c.benchmark_group(group);
+        g.sample_size(40);
+        g.bench_function("plain", |b| b.iter(|| run(&missing)));
+        g.bench_function("observed", |b| b.iter(|| run(&existing)));
+        g.finish();
+        ratio(group);
+        if let (Some(plain), Some(observed)) =
+            (median_ns(group, "plain"), median_ns(group, "observed"))
+        {
+            println!(
+                "{group}: observing costs {:.2} ms per run",
+                (observed - plain) / 1e6
+            );
+        }
     }
 }
 
-criterion_group!(benches, observing, masks, landlock_masks);
+criterion_group!(benches, observing, masks, run_masks);
 criterion_main!(benches);

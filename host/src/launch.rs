@@ -37,6 +37,10 @@ pub enum LaunchError {
     },
     #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
     Setup(String),
+    /// bwrap's parent could not mount the observed masks in namespaces of its own; nothing
+    /// ran ([`launch_bwrap`] tries again with the masks mounted another way).
+    #[error("the observed masks could not be mounted in namespaces of the sandbox's own: {0}")]
+    MasksInNamespace(String),
     /// A forwarded SIGINT, SIGTERM or SIGHUP ended the sandbox while it was being set up.
     #[error("stopped by signal {0} before the command started; nothing ran")]
     Stopped(i32),
@@ -169,6 +173,7 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         kind: supervise::LaunchKind::Plain,
         started: None,
         pid_record: None,
+        mask_namespace: None,
     };
     let outcome = supervised(
         pgroup::run(
@@ -195,6 +200,31 @@ fn execute_seatbelt(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
 /// One bwrap launch of `plan`: the sandbox set up, the command supervised, the tree reaped.
 #[cfg(target_os = "linux")]
 fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, LaunchError> {
+    match launch_bwrap_with(plan, options, true) {
+        // bwrap's parent could not mount the masks in namespaces of its own (nothing ran):
+        // mount them here instead (or keep them mute), as on a host where it never could.
+        Err(LaunchError::MasksInNamespace(why)) => {
+            let mut launched = launch_bwrap_with(plan, options, false)?;
+            set(
+                &mut launched.record,
+                "masksInNamespace",
+                serde_json::json!({"error": why}),
+            );
+            Ok(launched)
+        }
+        other => other,
+    }
+}
+
+/// One bwrap launch; `namespace_masks`: a user other than root has bwrap's parent mount the
+/// observed masks in user and mount namespaces of its own (no `fusermount3`, nothing on the
+/// host to unmount), where this host lets it (`/dev/fuse` usable by the user).
+#[cfg(target_os = "linux")]
+fn launch_bwrap_with(
+    plan: &LaunchPlan,
+    options: &ExecuteOptions,
+    namespace_masks: bool,
+) -> Result<Launched, LaunchError> {
     use palisade_shims::{bwrap, fsfacts, placeholder, seccomp, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
@@ -251,8 +281,26 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     let masks_at = plan.beside_run_temp_dir(".masks");
     let mut args = bwrap::argv_observed(plan, &facts, Some(&exe), stub.as_ref(), Some(&masks_at))
         .map_err(|e| prepare(&e))?;
+    let in_namespace = namespace_masks
+        && !args.denied_masks.is_empty()
+        && crate::probe::user_ids().1 != 0
+        && crate::probe::masks_in_namespace().is_ok();
+    let mut mask_mount = None;
+    let mut mask_dir = None;
     let (mask_server, mask_error) = if args.denied_masks.is_empty() {
         (None, None)
+    } else if in_namespace {
+        let dir = EmptyDir::create(&masks_at).map_err(|e| prepare(&e))?;
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(|e| prepare(&e))?;
+        let server =
+            palisade_shims::fusemask::MaskServer::serve_sent(ours.into(), &args.denied_masks)
+                .map_err(|e| prepare(&e))?;
+        mask_mount = Some(supervise::MaskMount {
+            mountpoint: dir.path().to_path_buf(),
+            socket: theirs.into(),
+        });
+        mask_dir = Some(dir);
+        (Some(server), None)
     } else {
         match palisade_shims::fusemask::MaskServer::mount(&masks_at, &args.denied_masks) {
             Ok(server) => (Some(server), None),
@@ -296,13 +344,21 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
         // bwrap's child can outlive a killed supervisor (bubblewrap#633): the next run's sweep
         // finds it by what the supervisor writes into this run's lock.
         pid_record: open_run_lock_for_record(&plan.run_temp_dir),
+        mask_namespace: mask_mount,
     };
     let outcome = supervise::run(launch, &plan.budgets, &supervise_options);
+    if let Err(supervise::SuperviseError::Spawn { step, source, .. }) = &outcome
+        && [supervise::MASK_NAMESPACE_STEP, supervise::MASK_MOUNT_STEP].contains(step)
+    {
+        return Err(LaunchError::MasksInNamespace(format!("{step}: {source}")));
+    }
     // Mountpoints bwrap had to create in writable roots go, whatever happened.
     let left = fsfacts::cleanup_created(&args.created_mountpoints);
     let observed = observer.map(seccomp::observe::Observer::finish);
     // After the tree: a survivor would find its masks refusing with ENOTCONN, still closed.
     let masks_seen = mask_server.map(palisade_shims::fusemask::MaskServer::finish);
+    // Their mountpoint, when bwrap's parent mounted them: empty on the host all along.
+    drop(mask_dir);
     // Placeholders only once no process of the sandbox can have them mounted: removing
     // one would take its mount away from a survivor.
     let placeholders_left = match &outcome {

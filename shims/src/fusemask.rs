@@ -20,7 +20,10 @@
 //! closes and the kernel aborts the connection: every access then fails with `ENOTCONN`. The
 //! masks never open up.
 //!
-//! Mounting: root mounts directly (`/dev/fuse` and `mount(2)`); any other user goes through
+//! Mounting: root mounts directly (`/dev/fuse` and `mount(2)`). Any other user's bwrap
+//! sandbox has its masks mounted by bwrap's parent in user and mount namespaces of its own
+//! (`crate::supervise::MaskMount`, served by [`MaskServer::serve_sent`]); where that fails,
+//! and for docker, such a user goes through
 //! the setuid `fusermount3` (Debian's `fuse3`), which mounts and hands back the descriptor
 //! over a socket (`_FUSE_COMMFD`), and again (`fusermount3 -u -z`) to unmount: the cost of
 //! observing for such a user, two executions of a setuid program per run. Such a mount admits

@@ -515,6 +515,7 @@ mod tests {
             kind: LaunchKind::Plain,
             started: None,
             pid_record: None,
+            mask_namespace: None,
         }
     }
 

@@ -259,6 +259,7 @@ fn launch(mode: Mode, script: &str, dir: &Path) -> (Launch, Option<InitReport>) 
                 kind: LaunchKind::Plain,
                 started: None,
                 pid_record: None,
+                mask_namespace: None,
             },
             None,
         ),
@@ -1235,6 +1236,7 @@ fn only_stdio_and_passed_descriptors_reach_the_command() {
         kind: LaunchKind::Plain,
         started: None,
         pid_record: None,
+        mask_namespace: None,
     };
     let outcome = supervise::run(
         launch,
@@ -1261,6 +1263,7 @@ fn launch_failures_are_errors_and_nothing_runs() {
         kind: LaunchKind::Plain,
         started: None,
         pid_record: None,
+        mask_namespace: None,
     };
     let err = supervise::run(
         plain("no-such-program-palisade", dir.path().into()),
@@ -1461,4 +1464,98 @@ fn the_outcome_marks_spawn_start_exit_and_verification_in_order() {
     .unwrap();
     assert_eq!(outcome.marks.started, None);
     assert!(outcome.marks.spawned.is_some() && outcome.marks.verified.is_some());
+}
+
+/// A launch whose child mounts observed masks in user and mount namespaces of its own (an
+/// unprivileged bwrap's): the program sees the masks' filesystem on the mountpoint and every
+/// access is refused and recorded by the server that received the device; the host never sees
+/// the mount. A child that cannot mount them fails at its mask step, and nothing runs.
+#[test]
+fn a_launch_mounts_observed_masks_in_namespaces_of_its_own() {
+    use palisade_shims::bwrap::DeniedMask;
+    use palisade_shims::fusemask::{FileOp, MaskServer};
+    use palisade_shims::supervise::{MASK_MOUNT_STEP, MaskMount};
+    let _serial = serial();
+    if fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_err()
+    {
+        eprintln!("skipped: /dev/fuse is not usable by this user");
+        return;
+    }
+    let dir = tempdir();
+    let masks_at = dir.path().join("masks");
+    fs::create_dir(&masks_at).unwrap();
+    let nodes = [DeniedMask {
+        target: PathBuf::from("/home/dev/.aws"),
+        dir: true,
+        denied: Vec::new(),
+    }];
+    let mounted_here = |path: &Path| {
+        fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|line| line.contains(path.to_str().unwrap()))
+    };
+    let launch = |mountpoint: &Path, script: String| {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        let server = MaskServer::serve_sent(ours.into(), &nodes).unwrap();
+        let launch = Launch {
+            program: PathBuf::from("sh"),
+            args: vec!["-c".into(), script.into()],
+            env: env(),
+            cwd: Some(dir.path().into()),
+            fds: Vec::new(),
+            kind: LaunchKind::Plain,
+            started: None,
+            pid_record: None,
+            mask_namespace: Some(MaskMount {
+                mountpoint: mountpoint.to_path_buf(),
+                socket: theirs.into(),
+            }),
+        };
+        let outcome = supervise::run(
+            launch,
+            &Budgets::default(),
+            &MODES[1].options(Duration::from_secs(1)),
+        );
+        (outcome, server.finish())
+    };
+    let node = masks_at.join("0");
+    let (outcome, seen) = launch(
+        &masks_at,
+        format!(
+            "stat -c %a {node} > {out}/mode; cat {node}/credentials 2> {out}/err; \
+             grep -c palisade-mask /proc/self/mountinfo > {out}/mounts",
+            node = node.display(),
+            out = dir.path().display()
+        ),
+    );
+    assert_eq!(outcome.unwrap().status, ExitStatus::Exit(0));
+    let read = |name: &str| fs::read_to_string(dir.path().join(name)).unwrap();
+    assert_eq!(read("mode").trim(), "0");
+    assert!(read("err").contains("Permission denied"), "{}", read("err"));
+    assert_eq!(read("mounts").trim(), "1");
+    assert!(
+        seen.events.iter().any(|e| e.op == FileOp::Read
+            && e.path == Path::new("/home/dev/.aws/credentials")
+            && e.command == "cat"),
+        "{seen:?}"
+    );
+    assert!(seen.error.is_none(), "{seen:?}");
+    assert!(!mounted_here(&masks_at), "the host sees the masks' mount");
+
+    // No mountpoint: the child fails at its mask step, before `execve`.
+    let marker = dir.path().join("ran");
+    let (outcome, _) = launch(
+        &dir.path().join("missing"),
+        format!("touch {}", marker.display()),
+    );
+    match outcome {
+        Err(SuperviseError::Spawn { step, .. }) => assert_eq!(step, MASK_MOUNT_STEP),
+        other => panic!("{other:?}"),
+    }
+    assert!(!marker.exists());
 }

@@ -341,10 +341,16 @@ fn probe_fresh(inputs: &Inputs) -> Vec<BackendProbe> {
             let mut probe = result.unwrap_or_else(|| unavailable(*backend, timed_out(timeout)));
             if probe.available {
                 let static_stub = probe.network_bridge;
+                // bwrap as any user but root mounts them in namespaces of its own where it
+                // can, through `fusermount3` where it cannot.
+                let either = match (&masks, &namespace_masks) {
+                    (Ok(()), _) | (_, Ok(())) => Ok(()),
+                    (Err(why), _) => Err(why.clone()),
+                };
                 let masks = match backend {
                     Backend::Docker => &shared_masks,
                     Backend::LinuxLandlock => &namespace_masks,
-                    _ => &masks,
+                    _ => &either,
                 };
                 probe
                     .limitations

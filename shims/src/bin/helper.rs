@@ -135,6 +135,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             kind: LaunchKind::Bwrap,
             started: None,
             pid_record: None,
+            mask_namespace: None,
         }
     } else {
         Launch {
@@ -146,6 +147,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             kind: LaunchKind::Plain,
             started: None,
             pid_record: None,
+            mask_namespace: None,
         }
     };
     let outcome = match supervise::run(launch, &budgets, &options) {

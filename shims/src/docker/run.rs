@@ -170,6 +170,7 @@ pub fn run(
         kind: LaunchKind::Plain,
         started: None,
         pid_record: None,
+        mask_namespace: None,
     };
     // Memory, processes and CPU are the container's (its cgroup, its rlimits); the client is
     // one small process, so only the wall clock applies to it.

@@ -386,6 +386,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
         kind: LaunchKind::SandboxInit,
         started: Some(started_read),
         pid_record: None,
+        mask_namespace: None,
     };
     Ok((
         launch,

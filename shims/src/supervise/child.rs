@@ -89,6 +89,35 @@ impl ChildPlan {
             next = t.saturating_add(1);
         }
         cloexec.push((next, u32::MAX));
+        let mask_namespace = match &launch.mask_namespace {
+            Some(masks) => {
+                // Close-on-exec duplicates above every target: the socket, and a number the
+                // child replaces with its `/dev/fuse` descriptor (known now, for the options).
+                let dup = |what| {
+                    sys::dup_cloexec_at_least(masks.socket.as_raw_fd(), above)
+                        .map_err(|source| SuperviseError::Setup { what, source })
+                };
+                let socket = dup("duplicate the masks' socket")?;
+                let device = dup("reserve the masks' device descriptor")?;
+                let (uid, gid) = (sys::getuid(), sys::getgid());
+                let exec = sys::MaskNamespace {
+                    uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+                    gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+                    mountpoint: cstr(masks.mountpoint.as_os_str(), "masks' mountpoint")?,
+                    options: CString::new(format!(
+                        "fd={},rootmode=40000,user_id={uid},group_id={gid},allow_other",
+                        device.as_raw_fd()
+                    ))
+                    .map_err(|_| SuperviseError::InvalidLaunch("mask options".into()))?,
+                    device_fd: device.as_raw_fd(),
+                    socket: socket.as_raw_fd(),
+                };
+                high.push(socket);
+                high.push(device);
+                Some(exec)
+            }
+            None => None,
+        };
 
         Ok(ChildPlan {
             kind: launch.kind,
@@ -104,6 +133,7 @@ impl ChildPlan {
                 fd_limit: sys::fd_limit(),
                 parent: sys::getpid(),
                 tty,
+                mask_namespace,
             },
             _high: high,
         })

@@ -69,7 +69,7 @@ mod linux {
     }
 
     /// The steps the child reports when it fails before `execve`, by index.
-    pub(crate) const CHILD_STEPS: [&str; 8] = [
+    pub(crate) const CHILD_STEPS: [&str; 10] = [
         "setpgid",
         "parent-death signal",
         "parent exited",
@@ -78,7 +78,29 @@ mod linux {
         "pass descriptors",
         "chdir",
         "execve",
+        crate::supervise::MASK_NAMESPACE_STEP,
+        crate::supervise::MASK_MOUNT_STEP,
     ];
+
+    /// Observed masks the child mounts itself before `execve` (an unprivileged bwrap's
+    /// masks): it enters a user namespace mapping only its own uid and gid and a mount
+    /// namespace slave to the host's, opens `/dev/fuse` there onto `device_fd`, mounts the
+    /// masks' FUSE filesystem on `mountpoint`, and sends the descriptor over `socket` to the
+    /// supervisor's mask server. The program then runs in those namespaces and sees the mount;
+    /// the host does not, and nothing needs unmounting.
+    pub(crate) struct MaskNamespace {
+        /// `"<uid> <uid> 1\n"`, `"<gid> <gid> 1\n"`.
+        pub uid_map: Vec<u8>,
+        pub gid_map: Vec<u8>,
+        pub mountpoint: CString,
+        /// The mount options, `fd=<device_fd>,…`.
+        pub options: CString,
+        /// A descriptor number the child owns (a close-on-exec duplicate), replaced by the
+        /// `/dev/fuse` descriptor.
+        pub device_fd: RawFd,
+        /// Close-on-exec: the program never holds it.
+        pub socket: RawFd,
+    }
 
     /// Everything the supervisor's child does between `fork` and `execve`, prepared before the
     /// fork.
@@ -101,6 +123,8 @@ mod linux {
         pub parent: libc::pid_t,
         /// The terminal whose foreground the child takes.
         pub tty: Option<RawFd>,
+        /// Observed masks to mount in namespaces of the child's own first.
+        pub mask_namespace: Option<MaskNamespace>,
     }
 
     /// Forks; the child runs `exec` and never returns (it reports a failing step on `err` as
@@ -184,6 +208,11 @@ mod linux {
                         }
                     }
                 }
+                if let Some(masks) = &self.mask_namespace
+                    && let Err(step) = enter_mask_namespace(masks, self.parent)
+                {
+                    fail(step);
+                }
                 for (resource, soft, hard) in &self.rlimits {
                     let limit = libc::rlimit {
                         rlim_cur: *soft as libc::rlim_t,
@@ -231,6 +260,89 @@ mod linux {
                 fail(7)
             }
         }
+    }
+
+    /// The child's [`MaskNamespace`] steps; `Err` is the index of the step that failed (in
+    /// [`CHILD_STEPS`]), with `errno` still set.
+    ///
+    /// # Safety
+    /// Only in the forked child, before `execve`: async-signal-safe system calls on `masks`,
+    /// which the child's copy of memory keeps alive.
+    unsafe fn enter_mask_namespace(masks: &MaskNamespace, parent: libc::pid_t) -> Result<(), u32> {
+        const NAMESPACES: u32 = 8;
+        const MOUNT: u32 = 9;
+        let write_file = |path: &std::ffi::CStr, bytes: &[u8]| -> bool {
+            // SAFETY: a NUL-terminated path and a buffer that outlive the calls.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return false;
+                }
+                let written = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+                libc::close(fd);
+                usize::try_from(written) == Ok(bytes.len())
+            }
+        };
+        // SAFETY: system calls on NUL-terminated strings and descriptors owned by `masks`.
+        unsafe {
+            // A process that is not dumpable (the supervisor may not be) finds its
+            // `/proc/self` files owned by root and cannot write its maps; the `execve` below
+            // makes the program dumpable anyway, so this changes nothing past it.
+            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
+                || libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0
+                || !write_file(c"/proc/self/setgroups", b"deny")
+                || !write_file(c"/proc/self/uid_map", &masks.uid_map)
+                || !write_file(c"/proc/self/gid_map", &masks.gid_map)
+            {
+                return Err(NAMESPACES);
+            }
+            // A new user namespace may clear the parent-death signal: arm it again, and check
+            // the supervisor did not go meanwhile.
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            ) != 0
+                || libc::getppid() != parent
+            {
+                return Err(NAMESPACES);
+            }
+            // Nothing mounted here may reach the host's mounts (usually shared).
+            if libc::mount(
+                std::ptr::null(),
+                c"/".as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_SLAVE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return Err(NAMESPACES);
+            }
+            let device = libc::open(c"/dev/fuse".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+            if device < 0 {
+                return Err(MOUNT);
+            }
+            if libc::dup3(device, masks.device_fd, libc::O_CLOEXEC) < 0 {
+                return Err(MOUNT);
+            }
+            libc::close(device);
+            if libc::mount(
+                c"palisade-mask".as_ptr(),
+                masks.mountpoint.as_ptr(),
+                c"fuse.palisade-mask".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV,
+                masks.options.as_ptr().cast(),
+            ) != 0
+            {
+                return Err(MOUNT);
+            }
+            if super::super::send_fd(masks.socket, masks.device_fd).is_err() {
+                return Err(MOUNT);
+            }
+        }
+        Ok(())
     }
 
     /// Writes `n` in decimal into `buf` (no allocation; async-signal-safe) and returns the
