@@ -285,14 +285,15 @@ mod linux {
         };
         // SAFETY: system calls on NUL-terminated strings and descriptors owned by `masks`.
         unsafe {
-            // A process that is not dumpable (the supervisor may not be) finds its
-            // `/proc/self` files owned by root and cannot write its maps; the `execve` below
-            // makes the program dumpable anyway, so this changes nothing past it.
+            // A process that is not dumpable (the supervisor is not) finds its `/proc/self`
+            // files owned by root and cannot write its maps: dumpable for those three writes
+            // only, then not again until `execve` (which sets it as for any program).
             if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
                 || libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0
                 || !write_file(c"/proc/self/setgroups", b"deny")
                 || !write_file(c"/proc/self/uid_map", &masks.uid_map)
                 || !write_file(c"/proc/self/gid_map", &masks.gid_map)
+                || libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) != 0
             {
                 return Err(NAMESPACES);
             }
