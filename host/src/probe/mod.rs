@@ -423,21 +423,16 @@ pub(crate) fn observed_masks(shared: bool) -> Result<(), String> {
         Mounter::Fusermount(_) if shared && !user_allow_other() => {
             Err(MaskError::NotShared.to_string())
         }
-        Mounter::Fusermount(_) => std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open("/dev/fuse")
-            .map(drop)
-            .map_err(|e| {
-                format!("`/dev/fuse`: {e}; `fusermount3` needs it readable and writable by this user (mode 0666, as Debian's udev rule sets it)")
-            }),
+        // The helper mounts through a descriptor of the user's own.
+        Mounter::Fusermount(_) => masks_in_namespace(),
     }
 }
 
-/// Whether a Landlock sandbox's init can mount observed masks in its own namespaces: it
-/// needs `/dev/fuse` readable and writable by this user (no `fusermount3`: a user namespace's
-/// owner may mount FUSE there). Whether it may make the namespaces is the `/proc` trial's
-/// finding; where it may not, init says so and the masks stay mute.
+/// Whether this user can open `/dev/fuse`, which whoever mounts observed masks needs:
+/// `fusermount3`, or, without it (a user namespace's owner may mount FUSE there), a Landlock
+/// sandbox's init or an unprivileged bwrap's parent in namespaces of their own. Whether those
+/// namespaces can be made shows at launch: where they cannot, init says so and its masks stay
+/// mute, and bwrap's launch falls back to `fusermount3`.
 #[cfg(target_os = "linux")]
 pub(crate) fn masks_in_namespace() -> Result<(), String> {
     std::fs::OpenOptions::new()
