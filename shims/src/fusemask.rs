@@ -39,7 +39,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -389,12 +389,7 @@ fn mount_with(mounter: &Mounter, mountpoint: &Path, shared: bool) -> Result<Owne
                 .write(true)
                 .open("/dev/fuse")
                 .map_err(MaskError::Device)?;
-            let options = format!(
-                "fd={},rootmode=40000,user_id={},group_id={},allow_other",
-                device.as_raw_fd(),
-                sys::getuid(),
-                sys::getgid()
-            );
+            let options = kernel_mount_options(device.as_raw_fd(), sys::getuid(), sys::getgid());
             sys::mount_fuse(mountpoint, &options).map_err(MaskError::Mount)?;
             Ok(device.into())
         }
@@ -442,6 +437,14 @@ fn mount_with(mounter: &Mounter, mountpoint: &Path, shared: bool) -> Result<Owne
             }
         }
     }
+}
+
+/// The options of a mount made directly with `mount(2)` (as root, or in a user namespace of
+/// one's own): the filesystem served through `/dev/fuse` descriptor `fd`, its root a
+/// directory, owned by `uid`/`gid`, open to every user of the mount's namespace (a container
+/// daemon's, or a sandbox's nested ones).
+pub(crate) fn kernel_mount_options(fd: RawFd, uid: u32, gid: u32) -> String {
+    format!("fd={fd},rootmode=40000,user_id={uid},group_id={gid},allow_other")
 }
 
 /// Unmounts (lazily: a sandbox still holding it keeps its copy until it goes) and removes the

@@ -556,12 +556,8 @@ fn mount_masks(masks: &MaskSpec, socket: &OwnedFd, have_one: bool) -> Result<u64
         .write(true)
         .open("/dev/fuse")
         .map_err(|e| format!("/dev/fuse: {e}"))?;
-    let options = format!(
-        "fd={},rootmode=40000,user_id={},group_id={},allow_other",
-        device.as_raw_fd(),
-        sys::getuid(),
-        sys::getgid()
-    );
+    let options =
+        crate::fusemask::kernel_mount_options(device.as_raw_fd(), sys::getuid(), sys::getgid());
     sys::mount_fuse(&masks.mountpoint, &options)
         .map_err(|e| format!("mounting the masks' filesystem: {e}"))?;
     // The server answers from here on (the kernel queues requests until it does).

@@ -104,9 +104,10 @@ impl ChildPlan {
                     uid_map: format!("{uid} {uid} 1\n").into_bytes(),
                     gid_map: format!("{gid} {gid} 1\n").into_bytes(),
                     mountpoint: cstr(masks.mountpoint.as_os_str(), "masks' mountpoint")?,
-                    options: CString::new(format!(
-                        "fd={},rootmode=40000,user_id={uid},group_id={gid},allow_other",
-                        device.as_raw_fd()
+                    options: CString::new(crate::fusemask::kernel_mount_options(
+                        device.as_raw_fd(),
+                        uid,
+                        gid,
                     ))
                     .map_err(|_| SuperviseError::InvalidLaunch("mask options".into()))?,
                     device_fd: device.as_raw_fd(),
