@@ -24,6 +24,8 @@
     reason = "test code: a failed step should fail the test loudly"
 )]
 
+#[path = "support/docker_image.rs"]
+mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
 #[path = "support/reachable.rs"]
@@ -222,7 +224,19 @@ fn run(
     cwd: &Path,
     during: Option<(&str, &mut dyn FnMut())>,
 ) -> Ran {
-    let mut full = user.wrap();
+    run_in_groups(user, &[], argv, env, cwd, during)
+}
+
+/// [`run`] with supplementary `groups` for uid 65534 (the group of a Docker socket).
+fn run_in_groups(
+    user: User,
+    groups: &[u32],
+    argv: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    during: Option<(&str, &mut dyn FnMut())>,
+) -> Ran {
+    let mut full = user.wrap_in_groups(groups);
     full.extend(argv.iter().cloned());
     let mut child = Command::new(&full[0])
         .args(&full[1..])
@@ -907,11 +921,33 @@ impl Drop for Sshd {
     }
 }
 
-/// `git clone` and `git push` over ssh inside `palisade run` (bwrap, filtered network) reach the
-/// test's sshd by an allowed name with no configuration but the user's own key and known host:
-/// the `GIT_SSH_COMMAND` Palisade sets runs ssh through the proxy. The same clone of a name
-/// that is not on the list fails, and the refusal is recorded with the name and port.
-fn git_over_ssh(user: User) {
+/// Where [`git_over_ssh`] runs git.
+enum SshSite {
+    Bwrap,
+    /// A container of the test image with the host's git and ssh, on the daemon of
+    /// `image.socket`; `profiles` pins the image and names the static bridge, which runs ssh's
+    /// `ProxyCommand` in the container.
+    Docker {
+        image: docker_image::TestImage,
+        profiles: PathBuf,
+    },
+}
+
+impl SshSite {
+    fn backend(&self) -> &'static str {
+        match self {
+            SshSite::Bwrap => "linux-bwrap",
+            SshSite::Docker { .. } => "docker",
+        }
+    }
+}
+
+/// `git clone` and `git push` over ssh inside `palisade run` (filtered network, at `site`)
+/// reach the test's sshd by an allowed name with no configuration but the user's own key and
+/// known host: the `GIT_SSH_COMMAND` Palisade sets runs ssh through the proxy. The same clone
+/// of a name that is not on the list fails, and the refusal is recorded with the name and port.
+/// `groups`: uid 65534's supplementary groups (the Docker socket's).
+fn git_over_ssh(user: User, site: &SshSite, groups: &[u32]) {
     let Some(sshd) = ["/usr/sbin/sshd", "/sbin/sshd"]
         .map(PathBuf::from)
         .into_iter()
@@ -989,11 +1025,21 @@ fn git_over_ssh(user: User) {
         &taskpack,
         format!(
             "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: git-ssh\n\
-             spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    allowedDomains: \
-             [\"git.test:{port}\", \"127.0.0.2:{port}\"]\n"
+             spec:\n  sandbox:\n    preferredBackends: [{backend}]\n    allowedDomains: \
+             [\"git.test:{port}\", \"127.0.0.2:{port}\"]\n",
+            backend = site.backend()
         ),
     )
     .unwrap();
+    let mut site_args: Vec<String> = Vec::new();
+    if let SshSite::Docker { image, profiles } = site {
+        site_args.extend([
+            "--runtime-profiles".to_owned(),
+            profiles.display().to_string(),
+            "--docker-socket".to_owned(),
+            image.socket.display().to_string(),
+        ]);
+    }
     // The user's directories are the user's; sshd logs in as root whoever the client is, so
     // the served repository stays root's (git refuses a repository owned by someone else).
     let logs = base.join("logs");
@@ -1034,13 +1080,11 @@ fn git_over_ssh(user: User) {
                 "git.test=127.0.0.2",
                 "--proxy-resolve",
                 "other.test=127.0.0.2",
-                "--",
-                "/bin/sh",
-                "-c",
-                &script,
             ]
             .map(String::from),
         );
+        argv.extend(site_args.iter().cloned());
+        argv.extend(["--", "/bin/sh", "-c", &script].map(String::from));
         let run_env = vec![
             ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
             ("HOME".into(), home.display().to_string()),
@@ -1048,7 +1092,7 @@ fn git_over_ssh(user: User) {
             ("PALISADE_CACHE_DIR".into(), env.cache.display().to_string()),
             ("XDG_RUNTIME_DIR".into(), runtime_dir.display().to_string()),
         ];
-        run(user, &argv, &run_env, &ws, None)
+        run_in_groups(user, groups, &argv, &run_env, &ws, None)
     };
 
     let allowed = inside("git.test");
@@ -1126,12 +1170,25 @@ fn git_over_ssh(user: User) {
             && e["operation"] == "SOCKS5 CONNECT"),
         "{events:?}"
     );
+    if let SshSite::Docker { image, .. } = site {
+        let left: Vec<String> = image
+            .containers()
+            .into_iter()
+            .filter(|name| name.starts_with("palisade-"))
+            .collect();
+        assert!(left.is_empty(), "containers left: {left:?}");
+    }
+    eprintln!(
+        "git over ssh checked under {} as {}",
+        site.backend(),
+        user.label()
+    );
 }
 
 #[test]
 fn git_over_ssh_as_root() {
     match escape_kit::root_user() {
-        Some(user) => git_over_ssh(user),
+        Some(user) => git_over_ssh(user, &SshSite::Bwrap, &[]),
         None => eprintln!("skipped: git over ssh runs its own sshd, which needs root"),
     }
 }
@@ -1139,9 +1196,52 @@ fn git_over_ssh_as_root() {
 #[test]
 fn git_over_ssh_unprivileged() {
     match escape_kit::root_user() {
-        Some(_) => git_over_ssh(escape_kit::unprivileged_user()),
+        Some(_) => git_over_ssh(escape_kit::unprivileged_user(), &SshSite::Bwrap, &[]),
         None => eprintln!("skipped: git over ssh runs its own sshd, which needs root"),
     }
+}
+
+/// The same clone and push under docker: the host's git and ssh in the test image, ssh's
+/// `ProxyCommand` run by the static bridge in the container. As root, and as uid 65534 in the
+/// socket's group (how most people use Docker) where the socket has such a group.
+#[test]
+fn git_over_ssh_under_docker() {
+    if escape_kit::root_user().is_none() {
+        eprintln!("skipped: git over ssh runs its own sshd, which needs root");
+        return;
+    }
+    let image = match docker_image::ensure_with_git_and_ssh() {
+        Ok(image) => image,
+        Err(why) => {
+            assert!(
+                !docker_image::required(),
+                "PALISADE_REQUIRE_DOCKER=1 but: {why}"
+            );
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let bridge = docker_image::static_bridge().unwrap();
+    let dir = tempfile::tempdir_in(reachable::reachable_dir(
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "egress-docker",
+    ))
+    .unwrap();
+    let profiles = dir.path().join("profiles.yaml");
+    image.write_profile_with_bridge(&profiles, &[], Some(&bridge));
+    escape_kit::chmod(dir.path(), 0o755);
+    escape_kit::chmod(&profiles, 0o644);
+    let socket_gid = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&image.socket).unwrap().gid()
+    };
+    let site = SshSite::Docker { image, profiles };
+    git_over_ssh(User::Root, &site, &[]);
+    if socket_gid == 0 {
+        eprintln!("the socket belongs to root's group: no unprivileged docker user to try");
+        return;
+    }
+    git_over_ssh(escape_kit::unprivileged_user(), &site, &[socket_gid]);
 }
 
 #[test]

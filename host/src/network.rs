@@ -232,7 +232,6 @@ pub fn parse_resolve(text: &str) -> Result<(String, IpAddr), LaunchError> {
 mod linux {
     use std::ffi::OsString;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-    use std::os::unix::net::UnixListener;
     use std::path::{Path, PathBuf};
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};
@@ -375,8 +374,8 @@ mod linux {
                 .map_err(|e| prepare("private directory", &e))?;
             let mut listeners = Vec::new();
             for (name, _, route) in route_table(&routes) {
-                let listener =
-                    bind_long(&dir.path().join(name)).map_err(|e| prepare("socket", &e))?;
+                let listener = palisade_shims::unix_socket::bind_listener(&dir.path().join(name))
+                    .map_err(|e| prepare("socket", &e))?;
                 listeners.push((Listener::Unix(listener), route));
             }
             let mut config = ProxyConfig::new(parsed, resolver);
@@ -472,22 +471,6 @@ mod linux {
             let denials = crate::denials::network_denials(&record.connections);
             (serde_json::to_value(record).unwrap_or_default(), denials)
         }
-    }
-
-    /// Binds a Unix socket at `path` even when it is longer than `sun_path` (108 bytes; a deep
-    /// `XDG_RUNTIME_DIR` or temp dir reaches that): through `/proc/self/fd/N/<name>` of the
-    /// directory, which the kernel resolves to the same place.
-    fn bind_long(path: &std::path::Path) -> std::io::Result<UnixListener> {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(std::io::Error::other("socket path has no directory"));
-        };
-        let dir = std::fs::File::open(dir)?;
-        let short = PathBuf::from(format!(
-            "/proc/self/fd/{}",
-            std::os::fd::AsRawFd::as_raw_fd(&dir)
-        ))
-        .join(name);
-        UnixListener::bind(short)
     }
 
     /// Admits the processes of one container: those whose cgroup is the container's. The

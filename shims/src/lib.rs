@@ -91,3 +91,5 @@ pub mod supervise;
     reason = "the system-call wrappers: the crate's only unsafe code, each block with its SAFETY comment"
 )]
 mod sys;
+#[forbid(unsafe_code)]
+pub mod unix_socket;

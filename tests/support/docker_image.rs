@@ -130,8 +130,42 @@ pub fn ensure_with_git() -> Result<TestImage, String> {
     IMAGE.get_or_init(|| build(&host_git_files()?)).clone()
 }
 
+/// [`ensure_with_git`]'s image plus the host's `ssh` client and its shared libraries, for git
+/// over ssh inside a container. Built once per process.
+pub fn ensure_with_git_and_ssh() -> Result<TestImage, String> {
+    static IMAGE: OnceLock<Result<TestImage, String>> = OnceLock::new();
+    IMAGE
+        .get_or_init(|| {
+            let mut files = host_git_files()?;
+            for file in host_program_files("ssh")? {
+                if !files.contains(&file) {
+                    files.push(file);
+                }
+            }
+            build(&files)
+        })
+        .clone()
+}
+
 /// `(host file, path in the image)` for the `git` found on `PATH` and what it needs to run.
 fn host_git_files() -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    let mut files = host_program_files("git")?;
+    let out = Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .map_err(|e| format!("git --exec-path: {e}"))?;
+    if !out.status.success() {
+        return Err("`git --exec-path` failed".to_owned());
+    }
+    let exec_path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let git = files[0].0.clone();
+    files.insert(1, (git, exec_path.join("git")));
+    Ok(files)
+}
+
+/// `(host file, path in the image)` for `program` as found on `PATH`, and the shared libraries
+/// `ldd` names for it.
+fn host_program_files(program: &str) -> Result<Vec<(PathBuf, PathBuf)>, String> {
     let sh = |script: &str| -> Result<String, String> {
         let out = Command::new("sh")
             .args(["-c", script])
@@ -145,14 +179,12 @@ fn host_git_files() -> Result<Vec<(PathBuf, PathBuf)>, String> {
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
     };
-    let git = PathBuf::from(sh("command -v git").map_err(|_| "git is not installed".to_owned())?);
-    let exec_path = PathBuf::from(sh("git --exec-path")?);
-    let mut files = vec![
-        (git.clone(), git.clone()),
-        (git.clone(), exec_path.join("git")),
-    ];
+    let found = PathBuf::from(
+        sh(&format!("command -v {program}")).map_err(|_| format!("{program} is not installed"))?,
+    );
+    let mut files = vec![(found.clone(), found.clone())];
     // `libz.so.1 => /lib/x86_64-linux-gnu/libz.so.1 (0x…)` and `/lib64/ld-linux-x86-64.so.2 (0x…)`.
-    for line in sh(&format!("ldd '{}'", git.display()))?.lines() {
+    for line in sh(&format!("ldd '{}'", found.display()))?.lines() {
         let path = line
             .split("=>")
             .last()

@@ -91,8 +91,8 @@ pub fn run(
         .then(|| SocketFile(plan.beside_run_temp_dir(".observe.sock")));
     let observer = match &observed_at {
         Some(path) => {
-            let listening = std::os::unix::net::UnixListener::bind(path.path())
-                .map_err(setup("observer socket"))?;
+            let listening =
+                crate::unix_socket::bind_listener(path.path()).map_err(setup("observer socket"))?;
             let watch = seccomp::observe::Watch::for_reach(
                 plan.network.reach(),
                 facts.host_sockets.clone(),
