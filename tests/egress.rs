@@ -1256,3 +1256,304 @@ fn egress_battery_as_root() {
 fn egress_battery_unprivileged() {
     battery(escape_kit::unprivileged_user());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Approvals at run time (`--approve-with`)
+// ---------------------------------------------------------------------------------------------
+
+/// The names the approver is asked about, each resolving (`--proxy-resolve`) to the test's
+/// upstream on `127.0.0.3`, and what the approver answers for each.
+const ASKED: [&str; 4] = ["once.test", "run.test", "deny.test", "hang.test"];
+
+/// `palisade run --approve-with` under bwrap: a name outside the allowlist is held while the
+/// approver answers. `once` lets that one connection through (the next one is asked again),
+/// `run` lets every later connection to the name through without asking, `deny` and an approver
+/// that hangs past the timeout refuse it (the hung approver's whole group is killed). Every
+/// answer is in the outcome and the denials; nothing of a refused name reaches the upstream.
+/// The control: the same run without an approver refuses every name at once, as before; and
+/// `--approve-with` without filtered egress is refused before anything runs.
+fn approvals_at_run_time(user: User) {
+    let env = Env::new(
+        user,
+        PathBuf::from(env!("CARGO_BIN_EXE_palisade-attack")),
+        escape_kit::palisade_binary(),
+    );
+    let Some(palisade) = env.palisade.clone() else {
+        panic!("no palisade binary: {:?}", env.palisade_missing);
+    };
+    let upstream = Upstream::start("127.0.0.3", "approvable", true);
+    let port = upstream.port();
+    let base = env.base.path();
+    let ws = base.join("ws");
+    let logs = base.join("logs");
+    let home = base.join("home");
+    for dir in [&ws, &logs, &home] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    // The names are not listed; the upstream's address is, as an IP-literal entry, so that an
+    // approved name passes the proxy's loopback guard (approvals never relax it).
+    let taskpack = ws.join("taskpack.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: approvals\n\
+         spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    allowedDomains: [\"127.0.0.3\"]\n",
+    )
+    .unwrap();
+    let no_network = ws.join("none.yaml");
+    std::fs::write(
+        &no_network,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata:\n  name: approvals\n\
+         spec:\n  sandbox:\n    preferredBackends: [linux-bwrap]\n    networkMode: none\n",
+    )
+    .unwrap();
+    let asked_log = logs.join("asked.log");
+    let hang_pid = logs.join("hang.pid");
+    let approver = base.join("approver.sh");
+    std::fs::write(
+        &approver,
+        format!(
+            "#!/bin/sh\nread -r request\nprintf '%s\\n' \"$request\" >> '{asked}'\n\
+             case \"$request\" in\n\
+             *'\"host\":\"once.test\"'*) echo once ;;\n\
+             *'\"host\":\"run.test\"'*) echo run ;;\n\
+             *'\"host\":\"hang.test\"'*) sleep 60 & echo $! > '{hang}'; wait ;;\n\
+             *) echo deny ;;\n\
+             esac\n",
+            asked = asked_log.display(),
+            hang = hang_pid.display()
+        ),
+    )
+    .unwrap();
+    escape_kit::chmod(&approver, 0o755);
+    for dir in [&ws, &logs, &home] {
+        escape_kit::chown_tree(dir, user);
+    }
+    let audit = logs.join("audit.jsonl");
+    // Each name twice, in order; curl takes its proxy from the variables Palisade sets.
+    let script = format!(
+        "for h in once once run run deny hang; do \
+         curl -s -o /dev/null -w \"$h %{{http_code}}\\n\" http://$h.test:{port}/; done"
+    );
+    let filtered = taskpack.clone();
+    let palisade_run = |approve: Option<(&Path, &str)>, taskpack: &Path| {
+        let mut argv = vec![palisade.display().to_string(), "run".into()];
+        for (flag, value) in [
+            ("--taskpack", taskpack.display().to_string()),
+            ("--workspace", ws.display().to_string()),
+            ("--audit", audit.display().to_string()),
+        ] {
+            argv.extend([flag.to_owned(), value]);
+        }
+        // (`--proxy-resolve` needs filtered egress as much as `--approve-with` does.)
+        if taskpack == filtered.as_path() {
+            for name in ASKED {
+                argv.extend(["--proxy-resolve".to_owned(), format!("{name}=127.0.0.3")]);
+            }
+        }
+        if let Some((command, timeout)) = approve {
+            argv.extend([
+                "--approve-with".to_owned(),
+                command.display().to_string(),
+                "--approve-timeout".to_owned(),
+                timeout.to_owned(),
+            ]);
+        }
+        argv.extend(["--", "/bin/sh", "-c", &script].map(String::from));
+        let run_env = vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("HOME".into(), home.display().to_string()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("PALISADE_CACHE_DIR".into(), env.cache.display().to_string()),
+        ];
+        run(user, &argv, &run_env, &ws, None)
+    };
+    let outcomes = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v.pointer("/outcome").is_some())
+            .collect()
+    };
+    let seen_hosts = || -> Vec<String> {
+        upstream
+            .seen()
+            .iter()
+            .filter_map(|request| {
+                request
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Host: ").map(str::to_owned))
+            })
+            .collect()
+    };
+
+    // Control: without an approver every name off the list is refused at once.
+    let plain = palisade_run(None, &taskpack);
+    assert_eq!(plain.status, Some(0), "{}", plain.summary());
+    assert_eq!(
+        plain.stdout,
+        "once 403\nonce 403\nrun 403\nrun 403\ndeny 403\nhang 403\n",
+        "{}",
+        plain.summary()
+    );
+    assert!(seen_hosts().is_empty(), "{:?}", seen_hosts());
+    let first = outcomes();
+    assert_eq!(first.len(), 1);
+    assert!(first[0].pointer("/outcome/network/approvals").is_none());
+    assert!(first[0].pointer("/outcome/network/approver").is_none());
+    assert!(!asked_log.exists());
+
+    // With the approver.
+    let approved = palisade_run(Some((&approver, "1500ms")), &taskpack);
+    assert_eq!(approved.status, Some(0), "{}", approved.summary());
+    let expected = "once 200\nonce 200\nrun 200\nrun 200\ndeny 403\nhang 403\n";
+    assert_eq!(approved.stdout, expected, "{}", approved.summary());
+    let mut hosts = seen_hosts();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            format!("once.test:{port}"),
+            format!("once.test:{port}"),
+            format!("run.test:{port}"),
+            format!("run.test:{port}"),
+        ],
+        "only approved connections reach the upstream"
+    );
+    // Asked five times: `once` twice, `run` once (the second connection rides on it), `deny`,
+    // and the hung approver.
+    let asked = std::fs::read_to_string(&asked_log).unwrap();
+    let requests: Vec<serde_json::Value> = asked
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let names: Vec<&str> = requests
+        .iter()
+        .map(|r| r["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "once.test",
+            "once.test",
+            "run.test",
+            "deny.test",
+            "hang.test"
+        ]
+    );
+    for request in &requests {
+        assert_eq!(request["port"], port);
+        assert_eq!(request["method"], "GET");
+        assert_eq!(request["command"][0], "/bin/sh");
+        assert!(request["runId"].as_str().is_some_and(|id| !id.is_empty()));
+    }
+    // The hung approver was killed with its group: its sleep does not run on.
+    let pid: i32 = std::fs::read_to_string(&hang_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let running = state
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().next())
+        .is_some_and(|s| s != "Z" && s != "X");
+    assert!(!running, "the hung approver's sleep still runs: {state}");
+
+    let all = outcomes();
+    assert_eq!(all.len(), 2);
+    let outcome = &all[1]["outcome"];
+    assert_eq!(
+        outcome["network"]["approver"],
+        approver.display().to_string()
+    );
+    let approvals = outcome["network"]["approvals"].as_array().unwrap();
+    let summary: Vec<(String, String, bool)> = approvals
+        .iter()
+        .map(|a| {
+            assert_eq!(a["port"], port, "{a}");
+            (
+                a["host"].as_str().unwrap().to_owned(),
+                a["answer"].as_str().unwrap().to_owned(),
+                a["asked"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let row = |h: &str, a: &str, asked: bool| (h.to_owned(), a.to_owned(), asked);
+    assert_eq!(
+        summary,
+        [
+            row("once.test", "once", true),
+            row("once.test", "once", true),
+            row("run.test", "run", true),
+            row("run.test", "run", false),
+            row("deny.test", "deny", true),
+            row("hang.test", "deny", true),
+        ]
+    );
+    let hang = &approvals[5];
+    assert!(
+        hang["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 1500 ms"),
+        "{hang}"
+    );
+    assert!(hang["waitedMs"].as_u64().unwrap() >= 1500, "{hang}");
+    // The denies are refusals like any other, with the approver's reason.
+    let events = outcome["denials"]["events"].as_array().unwrap();
+    for (name, reason) in [
+        ("deny.test", "answered deny"),
+        ("hang.test", "no answer within"),
+    ] {
+        let target = format!("{name}:{port}");
+        assert!(
+            events.iter().any(|e| e["target"] == target.as_str()
+                && e["rule"] == "plan.network.allowlist"
+                && e["reason"].as_str().unwrap().contains(reason)),
+            "{target}: {events:?}"
+        );
+    }
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        approved
+            .stderr
+            .contains(&format!("the approver allowed once.test:{port} once"))
+            && approved.stderr.contains(&format!(
+                "the approver allowed run.test:{port} for the rest of the run"
+            ))
+            && approved
+                .stderr
+                .contains("1 more connection went through on an earlier `run` answer"),
+        "{}",
+        approved.summary()
+    );
+
+    // No proxy, no approvals: refused before anything runs.
+    let refused = palisade_run(Some((&approver, "1s")), &no_network);
+    assert_eq!(refused.status, Some(125), "{}", refused.summary());
+    assert!(
+        refused.stderr.contains("PALISADE_INPUT_INVALID")
+            && refused.stderr.contains("--approve-with"),
+        "{}",
+        refused.summary()
+    );
+    assert_eq!(outcomes().len(), 2, "nothing was launched");
+}
+
+#[test]
+fn approvals_at_run_time_as_root() {
+    match escape_kit::root_user() {
+        Some(user) => approvals_at_run_time(user),
+        None => approvals_at_run_time(escape_kit::unprivileged_user()),
+    }
+}
+
+#[test]
+fn approvals_at_run_time_unprivileged() {
+    match escape_kit::root_user() {
+        Some(_) => approvals_at_run_time(escape_kit::unprivileged_user()),
+        None => eprintln!("skipped: the unprivileged pass needs root to become uid 65534"),
+    }
+}

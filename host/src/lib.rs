@@ -15,6 +15,7 @@ macro_rules! say {
     }};
 }
 
+pub mod approve;
 pub mod audit;
 pub mod caches;
 pub mod cli;

@@ -99,6 +99,7 @@ impl BridgeSession {
         _run_id: &str,
         _routes: Routes,
         _site: RunSite,
+        _approver: Option<crate::approve::CommandApprover>,
     ) -> Result<BridgeSession, LaunchError> {
         Err(LaunchError::Unsupported(
             "a network bridge (filtered egress, forwarded loopback ports) outside Linux".into(),
@@ -254,6 +255,8 @@ mod linux {
         handle: ProxyHandle,
         routes: Routes,
         site: RunSite,
+        /// `--approve-with`'s approver, when the proxy asks one.
+        approver: Option<std::sync::Arc<crate::approve::CommandApprover>>,
         /// Holds the sockets; removed with them when the session ends.
         dir: RunTempDir,
     }
@@ -350,6 +353,26 @@ mod linux {
         pub connections: Vec<palisade_proxy::ConnectionRecord>,
         pub dropped_records: u64,
         pub unfinished_connections: usize,
+        /// The approver's command (`--approve-with`), when the proxy asked one about names
+        /// outside the allowlist.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub approver: Option<String>,
+        /// Every answer that decided a connection, in connection order (absent without an
+        /// approver).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub approvals: Option<Vec<ApprovalEvent>>,
+    }
+
+    /// One connection the approver decided: the connection's id in `connections`, the name and
+    /// port, and the answer.
+    #[derive(Debug, Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ApprovalEvent {
+        pub connection: u64,
+        pub host: String,
+        pub port: u16,
+        #[serde(flatten)]
+        pub approval: palisade_proxy::Approval,
     }
 
     impl BridgeSession {
@@ -358,6 +381,7 @@ mod linux {
             run_id: &str,
             routes: Routes,
             site: RunSite,
+            approver: Option<crate::approve::CommandApprover>,
         ) -> Result<BridgeSession, LaunchError> {
             let prepare = |what: &str, e: &dyn std::fmt::Display| {
                 LaunchError::Prepare(format!("network bridge: {what}: {e}"))
@@ -379,6 +403,10 @@ mod linux {
                 listeners.push((Listener::Unix(listener), route));
             }
             let mut config = ProxyConfig::new(parsed, resolver);
+            let approver = approver.map(std::sync::Arc::new);
+            config.approver = approver
+                .clone()
+                .map(|a| a as std::sync::Arc<dyn palisade_proxy::Approver>);
             config.client_check = match &site {
                 RunSite::Sandbox => {
                     let supervisor = std::process::id();
@@ -405,6 +433,7 @@ mod linux {
                 handle,
                 routes,
                 site,
+                approver,
                 dir,
             })
         }
@@ -434,6 +463,10 @@ mod linux {
                 .bridge_program()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default();
+            // The run is over: an approver still being asked answers nobody.
+            if let Some(approver) = &self.approver {
+                approver.stop_asking();
+            }
             let report = self.handle.shutdown(SHUTDOWN_BOUND);
             let admitted = match &self.site {
                 RunSite::Sandbox => {
@@ -464,6 +497,21 @@ mod linux {
                     .iter()
                     .map(|(name, address)| format!("{name}={address}"))
                     .collect(),
+                approvals: self.approver.as_ref().map(|_| {
+                    report
+                        .records
+                        .iter()
+                        .filter_map(|c| {
+                            Some(ApprovalEvent {
+                                connection: c.id,
+                                host: c.host.clone()?,
+                                port: c.port?,
+                                approval: c.approval.clone()?,
+                            })
+                        })
+                        .collect()
+                }),
+                approver: self.approver.as_ref().map(|a| a.command.clone()),
                 connections: report.records,
                 dropped_records: report.dropped_records,
                 unfinished_connections: report.unfinished_connections,

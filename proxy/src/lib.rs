@@ -38,9 +38,11 @@ pub mod socks;
 mod sys;
 
 pub use allowlist::{Allowlist, AllowlistError};
-pub use record::{ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict};
+pub use record::{
+    Approval, ApprovalAnswer, ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict,
+};
 pub use resolve::{HostsError, Resolver};
 pub use server::{
-    ClientCheck, Listener, PeerInfo, Proxy, ProxyConfig, ProxyError, ProxyHandle, ProxyReport,
-    Route,
+    ApprovalRequest, Approver, ClientCheck, Listener, PeerInfo, Proxy, ProxyConfig, ProxyError,
+    ProxyHandle, ProxyReport, Route,
 };

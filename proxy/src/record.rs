@@ -146,4 +146,44 @@ pub struct ConnectionRecord {
     pub peer: Option<String>,
     pub bytes_up: u64,
     pub bytes_down: u64,
+    /// What the run's approver answered for this name and port, outside the allowlist
+    /// (`palisade run --approve-with`); absent for names on the list and without an approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// An approver's answer for a name outside the allowlist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalAnswer {
+    /// This connection only.
+    Once,
+    /// This connection and every later one to the same name and port, for the rest of the run.
+    Run,
+    /// Refused as without an approver; also every answer that is not one of the three, an
+    /// approver that fails, and one that does not answer in time.
+    Deny,
+}
+
+impl ApprovalAnswer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalAnswer::Once => "once",
+            ApprovalAnswer::Run => "run",
+            ApprovalAnswer::Deny => "deny",
+        }
+    }
+}
+
+/// One connection's approval, as the audit sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Approval {
+    pub answer: ApprovalAnswer,
+    /// `false`: an earlier `run` answer for the same name and port covered this connection.
+    pub asked: bool,
+    /// How the answer came about: `answered once`, `approver timed out after 30 s`, …
+    pub detail: String,
+    /// How long the connection was held for the answer.
+    pub waited_ms: u64,
 }

@@ -9,7 +9,7 @@
 //! (a second pipelined request, a CONNECT inside the tunnel) can only reach the upstream it was
 //! already allowed to reach.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use crate::allowlist::Allowlist;
 use crate::host::Host;
 use crate::http::{self, HeadError, Partial, ReadBudget, Target};
-use crate::record::{ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict};
+use crate::record::{
+    Approval, ApprovalAnswer, ConnectionRecord, Refusal, RefusalCode, RouteKind, Verdict,
+};
 use crate::relay::{self, Stream};
 use crate::resolve::Resolver;
 use crate::socks::{self, Parsed, Reply, SocksError};
@@ -71,6 +73,26 @@ pub struct ProxyConfig {
     pub max_records: usize,
     /// Connections in flight; more are answered 503 `too-many-connections`.
     pub max_connections: usize,
+    /// Asked about a name and port outside the allowlist while the connection waits; `None`:
+    /// such a connection is refused at once (`domain-not-allowed`).
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+/// What an approver is asked about: a name (or address) and port outside the allowlist, the
+/// protocol that asked for it, and the client as the proxy saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub host: String,
+    pub port: u16,
+    pub method: String,
+    pub peer: String,
+}
+
+/// Answers for names outside the allowlist, one connection at a time, within a bound of its
+/// own: an answer that does not come in time is a deny. The answer and how it came about (the
+/// detail recorded with it).
+pub trait Approver: Send + Sync {
+    fn ask(&self, request: &ApprovalRequest) -> (ApprovalAnswer, String);
 }
 
 impl ProxyConfig {
@@ -87,6 +109,7 @@ impl ProxyConfig {
             client_check: Box::new(|_| true),
             max_records: 10_000,
             max_connections: 256,
+            approver: None,
         }
     }
 }
@@ -101,6 +124,7 @@ impl fmt::Debug for ProxyConfig {
             .field("head_total_timeout", &self.head_total_timeout)
             .field("max_records", &self.max_records)
             .field("max_connections", &self.max_connections)
+            .field("approver", &self.approver.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +219,7 @@ impl Proxy {
             log: Mutex::new(Log::default()),
             active: Mutex::new(BTreeMap::new()),
             idle: Condvar::new(),
+            approved_for_run: Mutex::new(BTreeSet::new()),
         });
         let accept_shared = Arc::clone(&shared);
         let accept = std::thread::Builder::new()
@@ -301,6 +326,8 @@ struct Shared {
     /// Clones of each live connection's streams, so shutdown can unblock them.
     active: Mutex<BTreeMap<u64, Vec<Stream>>>,
     idle: Condvar,
+    /// Names and ports the approver allowed for the rest of the run (`run` answers).
+    approved_for_run: Mutex<BTreeSet<(String, u16)>>,
 }
 
 impl Shared {
@@ -450,6 +477,7 @@ struct RecordDraft {
     host: Option<String>,
     port: Option<u16>,
     address: Option<String>,
+    approval: Option<Approval>,
 }
 
 impl RecordDraft {
@@ -470,6 +498,7 @@ impl RecordDraft {
             host,
             port,
             address: None,
+            approval: None,
         }
     }
 
@@ -497,6 +526,7 @@ impl RecordDraft {
             peer: Some(self.peer),
             bytes_up,
             bytes_down,
+            approval: self.approval,
         }
     }
 
@@ -569,7 +599,7 @@ fn serve_connection(
     record.host = Some(host.to_authority());
     record.port = Some(port);
 
-    let (upstream, addr) = match open_upstream(shared, host, port) {
+    let (upstream, addr) = match open_upstream(shared, host, port, &mut record) {
         Ok(opened) => opened,
         Err(refusal) => {
             refuse(&client, &refusal, true, Answer::Http);
@@ -616,23 +646,36 @@ fn head_refusal(error: HeadError) -> Option<Refusal> {
     Some(Refusal::new(RefusalCode::MalformedRequest, why))
 }
 
-/// The one way to an upstream, for every protocol: the allowlist (name and port), then the
-/// resolver's checked addresses (private, loopback and metadata addresses only by an IP-literal
-/// entry), then a bounded connect to each in turn.
+/// The one way to an upstream, for every protocol: the allowlist (name and port) or, outside
+/// it, the approver's answer (noted in `record`); then the resolver's checked addresses
+/// (private, loopback and metadata addresses only by an IP-literal entry, approved or not),
+/// then a bounded connect to each in turn.
 fn open_upstream(
     shared: &Shared,
     host: &Host,
     port: u16,
+    record: &mut RecordDraft,
 ) -> Result<(TcpStream, SocketAddr), Refusal> {
     let config = &shared.config;
     if config.allowlist.matches_host(host, port).is_none() {
-        return Err(Refusal::new(
-            RefusalCode::DomainNotAllowed,
-            format!(
-                "{}:{port} is not in the sandbox's network allowlist",
-                host.to_authority()
-            ),
-        ));
+        let approval = approve(shared, host, port, record);
+        let denied = approval
+            .as_ref()
+            .is_none_or(|a| a.answer == ApprovalAnswer::Deny);
+        let why = match &approval {
+            Some(a) if denied => format!(" (the approver: {})", a.detail),
+            _ => String::new(),
+        };
+        record.approval = approval;
+        if denied {
+            return Err(Refusal::new(
+                RefusalCode::DomainNotAllowed,
+                format!(
+                    "{}:{port} is not in the sandbox's network allowlist{why}",
+                    host.to_authority()
+                ),
+            ));
+        }
     }
     let addrs = config
         .resolver
@@ -658,6 +701,44 @@ fn open_upstream(
             last_error.unwrap_or_else(|| "proxy stopping".to_owned())
         ),
     ))
+}
+
+/// The approver's answer for `host:port` outside the allowlist: an earlier `run` answer, else
+/// asked now while the connection waits. `None` without an approver.
+fn approve(shared: &Shared, host: &Host, port: u16, record: &RecordDraft) -> Option<Approval> {
+    let approver = shared.config.approver.as_ref()?;
+    let key = (host.to_authority(), port);
+    let approved = || {
+        shared
+            .approved_for_run
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    };
+    if approved().contains(&key) {
+        return Some(Approval {
+            answer: ApprovalAnswer::Run,
+            asked: false,
+            detail: "allowed for the run by an earlier answer".to_owned(),
+            waited_ms: 0,
+        });
+    }
+    let request = ApprovalRequest {
+        host: key.0.clone(),
+        port,
+        method: record.method.clone().unwrap_or_default(),
+        peer: record.peer.clone(),
+    };
+    let started = Instant::now();
+    let (answer, detail) = approver.ask(&request);
+    if answer == ApprovalAnswer::Run {
+        approved().insert(key);
+    }
+    Some(Approval {
+        answer,
+        asked: true,
+        detail,
+        waited_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
 }
 
 /// One SOCKS5 connection after its first byte: greeting (no authentication only), one request
@@ -739,7 +820,7 @@ fn serve_socks(
         return record.refused(refusal);
     }
 
-    let (upstream, addr) = match open_upstream(shared, &request.host, request.port) {
+    let (upstream, addr) = match open_upstream(shared, &request.host, request.port, &mut record) {
         Ok(opened) => opened,
         Err(refusal) => {
             refuse(

@@ -1104,3 +1104,124 @@ fn socks5_literal_allowed_by_an_ip_entry_and_truncated_or_silent_clients() {
         "{reasons:?}"
     );
 }
+
+/// An approver that answers by `host:port` from a fixed table (anything else: deny) and keeps
+/// its questions.
+struct TableApprover {
+    answers: Vec<(String, palisade_proxy::ApprovalAnswer)>,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl palisade_proxy::Approver for TableApprover {
+    fn ask(
+        &self,
+        request: &palisade_proxy::ApprovalRequest,
+    ) -> (palisade_proxy::ApprovalAnswer, String) {
+        self.asked.lock().unwrap().push(request.host.clone());
+        let answer = self
+            .answers
+            .iter()
+            .find(|(target, _)| *target == format!("{}:{}", request.host, request.port))
+            .map_or(palisade_proxy::ApprovalAnswer::Deny, |(_, a)| *a);
+        (answer, format!("answered {}", answer.as_str()))
+    }
+}
+
+/// A name outside the allowlist goes to the approver: `once` lets one connection through and
+/// asks again next time, `run` is remembered for the name and port only, `deny` refuses as
+/// without an approver. An approved name still meets the address guard: a name resolving to a
+/// loopback address that no IP-literal entry allows is refused however it was approved, and
+/// its upstream sees nothing.
+#[test]
+fn approvals_open_names_one_connection_or_the_run_but_never_an_unlisted_private_address() {
+    use palisade_proxy::ApprovalAnswer;
+    let echo = Upstream::start("127.0.0.2", Behavior::Echo);
+    let guarded = Sentinel::start("127.0.0.4");
+    let hosts = [
+        ("once.test", "127.0.0.2"),
+        ("run.test", "127.0.0.2"),
+        ("deny.test", "127.0.0.2"),
+        ("private.test", "127.0.0.4"),
+    ];
+    let port = echo.port();
+    let approver = std::sync::Arc::new(TableApprover {
+        answers: vec![
+            (format!("once.test:{port}"), ApprovalAnswer::Once),
+            (format!("run.test:{port}"), ApprovalAnswer::Run),
+            (
+                format!("private.test:{}", guarded.port()),
+                ApprovalAnswer::Run,
+            ),
+        ],
+        asked: std::sync::Mutex::default(),
+    });
+    // 127.0.0.2 is listed as an address (so loopback upstreams can be approved at all); none
+    // of the names is.
+    let mut config = config(&["127.0.0.2"], &hosts);
+    config.approver = Some(approver.clone());
+    let (proxy, addr) = tcp_proxy(config);
+    let status = |name: &str, port: u16| connect(&mut dial(addr), &format!("{name}:{port}"), b"");
+    assert_eq!(status("once.test", port).status, 200);
+    assert_eq!(status("once.test", port).status, 200);
+    assert_eq!(status("run.test", port).status, 200);
+    assert_eq!(status("run.test", port).status, 200);
+    // `run` covers its port only: another port is a question of its own (here denied).
+    assert_refused(
+        &status("run.test", port.wrapping_add(1)),
+        403,
+        RefusalCode::DomainNotAllowed,
+    );
+    assert_refused(
+        &status("deny.test", port),
+        403,
+        RefusalCode::DomainNotAllowed,
+    );
+    assert_refused(
+        &status("private.test", guarded.port()),
+        403,
+        RefusalCode::AddressNotAllowed,
+    );
+    let report = proxy.shutdown(BOUND);
+    guarded.assert_untouched();
+    assert_eq!(echo.wait_finished(4).len(), 4);
+    assert_eq!(
+        *approver.asked.lock().unwrap(),
+        [
+            "once.test",
+            "once.test",
+            "run.test",
+            "run.test",
+            "deny.test",
+            "private.test"
+        ],
+        "the second run.test connection on its port is not asked again"
+    );
+    let answers: Vec<(&str, ApprovalAnswer, bool)> = report
+        .records
+        .iter()
+        .map(|r| {
+            let approval = r.approval.as_ref().unwrap();
+            (r.host.as_deref().unwrap(), approval.answer, approval.asked)
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("once.test", ApprovalAnswer::Once, true),
+            ("once.test", ApprovalAnswer::Once, true),
+            ("run.test", ApprovalAnswer::Run, true),
+            ("run.test", ApprovalAnswer::Run, false),
+            ("run.test", ApprovalAnswer::Deny, true),
+            ("deny.test", ApprovalAnswer::Deny, true),
+            ("private.test", ApprovalAnswer::Run, true),
+        ]
+    );
+    let denied = &report.records[5];
+    assert!(
+        denied
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("(the approver: answered deny)")),
+        "{denied:?}"
+    );
+}

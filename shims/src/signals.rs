@@ -116,6 +116,16 @@ impl Drop for SignalPipe {
     }
 }
 
+/// Sends SIGKILL to every process in group `pgid` (a helper the launcher started in a group of
+/// its own, such as `run --approve-with`'s approver). Refuses group ids below 2, which would
+/// name the caller's own group or every process it may signal.
+pub fn kill_process_group(pgid: i32) -> io::Result<()> {
+    if pgid < 2 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    sys::killpg(pgid, libc::SIGKILL)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "tests")]

@@ -293,6 +293,21 @@ pub struct RunArgs {
     /// `--resolve`); repeatable. The proxy still applies its address checks.
     #[arg(long = "proxy-resolve", value_name = "NAME=ADDR")]
     pub proxy_resolve: Vec<String>,
+    /// Ask this command (`/bin/sh -c CMD`, on the host) about a name the filtering proxy meets
+    /// outside the allowlist, while the connection waits: it reads one JSON request on stdin
+    /// and answers `once`, `run` or `deny` on its first line of stdout. Only with filtered
+    /// egress (allowedDomains); every answer is recorded in the outcome. The decision does not
+    /// change.
+    #[arg(long = "approve-with", value_name = "CMD")]
+    pub approve_with: Option<String>,
+    /// How long a connection waits for the approver's answer before it is a deny (and the
+    /// approver is killed): `30s` (the default), `1500ms`, `2m`.
+    #[arg(
+        long = "approve-timeout",
+        value_name = "DUR",
+        requires = "approve_with"
+    )]
+    pub approve_timeout: Option<String>,
     #[command(flatten)]
     pub exec: ExecArgs,
     #[command(flatten)]

@@ -508,6 +508,28 @@ pub fn run(args: &RunArgs) -> CommandResult {
             "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
         ));
     }
+    if args.approve_with.is_some() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
+        return Err(Failure::new(
+            ErrorCode::InputInvalid,
+            "`--approve-with` applies only to a run with filtered egress (allowedDomains): there is no proxy to ask it",
+        ));
+    }
+    let approver = match &args.approve_with {
+        Some(command) => Some(crate::approve::CommandApprover::new(
+            command.clone(),
+            run_id.clone(),
+            args.command
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            match &args.approve_timeout {
+                Some(text) => launch::parse_duration(text)
+                    .map_err(|e| Failure::new(ErrorCode::UsageInvalid, e.to_string()))?,
+                None => crate::approve::DEFAULT_TIMEOUT,
+            },
+        )),
+        None => None,
+    };
     let bridge = match routes {
         Some(routes) => {
             let site = match &docker {
@@ -518,7 +540,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
                     bridge: verified_bridge(bridge.as_deref())?,
                 },
             };
-            Some(network::BridgeSession::start(&run_id, routes, site).map_err(internal)?)
+            Some(network::BridgeSession::start(&run_id, routes, site, approver).map_err(internal)?)
         }
         None => None,
     };
@@ -652,6 +674,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
             if let Some(line) = unobserved_masks_line(record) {
                 say!("{line}");
             }
+            for line in approval_lines(record) {
+                say!("{line}");
+            }
         }
         print_timings(args, &written);
     };
@@ -700,6 +725,51 @@ pub fn run(args: &RunArgs) -> CommandResult {
             ))
         }
     }
+}
+
+/// One line per connection the approver allowed (`--approve-with`), from the outcome's
+/// `network.approvals`; connections an earlier `run` answer covered are counted, not repeated.
+/// Its denies are refusals, which the denials' lines say with the approver's reason.
+fn approval_lines(record: &Value) -> Vec<String> {
+    let Some(events) = record
+        .pointer("/network/approvals")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    let mut covered = 0;
+    for event in events {
+        if event.get("asked") != Some(&Value::Bool(true)) {
+            covered += 1;
+            continue;
+        }
+        let field = |name: &str| event.get(name).cloned().unwrap_or_default();
+        let target = format!(
+            "{}:{}",
+            field("host").as_str().unwrap_or("?"),
+            field("port").as_u64().unwrap_or(0)
+        );
+        let waited = field("waitedMs").as_u64().unwrap_or(0);
+        lines.push(match field("answer").as_str() {
+            Some("once") => format!(
+                "palisade: the approver allowed {target} once (after {waited} ms)"
+            ),
+            Some("run") => format!(
+                "palisade: the approver allowed {target} for the rest of the run (after {waited} ms)"
+            ),
+            // A deny is a refused connection: the denials' lines above say it, with the
+            // approver's reason.
+            _ => continue,
+        });
+    }
+    if covered > 0 {
+        lines.push(format!(
+            "palisade: {covered} more connection{} went through on an earlier `run` answer",
+            if covered == 1 { "" } else { "s" }
+        ));
+    }
+    lines
 }
 
 /// What `run` says when ending the run took SIGKILL (the record's `graceExpired`): the command
