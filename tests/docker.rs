@@ -1115,3 +1115,94 @@ fn accesses_to_denied_paths_are_explained_under_docker() {
     }
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
 }
+
+/// `--approve-with` under docker: the same host proxy asks the approver about a name outside
+/// the allowlist for a container's connection. A `once` answer lets the container's request
+/// through to the upstream; a name the approver denies reaches nothing; both answers are in
+/// the outcome.
+#[test]
+fn approvals_apply_to_a_containers_connections() {
+    let Some(s) = setup() else { return };
+    let upstream = Upstream::start("127.0.0.2", "approved-upstream");
+    let taskpack = s.dir.path().join("taskpack-approvals.yaml");
+    // Only the upstream's address is listed (so loopback can be reached at all); the names
+    // are the approver's to allow.
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: docker-approvals}\nspec:\n  sandbox:\n    preferredBackends: [docker]\n    allowedDomains: [127.0.0.2]\n",
+    )
+    .unwrap();
+    let approver = s.dir.path().join("approver.sh");
+    std::fs::write(
+        &approver,
+        "#!/bin/sh\nread -r request\ncase \"$request\" in *'\"host\":\"ask.test\"'*) echo once ;; *) echo deny ;; esac\n",
+    )
+    .unwrap();
+    escape_kit::chmod(&approver, 0o755);
+    let audit = s.dir.path().join("approvals-audit.jsonl");
+    let script = format!(
+        "wget -q -O - http://ask.test:{p}/; echo \" asked=$?\"; \
+         wget -q -O - http://refused.test:{p}/; echo \" refused=$?\"",
+        p = upstream.port
+    );
+    let out = s
+        .run_command_with(
+            &taskpack,
+            &s.profiles(),
+            &[
+                "--proxy-resolve",
+                "ask.test=127.0.0.2",
+                "--proxy-resolve",
+                "refused.test=127.0.0.2",
+                "--approve-with",
+                approver.to_str().unwrap(),
+                "--audit",
+                audit.to_str().unwrap(),
+            ],
+            &["sh", "-c", &script],
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", stderr(&out));
+    assert!(
+        stdout.contains("approved-upstream asked=0"),
+        "{stdout}{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout.contains(" refused=") && !stdout.contains(" refused=0"),
+        "{stdout}"
+    );
+    assert_eq!(
+        upstream.connections(),
+        1,
+        "only the approved request arrives"
+    );
+    let outcome = outcome_record(&audit);
+    let answers: Vec<(String, String)> = outcome["outcome"]["network"]["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["host"].as_str().unwrap().to_owned(),
+                a["answer"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            ("ask.test".to_owned(), "once".to_owned()),
+            ("refused.test".to_owned(), "deny".to_owned())
+        ]
+    );
+    assert!(
+        outcome["outcome"]["network"]["admitted"]
+            .as_str()
+            .unwrap()
+            .contains("container")
+    );
+    assert!(palisade_containers(&s.image).is_empty());
+}
