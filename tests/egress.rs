@@ -1539,7 +1539,16 @@ fn approvals_at_run_time(user: User) {
         "{}",
         refused.summary()
     );
-    assert_eq!(outcomes().len(), 2, "nothing was launched");
+    // Its decision still gets an outcome: not launched, and why.
+    let all = outcomes();
+    assert_eq!(all.len(), 3);
+    let last = &all[2]["outcome"];
+    assert_eq!(last["endedBy"], "not-launched", "{last}");
+    assert_eq!(last["exitCode"], 125, "{last}");
+    assert!(
+        last["error"].as_str().unwrap().contains("--approve-with"),
+        "{last}"
+    );
 }
 
 #[test]

@@ -490,82 +490,111 @@ pub fn run(args: &RunArgs) -> CommandResult {
     };
 
     let internal = |e: launch::LaunchError| Failure::new(ErrorCode::Internal, e.to_string());
-    // The image is checked against its pin right before the launch, and before the proxy
-    // starts: a docker run's proxy admits that container.
-    let docker = match plan.backend {
-        Backend::Docker => Some(docker_spec(&setup, &probe_opts, &run_id)?),
-        Backend::LinuxBwrap
-        | Backend::LinuxLandlock
-        | Backend::MacosSeatbelt
-        | Backend::DirectDedicated => None,
-    };
-    // The network bridge (filtered egress, forwarded host loopback ports): its routes listen
-    // before the sandbox exists.
-    let routes = network::routes_for(&plan.network, &overrides);
-    if !overrides.is_empty() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
-        return Err(Failure::new(
-            ErrorCode::InputInvalid,
-            "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
-        ));
-    }
-    if args.approve_with.is_some() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
-        return Err(Failure::new(
-            ErrorCode::InputInvalid,
-            "`--approve-with` applies only to a run with filtered egress (allowedDomains): there is no proxy to ask it",
-        ));
-    }
-    let approver = match &args.approve_with {
-        Some(command) => Some(crate::approve::CommandApprover::new(
-            command.clone(),
-            run_id.clone(),
-            args.command
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect(),
-            match &args.approve_timeout {
-                Some(text) => launch::parse_duration(text)
-                    .map_err(|e| Failure::new(ErrorCode::UsageInvalid, e.to_string()))?,
-                None => crate::approve::DEFAULT_TIMEOUT,
-            },
-        )),
-        None => None,
-    };
-    let bridge = match routes {
-        Some(routes) => {
-            let site = match &docker {
-                None => network::RunSite::Sandbox,
-                Some((spec, bridge)) => network::RunSite::Container {
-                    socket: spec.socket.clone(),
-                    name: spec.container_name(),
-                    bridge: verified_bridge(bridge.as_deref())?,
-                },
-            };
-            Some(network::BridgeSession::start(&run_id, routes, site, approver).map_err(internal)?)
+    // Everything between the decision and the launch that can fail: a failure gets a
+    // `not-launched` outcome, so no decision in the audit file is left without one.
+    let prepared = (|| -> Result<_, Failure> {
+        // The image is checked against its pin right before the launch, and before the proxy
+        // starts: a docker run's proxy admits that container.
+        let docker = match plan.backend {
+            Backend::Docker => Some(docker_spec(&setup, &probe_opts, &run_id)?),
+            Backend::LinuxBwrap
+            | Backend::LinuxLandlock
+            | Backend::MacosSeatbelt
+            | Backend::DirectDedicated => None,
+        };
+        // The network bridge (filtered egress, forwarded host loopback ports): its routes listen
+        // before the sandbox exists.
+        let routes = network::routes_for(&plan.network, &overrides);
+        if !overrides.is_empty() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "`--proxy-resolve` applies only to a run with filtered egress (allowedDomains)",
+            ));
         }
-        None => None,
+        if args.approve_with.is_some() && !matches!(plan.network, PlanNetwork::Filtered { .. }) {
+            return Err(Failure::new(
+                ErrorCode::InputInvalid,
+                "`--approve-with` applies only to a run with filtered egress (allowedDomains): there is no proxy to ask it",
+            ));
+        }
+        let approver = match &args.approve_with {
+            Some(command) => Some(crate::approve::CommandApprover::new(
+                command.clone(),
+                run_id.clone(),
+                args.command
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+                match &args.approve_timeout {
+                    Some(text) => launch::parse_duration(text)
+                        .map_err(|e| Failure::new(ErrorCode::UsageInvalid, e.to_string()))?,
+                    None => crate::approve::DEFAULT_TIMEOUT,
+                },
+            )),
+            None => None,
+        };
+        let bridge = match routes {
+            Some(routes) => {
+                let site = match &docker {
+                    None => network::RunSite::Sandbox,
+                    Some((spec, bridge)) => network::RunSite::Container {
+                        socket: spec.socket.clone(),
+                        name: spec.container_name(),
+                        bridge: verified_bridge(bridge.as_deref())?,
+                    },
+                };
+                Some(
+                    network::BridgeSession::start(&run_id, routes, site, approver)
+                        .map_err(internal)?,
+                )
+            }
+            None => None,
+        };
+        // The chosen probe's limitations, which the decision carries (the engine copies them).
+        let limitations = input
+            .probes
+            .iter()
+            .find(|probe| probe.backend == plan.backend)
+            .map_or(&[][..], |probe| probe.limitations.as_slice());
+        let (launch_plan, environment) = translate::launch_plan(
+            plan,
+            limitations,
+            translate::HostSide {
+                command: args.command.clone(),
+                vars: std::env::vars_os(),
+                home: input.host.home_dir.clone(),
+                run_temp_dir: temp.path().to_path_buf(),
+                bridge: bridge
+                    .as_ref()
+                    .map(network::BridgeSession::plan)
+                    .transpose()
+                    .map_err(internal)?,
+            },
+        )
+        .map_err(internal)?;
+        Ok((docker, bridge, launch_plan, environment))
+    })();
+    let (docker, bridge, launch_plan, mut environment) = match prepared {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            let record = serde_json::json!({
+                "endedBy": "not-launched",
+                "exitCode": 125,
+                "error": failure.message,
+                "denials": Denials::default(),
+            });
+            let written = write_outcome(
+                args,
+                &run_id,
+                &outcome.digest,
+                &mut json_out,
+                &record,
+                &mut clock,
+            );
+            print_timings(args, &written);
+            return Err(failure);
+        }
     };
-    // The chosen probe's limitations, which the decision carries (the engine copies them).
-    let limitations = input
-        .probes
-        .iter()
-        .find(|probe| probe.backend == plan.backend)
-        .map_or(&[][..], |probe| probe.limitations.as_slice());
-    let (launch_plan, mut environment) = translate::launch_plan(
-        plan,
-        limitations,
-        translate::HostSide {
-            command: args.command.clone(),
-            vars: std::env::vars_os(),
-            home: input.host.home_dir.clone(),
-            run_temp_dir: temp.path().to_path_buf(),
-            bridge: bridge
-                .as_ref()
-                .map(network::BridgeSession::plan)
-                .transpose()
-                .map_err(internal)?,
-        },
-    )
-    .map_err(internal)?;
     environment.supervisor_environ =
         envpolicy::concealment(&scrubbed, envpolicy::make_undumpable());
     // Tell the user what the decision clamped or leaves unenforced, before the command starts.
