@@ -217,6 +217,7 @@ impl Masked {
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             run_temp_dir: root.join("run"),
             budgets: palisade_shims::plan::Budgets::default(),
+            unix_sockets: Vec::new(),
         };
         Masked {
             _dir: dir,

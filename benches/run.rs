@@ -149,6 +149,7 @@ impl LandlockLauncher {
             env: Vec::new(),
             run_temp_dir: temp.to_path_buf(),
             budgets: Budgets::default(),
+            unix_sockets: Vec::new(),
         };
         let facts = landlock::ListingFacts::measure(&plan).unwrap();
         LandlockLauncher {

@@ -70,6 +70,8 @@ fn launch_plan_of_every_corpus_decision() {
             ("LANG", "C.UTF-8"),
             ("HTTPS_PROXY", "http://corp:8080"),
             ("GITHUB_TOKEN", "withheld"),
+            // Passes only where the plan allows the socket it names.
+            ("SSH_AUTH_SOCK", "/tmp/ssh-XYZ/agent.41"),
         ]
         .map(|(name, value)| (OsString::from(name), OsString::from(value)));
         let host = palisade::translate::HostSide {
@@ -87,6 +89,10 @@ fn launch_plan_of_every_corpus_decision() {
             .find(|probe| probe.backend == plan.backend)
             .map_or(&[][..], |probe| probe.limitations.as_slice());
         let rendered = match palisade::translate::launch_plan(&plan, limitations, host) {
+            Ok((l, _)) if !l.unix_sockets.is_empty() => format!(
+                "mechanism {:?}\nsockets {:?}\nenv {:?}",
+                l.mechanism, l.unix_sockets, l.env
+            ),
             Ok((l, _)) => format!(
                 "mechanism {:?}, read-only root {}, syscall filter {}\nnetwork {:?}\n\
                  workspace {:?}\nwritable {:?}\ndenied {:?}\nprotected {:?}\nenv {:?}\n\

@@ -95,6 +95,7 @@ fn from_wit_flags(flags: wit::PolicyFlags) -> model::PolicyFlags {
             .map(from_wit_capability)
             .collect(),
         pass_environment: flags.pass_environment,
+        allowed_unix_sockets: flags.allowed_unix_sockets,
     }
 }
 
@@ -148,6 +149,26 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.map(from_wit_limits),
         loopback_ports: host.loopback_ports,
+        unix_sockets: host.unix_sockets.map(|facts| {
+            facts
+                .into_iter()
+                .map(|fact| model::UnixSocketFact {
+                    path: fact.path,
+                    kind: match fact.kind {
+                        wit::UnixSocketKind::Socket => model::UnixSocketKind::Socket,
+                        wit::UnixSocketKind::Missing => model::UnixSocketKind::Missing,
+                        wit::UnixSocketKind::NotSocket => model::UnixSocketKind::NotSocket,
+                    },
+                    target: fact.target,
+                    owner_uid: fact.owner_uid,
+                    group: fact.group,
+                    mode: fact.mode,
+                    caller_in_group: fact.caller_in_group,
+                })
+                .collect()
+        }),
+        allow_root_granting_sockets: host.allow_root_granting_sockets,
+        ssh_auth_sock: host.ssh_auth_sock,
     }
 }
 
@@ -236,6 +257,7 @@ fn to_wit_refusal_code(code: RefusalCode) -> wit::RefusalCode {
         RefusalCode::HostFactsInvalid => wit::RefusalCode::HostFactsInvalid,
         RefusalCode::ExecutionModeForbidden => wit::RefusalCode::ExecutionModeForbidden,
         RefusalCode::SandboxWritableRootUnsafe => wit::RefusalCode::SandboxWritableRootUnsafe,
+        RefusalCode::SandboxUnixSocketRefused => wit::RefusalCode::SandboxUnixSocketRefused,
     }
 }
 
@@ -282,6 +304,15 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
                 output::EnvironmentOrigin::Flag => wit::EnvironmentOrigin::Flag,
             },
         },
+        unix_sockets: plan
+            .unix_sockets
+            .into_iter()
+            .map(|s| wit::UnixSocketGrant {
+                path: s.path,
+                target: s.target,
+                grants_root: s.grants_root,
+            })
+            .collect(),
         warnings: plan.warnings,
     }
 }

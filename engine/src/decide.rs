@@ -12,10 +12,10 @@
 use crate::model::{Backend, Capability, DecisionInput, ExecutionMode};
 use crate::output::{
     CandidateTrace, CandidateVerdict, ContractEnvelope, EffectivePolicy, ExecutionModeReport,
-    FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, Verdict, canonical_json,
-    sha256_hex,
+    FieldError, Origin, Outcome, RefusalCode, Report, SCHEMA_VERSION, UnixSocketGrant, Verdict,
+    canonical_json, sha256_hex,
 };
-use crate::{budgets, flags, host, negotiate, plan, policy, resolve};
+use crate::{budgets, flags, host, negotiate, plan, policy, resolve, sockets};
 
 /// Decides how the input's command may be sandboxed: a decision or a refusal, with its
 /// canonical JSON and digest. Never panics; the same input always gives the same bytes.
@@ -189,8 +189,26 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         report.errors = errors.into_listed();
         return report;
     }
+    // (3b) The host Unix sockets the policy allows: granted from the host's facts, or no
+    // decision at all.
+    let sockets = match sockets::grant(&effective, &input.host) {
+        Ok(grants) => grants,
+        Err(sockets::Refused::Unmeasured(errors)) => {
+            let message = format!("host facts are invalid: {}", errors.summary());
+            let mut report = refusal(input_digest, RefusalCode::HostFactsInvalid, message);
+            report.errors = errors.into_listed();
+            return report;
+        }
+        Err(sockets::Refused::Forbidden(errors)) => {
+            let message = format!("a host Unix socket is refused: {}", errors.summary());
+            let mut report = refusal(input_digest, RefusalCode::SandboxUnixSocketRefused, message);
+            report.errors = errors.into_listed();
+            report.policy = Some(effective);
+            return report;
+        }
+    };
     if workspace {
-        return workspace_decision(input, effective, input_digest);
+        return workspace_decision(input, effective, input_digest, sockets);
     }
 
     // (4) Negotiation.
@@ -204,7 +222,7 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
     };
 
     // (5) The plan.
-    let confinement = plan::plan(&effective, input, probe);
+    let confinement = plan::plan(&effective, input, probe, sockets);
     Report {
         schema_version: SCHEMA_VERSION,
         engine_version: crate::ENGINE_VERSION,
@@ -244,9 +262,10 @@ fn workspace_decision(
     input: &DecisionInput,
     effective: EffectivePolicy,
     input_digest: String,
+    sockets: Vec<UnixSocketGrant>,
 ) -> Report {
     let host = &input.host;
-    let confinement = plan::workspace_plan(&effective, input);
+    let confinement = plan::workspace_plan(&effective, input, sockets);
     let trace = effective
         .preferred_backends
         .iter()

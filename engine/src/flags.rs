@@ -94,8 +94,15 @@ pub(crate) fn apply(policy: &mut EffectivePolicy, flags: &Checked) -> Result<(),
             let path = text::child_path(PATH, "allowedDomains");
             resolve::narrow_domains(policy, list, &path, Origin::Flag)?;
         }
+        if let Some(sockets) = &spec.allowed_unix_sockets {
+            narrow_unix_sockets(policy, sockets)?;
+        }
     } else {
         form_network(policy, spec);
+        if let Some(sockets) = &spec.allowed_unix_sockets {
+            policy.allowed_unix_sockets = sockets.clone();
+            policy.allowed_unix_sockets_origin = Some(Origin::Flag);
+        }
         if let Some(backends) = &spec.preferred_backends {
             policy.preferred_backends = backends.clone();
             policy.preferred_backends_origin = Origin::Flag;
@@ -153,6 +160,14 @@ fn as_node(flags: &PolicyFlags) -> Node {
         (
             "allowedDomains",
             flags.allowed_domains.iter().map(String::as_str).collect(),
+        ),
+        (
+            "allowedUnixSockets",
+            flags
+                .allowed_unix_sockets
+                .iter()
+                .map(String::as_str)
+                .collect(),
         ),
     ];
     for (key, values) in fields {
@@ -320,6 +335,38 @@ fn imply_isolation(policy: &mut EffectivePolicy) {
             &reason,
         );
     }
+}
+
+/// `--allow-unix-socket` over a declared policy: only sockets the policy allows, and then
+/// exactly those (the others are no longer reachable).
+fn narrow_unix_sockets(policy: &mut EffectivePolicy, sockets: &[String]) -> Result<(), Errors> {
+    let path = text::child_path(PATH, "allowedUnixSockets");
+    let mut errors = Errors::default();
+    for socket in sockets {
+        if !policy.allowed_unix_sockets.contains(socket) {
+            let allowed = if policy.allowed_unix_sockets.is_empty() {
+                String::from("the policy allows none")
+            } else {
+                format!(
+                    "the policy allows {}",
+                    text::list_names(policy.allowed_unix_sockets.iter().map(String::as_str))
+                )
+            };
+            errors.push(
+                path.as_str(),
+                format!(
+                    "{} is not among the policy's allowedUnixSockets ({allowed}); --allow-unix-socket may only narrow a declared policy",
+                    text::quote(socket)
+                ),
+            );
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    policy.allowed_unix_sockets = sockets.to_vec();
+    policy.allowed_unix_sockets_origin = Some(Origin::Flag);
+    Ok(())
 }
 
 /// `--backend` over a declared policy: a subset of its preferred backends, in the flag's order.

@@ -94,6 +94,27 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
             }
         }
     }
+    if let Some(facts) = &host.unix_sockets {
+        validate_unix_sockets(facts, &mut errors);
+    }
+    if let Some(allowed) = &host.allow_root_granting_sockets {
+        const PATH: &str = "host.allowRootGrantingSockets";
+        if allowed.len() > crate::sandbox::MAX_UNIX_SOCKETS * 4 {
+            errors.push(
+                PATH,
+                format!(
+                    "has {} entries; expected at most {}",
+                    allowed.len(),
+                    crate::sandbox::MAX_UNIX_SOCKETS * 4
+                ),
+            );
+        }
+        for (index, path) in allowed.iter().enumerate() {
+            if let Err(message) = paths::check_host_path(path) {
+                errors.push(text::index_path(PATH, index), message);
+            }
+        }
+    }
     let mut probed = BTreeSet::new();
     for (index, probe) in input.probes.iter().enumerate() {
         if !probed.insert(probe.backend) {
@@ -104,6 +125,51 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
         }
     }
     errors
+}
+
+/// The facts about allowed host Unix sockets: bounded (a policy and the flags allow at most
+/// [`crate::sandbox::MAX_UNIX_SOCKETS`] each), normalised absolute paths, one fact per path, a
+/// target exactly for a socket, permission bits only.
+fn validate_unix_sockets(facts: &[crate::model::UnixSocketFact], errors: &mut Errors) {
+    use crate::model::UnixSocketKind;
+    const PATH: &str = "host.unixSockets";
+    let most = crate::sandbox::MAX_UNIX_SOCKETS * 2;
+    if facts.len() > most {
+        errors.push(
+            PATH,
+            format!("has {} entries; expected at most {most}", facts.len()),
+        );
+        return;
+    }
+    let mut seen = BTreeSet::new();
+    for (index, fact) in facts.iter().enumerate() {
+        let at = |field: &str| text::child_path(&text::index_path(PATH, index), field);
+        if let Err(message) = paths::check_host_path(&fact.path) {
+            errors.push(at("path"), message);
+        } else if !seen.insert(fact.path.as_str()) {
+            errors.push(
+                at("path"),
+                format!("a second fact for {}", text::quote(&fact.path)),
+            );
+        }
+        match fact.kind {
+            UnixSocketKind::Socket => {
+                if let Err(message) = paths::check_host_path(&fact.target) {
+                    errors.push(at("target"), message);
+                }
+            }
+            UnixSocketKind::Missing | UnixSocketKind::NotSocket if !fact.target.is_empty() => {
+                errors.push(at("target"), "must be empty unless the path is a socket");
+            }
+            UnixSocketKind::Missing | UnixSocketKind::NotSocket => {}
+        }
+        if fact.mode > 0o7777 {
+            errors.push(
+                at("mode"),
+                "must hold permission bits only (at most 0o7777)",
+            );
+        }
+    }
 }
 
 /// The host's own denied read paths: bounded, each a valid `deniedReadPaths` entry that does

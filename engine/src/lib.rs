@@ -26,6 +26,7 @@ mod paths;
 mod plan;
 mod policy;
 mod sandbox;
+mod sockets;
 #[cfg(test)]
 mod test_support;
 mod text;
@@ -36,7 +37,7 @@ mod component;
 pub use decide::{decide, decide_json};
 pub use model::{
     Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    PolicyFlags, RecordedFacts, SessionKind,
+    PolicyFlags, RecordedFacts, SessionKind, UnixSocketFact, UnixSocketKind,
 };
 pub use output::{Outcome, RefusalCode, Verdict};
 
@@ -44,7 +45,7 @@ pub use output::{Outcome, RefusalCode, Verdict};
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version of the WIT package this engine implements (`palisade:engine@…`).
-pub const WIT_VERSION: &str = "0.3.0";
+pub const WIT_VERSION: &str = "0.4.0";
 
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.

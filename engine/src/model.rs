@@ -242,6 +242,63 @@ pub struct HostFacts {
     /// Absent: it may not. `/` and the home's ancestors never may.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_home_writable: Option<bool>,
+    /// What the host measured at each host Unix socket the policy or the flags allow (every
+    /// such path, resolved; sorted by path). Absent: none allowed, none measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unix_sockets: Option<Vec<UnixSocketFact>>,
+    /// The host configuration's `allowRootGrantingSockets`: sockets that grant root (a
+    /// container daemon's) a policy may still allow, by path (absolute, normalised). Absent:
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_root_granting_sockets: Option<Vec<String>>,
+    /// The value of `SSH_AUTH_SOCK` in the launcher's environment, measured when a policy
+    /// allows host Unix sockets: the variable passes only when it names one of them. Absent:
+    /// unset, or not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_auth_sock: Option<String>,
+}
+
+/// What is at a path the policy allows as a host Unix socket, symlinks followed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnixSocketKind {
+    /// A socket.
+    Socket,
+    /// Nothing (or a dangling symlink).
+    Missing,
+    /// Something other than a socket.
+    NotSocket,
+}
+
+impl UnixSocketKind {
+    /// The kind's name in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UnixSocketKind::Socket => "socket",
+            UnixSocketKind::Missing => "missing",
+            UnixSocketKind::NotSocket => "not-socket",
+        }
+    }
+}
+
+/// What the host measured at one allowed host Unix socket. Trusted as recorded: the engine
+/// decides from it whether the socket grants root.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UnixSocketFact {
+    /// The path as allowed, resolved (`~/` expanded, normalised).
+    pub path: String,
+    pub kind: UnixSocketKind,
+    /// Where the socket really is (every symlink resolved); empty unless `socket`.
+    pub target: String,
+    /// The socket's owner.
+    pub owner_uid: u32,
+    /// The socket's group, by name (its number when it has none).
+    pub group: String,
+    /// Permission bits (`0o7777`).
+    pub mode: u32,
+    /// Whether the invoking user is in that group (primary or supplementary).
+    pub caller_in_group: bool,
 }
 
 impl HostFacts {
@@ -267,6 +324,9 @@ impl HostFacts {
             allow_home_writable: None,
             runtime_profile_budgets: None,
             loopback_ports: None,
+            unix_sockets: None,
+            allow_root_granting_sockets: None,
+            ssh_auth_sock: None,
         }
     }
 }
@@ -331,6 +391,10 @@ pub struct PolicyFlags {
     /// environment allowlist; the command sees these and no others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pass_environment: Vec<String>,
+    /// `--allow-unix-socket`: host Unix sockets (absolute or `~/`) the command may connect to;
+    /// with a declared `spec.sandbox`, each must be one it allows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_unix_sockets: Vec<String>,
 }
 
 impl PolicyFlags {

@@ -113,11 +113,18 @@ fn judge(
     // (a network namespace) or could not be narrowed to the listed ones (Seatbelt).
     let filter_unenforceable = policy.filtered_egress().is_some() && !probe.network_bridge;
     let ports_unenforceable = !policy.loopback_ports.is_empty() && !probe.network_bridge;
+    let sockets_unpassable =
+        !policy.allowed_unix_sockets.is_empty() && !passes_unix_sockets(backend);
     let isolation_required = policy
         .requirements
         .iter()
         .any(|r| r.capability == Capability::NetworkIsolation);
-    if lacking.is_empty() && !mode_unenforceable && !filter_unenforceable && !ports_unenforceable {
+    if lacking.is_empty()
+        && !mode_unenforceable
+        && !filter_unenforceable
+        && !ports_unenforceable
+        && !sockets_unpassable
+    {
         let mut reason = format!(
             "provides every required capability for networkMode `{}`",
             policy.network_mode.as_str()
@@ -127,6 +134,9 @@ fn judge(
         }
         if !policy.loopback_ports.is_empty() {
             reason.push_str(" and the listed host loopback ports");
+        }
+        if !policy.allowed_unix_sockets.is_empty() {
+            reason.push_str(", passing the allowed host Unix sockets");
         }
         return entry(backend, CandidateVerdict::Selected, &reason, Vec::new());
     }
@@ -159,6 +169,13 @@ fn judge(
         ));
         missing.push(Capability::NetworkIsolation);
     }
+    if sockets_unpassable {
+        // Not a capability the backend lacks: it confines every host socket and cannot let
+        // one through (Landlock's filter refuses AF_UNIX whole; Seatbelt is not wired for it).
+        parts.push(String::from(
+            "cannot let chosen host Unix sockets through (allowedUnixSockets)",
+        ));
+    }
     missing.sort();
     missing.dedup();
     entry(
@@ -167,6 +184,15 @@ fn judge(
         &parts.join("; "),
         missing,
     )
+}
+
+/// Whether the backend can bind a chosen host socket into the sandbox while every other stays
+/// masked: bwrap and Docker mount it; `direct-dedicated` masks nothing at all.
+fn passes_unix_sockets(backend: Backend) -> bool {
+    match backend {
+        Backend::LinuxBwrap | Backend::Docker | Backend::DirectDedicated => true,
+        Backend::LinuxLandlock | Backend::MacosSeatbelt => false,
+    }
 }
 
 /// Why the host forbids an available backend, if it does.
@@ -242,6 +268,8 @@ mod tests {
             allowed_domains_origin: None,
             writable_roots: None,
             pass_environment: None,
+            allowed_unix_sockets: Vec::new(),
+            allowed_unix_sockets_origin: None,
         }
     }
 

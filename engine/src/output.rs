@@ -26,17 +26,21 @@ pub enum RefusalCode {
     /// A writable root (the workspace included) is `/`, the home directory or an ancestor of
     /// it: no containment at all.
     SandboxWritableRootUnsafe,
+    /// A host Unix socket the policy allows cannot be granted: nothing or no socket is there,
+    /// or it grants root (a container daemon's) and the host configuration does not allow it.
+    SandboxUnixSocketRefused,
 }
 
 impl RefusalCode {
     /// Every code, in declaration order (the match in [`RefusalCode::as_str`] keeps it whole).
-    pub const ALL: [RefusalCode; 6] = [
+    pub const ALL: [RefusalCode; 7] = [
         RefusalCode::SandboxPolicyInvalid,
         RefusalCode::SandboxBackendUnavailable,
         RefusalCode::SandboxCapabilityInsufficient,
         RefusalCode::HostFactsInvalid,
         RefusalCode::ExecutionModeForbidden,
         RefusalCode::SandboxWritableRootUnsafe,
+        RefusalCode::SandboxUnixSocketRefused,
     ];
 
     /// The machine-readable code printed by the CLI and stored in JSON.
@@ -48,6 +52,7 @@ impl RefusalCode {
             RefusalCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             RefusalCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
             RefusalCode::SandboxWritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
+            RefusalCode::SandboxUnixSocketRefused => "SANDBOX_UNIX_SOCKET_REFUSED",
         }
     }
 }
@@ -220,6 +225,13 @@ pub struct EffectivePolicy {
     /// default allowlist.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pass_environment: Option<Vec<String>>,
+    /// Host pathname Unix sockets the command may connect to (resolved, sorted): the policy's
+    /// `allowedUnixSockets`, or the launcher's `--allow-unix-socket`. Every other host socket
+    /// stays out of reach.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allowed_unix_sockets: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_unix_sockets_origin: Option<Origin>,
 }
 
 impl EffectivePolicy {
@@ -306,10 +318,29 @@ pub struct ConfinementPlan {
     pub budgets: EffectiveBudgets,
     /// The environment allowlist the launcher applies to its own environment.
     pub environment: EnvironmentPolicy,
+    /// Host pathname Unix sockets the command may connect to, each bound into the sandbox at
+    /// its path (sorted by path); every other host socket stays out of reach. Omitted when
+    /// empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unix_sockets: Vec<UnixSocketGrant>,
     /// What the launcher says on stderr before the command starts, one line each: every budget
     /// request that was clamped, protections this backend does not apply (protected or denied
     /// paths), credential stores left readable, and an unsandboxed run. Empty: nothing to say.
     pub warnings: Vec<String>,
+}
+
+/// One host Unix socket the command may connect to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnixSocketGrant {
+    /// Where the command connects: the allowed path, resolved.
+    pub path: String,
+    /// The socket the host measured there (every symlink resolved): what is bound at `path`.
+    pub target: String,
+    /// Why the socket grants root, when it does and the host configuration allowed it anyway
+    /// (`allowRootGrantingSockets`). Omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grants_root: Option<String>,
 }
 
 /// The network as the launcher applies it.

@@ -104,6 +104,11 @@ pub(crate) fn resolve_denied(raw: &str, home: &str) -> Result<String, String> {
     Ok(join(base, &components.join("/")))
 }
 
+/// The last component of a normalised absolute path (`docker.sock` of `/run/docker.sock`).
+pub(crate) fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
 /// `base` joined with a relative path without `//`; `base` when `relative` is empty.
 pub(crate) fn join(base: &str, relative: &str) -> String {
     if relative.is_empty() {

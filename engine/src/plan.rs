@@ -15,7 +15,7 @@ use crate::model::{
 };
 use crate::output::{
     ConfinementPlan, EffectivePolicy, EnvironmentOrigin, EnvironmentPolicy, PlanNetwork,
-    ProtectedPath,
+    ProtectedPath, UnixSocketGrant,
 };
 
 /// The plan for `probe`'s backend under `policy`.
@@ -23,6 +23,7 @@ pub(crate) fn plan(
     policy: &EffectivePolicy,
     input: &DecisionInput,
     probe: &BackendProbe,
+    unix_sockets: Vec<UnixSocketGrant>,
 ) -> ConfinementPlan {
     let has = |capability: Capability| probe.capabilities.contains(&capability);
     let network = network(policy, probe.backend);
@@ -54,16 +55,22 @@ pub(crate) fn plan(
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
         budgets: budgets::effective(&budget_sources(policy, input), helper_processes),
         environment: environment_policy(policy, &input.host),
+        unix_sockets,
         warnings: Vec::new(),
     };
-    plan.warnings = warnings(policy, &plan);
+    let ssh_agent = ssh_agent(&mut plan, &input.host);
+    plan.warnings = warnings(policy, &plan, ssh_agent);
     plan
 }
 
 /// The plan for an explicit `workspace` request: nothing is confined (outbound network, no
 /// masks, no filter, every protected path unenforced); the launcher still supervises it with the
 /// budgets, tree cleanup and the environment allowlist, the way it runs `direct-dedicated`.
-pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) -> ConfinementPlan {
+pub(crate) fn workspace_plan(
+    policy: &EffectivePolicy,
+    input: &DecisionInput,
+    unix_sockets: Vec<UnixSocketGrant>,
+) -> ConfinementPlan {
     let mut plan = ConfinementPlan {
         backend: Backend::DirectDedicated,
         execution_mode: ExecutionMode::Workspace,
@@ -77,14 +84,20 @@ pub(crate) fn workspace_plan(policy: &EffectivePolicy, input: &DecisionInput) ->
         process_tree_cleanup: true,
         budgets: budgets::effective(&budget_sources(policy, input), 0),
         environment: environment_policy(policy, &input.host),
+        unix_sockets,
         warnings: Vec::new(),
     };
-    plan.warnings = warnings(policy, &plan);
+    let ssh_agent = ssh_agent(&mut plan, &input.host);
+    plan.warnings = warnings(policy, &plan, ssh_agent);
     plan
 }
 
 /// What the launcher must say before the command starts (see [`ConfinementPlan::warnings`]).
-fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
+fn warnings(
+    policy: &EffectivePolicy,
+    plan: &ConfinementPlan,
+    ssh_agent: Option<String>,
+) -> Vec<String> {
     let mut lines = Vec::new();
     let backend = plan.backend.as_str();
     if plan.execution_mode == ExecutionMode::Workspace {
@@ -143,7 +156,66 @@ fn warnings(policy: &EffectivePolicy, plan: &ConfinementPlan) -> Vec<String> {
             dropped.reason
         ));
     }
+    if !plan.unix_sockets.is_empty() {
+        let paths: Vec<&str> = plan.unix_sockets.iter().map(|s| s.path.as_str()).collect();
+        lines.push(format!(
+            "host Unix sockets reachable by allowance: {}",
+            paths.join(", ")
+        ));
+    }
+    for socket in &plan.unix_sockets {
+        if let Some(why) = &socket.grants_root {
+            lines.push(format!(
+                "host Unix socket {} GRANTS ROOT ({why}); allowed by the host configuration",
+                crate::text::quote(&socket.path)
+            ));
+        }
+    }
+    lines.extend(ssh_agent);
     lines
+}
+
+/// `SSH_AUTH_SOCK` passes only when it names an allowed host Unix socket, whatever the
+/// allowlist says: an agent the sandbox cannot reach is of no use, and one it can reach should
+/// be found. Adds it to (or takes it out of) the plan's environment allowlist; the line the
+/// launcher says about it, if any. `--pass-env` without it keeps it out.
+fn ssh_agent(plan: &mut ConfinementPlan, host: &HostFacts) -> Option<String> {
+    const NAME: &str = "SSH_AUTH_SOCK";
+    let named = plan.environment.allowlist.iter().any(|e| e == NAME);
+    let value = host
+        .ssh_auth_sock
+        .as_deref()
+        .and_then(|raw| crate::paths::resolve_denied(raw, "/").ok());
+    let socket = value.as_deref().and_then(|value| {
+        plan.unix_sockets
+            .iter()
+            .find(|s| s.path == value || s.target == value)
+    });
+    let env = &mut plan.environment;
+    match socket {
+        Some(_) if env.origin == EnvironmentOrigin::Flag && !named => None,
+        Some(socket) => {
+            if !named {
+                env.allowlist.push(String::from(NAME));
+            }
+            if !env.explicit_secrets.iter().any(|e| e == NAME) {
+                env.explicit_secrets.push(String::from(NAME));
+                env.explicit_secrets.sort();
+            }
+            Some(format!(
+                "{NAME} passes: it names the allowed socket {}",
+                crate::text::quote(&socket.path)
+            ))
+        }
+        None if named => {
+            env.allowlist.retain(|e| e != NAME);
+            env.explicit_secrets.retain(|e| e != NAME);
+            Some(format!(
+                "{NAME} is withheld: it does not name a host Unix socket the policy allows (allowedUnixSockets)"
+            ))
+        }
+        None => None,
+    }
 }
 
 /// Every source of a budget: the policy, the launcher's flags, the envelope (task contract and
@@ -290,6 +362,8 @@ mod tests {
             allowed_domains_origin: None,
             writable_roots: None,
             pass_environment: None,
+            allowed_unix_sockets: Vec::new(),
+            allowed_unix_sockets_origin: None,
         }
     }
 
@@ -312,6 +386,7 @@ mod tests {
             &policy(),
             &input(),
             &probe(Backend::LinuxBwrap, &Capability::ALL),
+            Vec::new(),
         );
         assert_eq!(plan.writable_roots, ["/w", "/tmp/a", "/out"]);
         assert!(plan.read_only_root && plan.syscall_filter && plan.process_tree_cleanup);
@@ -334,7 +409,7 @@ mod tests {
     #[test]
     fn direct_dedicated_gets_no_masks_and_says_which_paths_it_leaves() {
         let probe = probe(Backend::DirectDedicated, &[Capability::ProcessTreeCleanup]);
-        let plan = plan(&policy(), &input(), &probe);
+        let plan = plan(&policy(), &input(), &probe, Vec::new());
         assert!(!plan.read_only_root && !plan.syscall_filter);
         assert!(plan.process_tree_cleanup);
         assert!(plan.denied_read_paths.is_empty());
@@ -356,6 +431,7 @@ mod tests {
             &policy,
             &input(),
             &probe(Backend::LinuxBwrap, &Capability::ALL),
+            Vec::new(),
         );
         assert_eq!(
             plan.network,
@@ -384,5 +460,69 @@ mod tests {
                 Capability::SyscallFiltering
             ]
         );
+    }
+
+    fn agent(path: &str, target: &str) -> UnixSocketGrant {
+        UnixSocketGrant {
+            path: path.into(),
+            target: target.into(),
+            grants_root: None,
+        }
+    }
+
+    #[test]
+    fn ssh_auth_sock_passes_exactly_when_it_names_an_allowed_socket() {
+        let bwrap = probe(Backend::LinuxBwrap, &Capability::ALL);
+        let mut input = input();
+        input.host.ssh_auth_sock = Some("/tmp/ssh-a/agent.1".into());
+        // Allowed (through a link: the host measured where it leads): it passes, and is said.
+        let sockets = vec![agent("/home/u/agent.sock", "/tmp/ssh-a/agent.1")];
+        let allowed = plan(&policy(), &input, &bwrap, sockets.clone());
+        assert!(
+            allowed
+                .environment
+                .allowlist
+                .iter()
+                .any(|e| e == "SSH_AUTH_SOCK")
+        );
+        assert_eq!(allowed.environment.explicit_secrets, ["SSH_AUTH_SOCK"]);
+        assert!(
+            allowed
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("SSH_AUTH_SOCK passes")),
+            "{:?}",
+            allowed.warnings
+        );
+        assert!(
+            allowed
+                .warnings
+                .iter()
+                .any(|w| w == "host Unix sockets reachable by allowance: /home/u/agent.sock")
+        );
+        // `--pass-env` without it keeps it out.
+        let mut narrowed = policy();
+        narrowed.pass_environment = Some(vec!["PATH".into()]);
+        let plan_narrowed = plan(&narrowed, &input, &bwrap, sockets);
+        assert_eq!(plan_narrowed.environment.allowlist, ["PATH"]);
+        // Named by the host, but its socket is not allowed: withheld, and said.
+        input.host.environment_allowlist = Some(vec!["PATH".into(), "SSH_AUTH_SOCK".into()]);
+        let withheld = plan(&policy(), &input, &bwrap, Vec::new());
+        assert_eq!(withheld.environment.allowlist, ["PATH"]);
+        assert!(withheld.environment.explicit_secrets.is_empty());
+        assert!(
+            withheld
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("SSH_AUTH_SOCK is withheld"))
+        );
+        // Another socket allowed: still withheld.
+        let other = plan(
+            &policy(),
+            &input,
+            &bwrap,
+            vec![agent("/run/db.sock", "/run/db.sock")],
+        );
+        assert_eq!(other.environment.allowlist, ["PATH"]);
     }
 }

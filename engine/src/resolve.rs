@@ -85,6 +85,8 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         allowed_domains_origin: None,
         writable_roots: None,
         pass_environment: None,
+        allowed_unix_sockets: Vec::new(),
+        allowed_unix_sockets_origin: None,
     };
     match taskpack.and_then(|t| t.sandbox.as_ref()) {
         Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
@@ -179,6 +181,10 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
         policy.allowed_domains_origin = Some(Origin::Declared);
     }
     policy.loopback_ports = sandbox.loopback_ports.clone();
+    if let Some(sockets) = &sandbox.allowed_unix_sockets {
+        policy.allowed_unix_sockets = sockets.clone();
+        policy.allowed_unix_sockets_origin = Some(Origin::Declared);
+    }
     policy.denied_read_paths = sandbox
         .denied_read_paths
         .iter()
@@ -455,6 +461,7 @@ mod tests {
             denied_read_paths: vec!["/a".into(), "/b".into()],
             allowed_domains: None,
             loopback_ports: vec![],
+            allowed_unix_sockets: None,
         };
         let policy = resolve(&input(false), Some(&taskpack(Some(sandbox))));
         assert_eq!(

@@ -15,14 +15,18 @@ use crate::text::{self, Errors};
 use crate::yaml::Node;
 
 /// The fields `spec.sandbox` may hold.
-const FIELDS: [&str; 6] = [
+const FIELDS: [&str; 7] = [
     "preferredBackends",
     "networkMode",
     "requiredCapabilities",
     "deniedReadPaths",
     "allowedDomains",
     "loopbackPorts",
+    "allowedUnixSockets",
 ];
+
+/// The most host Unix sockets a policy may allow.
+pub(crate) const MAX_UNIX_SOCKETS: usize = 16;
 
 /// The most host loopback ports a policy may list.
 pub(crate) const MAX_LOOPBACK_PORTS: usize = 64;
@@ -46,6 +50,9 @@ pub(crate) struct SandboxSpec {
     /// Ports of the host's loopback (127.0.0.1 and ::1) reachable under `loopback-only`,
     /// sorted, unique.
     pub(crate) loopback_ports: Vec<u16>,
+    /// Host pathname Unix sockets the command may connect to: resolved against the host's
+    /// home, normalised, sorted, unique. `None` when the field is absent.
+    pub(crate) allowed_unix_sockets: Option<Vec<String>>,
 }
 
 /// Walks `spec.sandbox`; `None` when it (or anything in it) is invalid.
@@ -77,6 +84,9 @@ pub(crate) fn walk(
             spec.allowed_domains = allowed_domains(value, &child, errors);
         }
         "loopbackPorts" => spec.loopback_ports = loopback_ports(value, &child, host, errors),
+        "allowedUnixSockets" => {
+            spec.allowed_unix_sockets = unix_sockets(value, &child, host, errors);
+        }
         other => errors.push(child, unknown_field(other, &FIELDS)),
     });
     if errors.total() == before {
@@ -386,6 +396,48 @@ fn denied_read_paths(
         }
     }
     resolved.into_iter().collect()
+}
+
+/// `allowedUnixSockets`: a bounded list of paths (absolute or `~/`), resolved, unique (after
+/// resolution), sorted. Whether each is a socket, and whether it grants root, is decided later
+/// from the host's facts ([`crate::sockets`]).
+fn unix_sockets(
+    node: &Node,
+    path: &str,
+    host: &HostFacts,
+    errors: &mut Errors,
+) -> Option<Vec<String>> {
+    let Node::Sequence(items) = node else {
+        errors.push(
+            path,
+            format!("expected a list of socket paths, found {}", node.kind()),
+        );
+        return None;
+    };
+    let before = errors.total();
+    if items.len() > MAX_UNIX_SOCKETS {
+        errors.push(
+            path,
+            format!("has {} entries; at most {MAX_UNIX_SOCKETS}", items.len()),
+        );
+    }
+    let mut resolved = BTreeSet::new();
+    for (index, item) in items.iter().enumerate() {
+        let child = text::index_path(path, index);
+        let Some(raw) = expect_str(item, &child, errors) else {
+            continue;
+        };
+        match paths::resolve_denied(raw, &host.home_dir) {
+            Err(message) => errors.push(child, message),
+            Ok(full) if full == "/" => errors.push(child, "`/` is not a socket"),
+            Ok(full) => {
+                if !resolved.insert(full.clone()) {
+                    errors.push(child, format!("duplicate socket {}", text::quote(&full)));
+                }
+            }
+        }
+    }
+    (errors.total() == before).then(|| resolved.into_iter().collect())
 }
 
 /// The workspace or writable root a denied path would hide, described for a message.

@@ -117,6 +117,7 @@ pub struct Spec {
     pub denied_read_paths: Option<Vec<String>>,
     pub exempt_denied_read_paths: Option<Vec<String>>,
     pub loopback_ports: Option<Vec<u16>>,
+    pub allow_root_granting_sockets: Option<Vec<String>>,
     pub budgets: Ceilings,
 }
 
@@ -124,7 +125,7 @@ pub struct Spec {
 const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
 
 /// The keys of `spec`.
-const SPEC_FIELDS: [&str; 14] = [
+const SPEC_FIELDS: [&str; 15] = [
     "sessionKind",
     "defaultBackendOrder",
     "allowDirectDedicated",
@@ -133,6 +134,7 @@ const SPEC_FIELDS: [&str; 14] = [
     "deniedReadPaths",
     "exemptDeniedReadPaths",
     "loopbackPorts",
+    "allowRootGrantingSockets",
     "writableRoots",
     "taskTempDirs",
     "resultsDir",
@@ -227,6 +229,9 @@ fn walk_spec(node: &Node, path: &str, spec: &mut Spec, errors: &mut Errors) {
             spec.exempt_denied_read_paths = exempt_list(value, &path, errors);
         }
         "loopbackPorts" => spec.loopback_ports = port_list(value, &path, errors),
+        "allowRootGrantingSockets" => {
+            spec.allow_root_granting_sockets = socket_list(value, &path, errors);
+        }
         "writableRoots" => spec.writable_roots = path_list(value, &path, errors),
         "taskTempDirs" => spec.task_temp_dirs = path_list(value, &path, errors),
         "resultsDir" => spec.results_dir = path_value(value, &path, true, errors),
@@ -366,6 +371,25 @@ fn port_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<u16>> {
                     out.push(port);
                 }
             }
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `allowRootGrantingSockets`: host paths of sockets that grant root (absolute, normalised),
+/// bounded, once each. Whether a path is such a socket is measured and judged per run.
+fn socket_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let items = expect_list(node, path, MAX_PATHS, errors)?;
+    let before = errors.total();
+    let mut out = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        match path_value(item, &item_path, false, errors) {
+            Some(value) if out.contains(&value) => {
+                errors.push(item_path, format!("duplicate path {}", quote(&value)));
+            }
+            Some(value) => out.push(value),
+            None => {}
         }
     }
     (errors.total() == before).then_some(out)

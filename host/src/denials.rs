@@ -551,8 +551,13 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
                 )
             }
         }
-        MASKED_HOST_SOCKETS => format!(
+        // An abstract socket has no path to allow: only a shared network namespace reaches it.
+        MASKED_HOST_SOCKETS if denial.target.starts_with('@') => format!(
             "not allowed by a built-in mask, whatever the policy: every host Unix socket (`{}` here) is masked in every network mode",
+            denial.target
+        ),
+        MASKED_HOST_SOCKETS => format!(
+            "not allowed by a built-in mask unless the policy names the socket: allow `{0}` with `spec.sandbox.allowedUnixSockets: [{0}]` or `--allow-unix-socket {0}` (under linux-bwrap or docker)",
             denial.target
         ),
         NO_CAPABILITIES => format!(

@@ -18,7 +18,7 @@ pub enum Exit {
     PolicyInvalid,
     /// `SANDBOX_BACKEND_UNAVAILABLE` or `SANDBOX_CAPABILITY_INSUFFICIENT` (nothing fits), or
     /// the host refused what was asked (`SANDBOX_WRITABLE_ROOT_UNSAFE`,
-    /// `EXECUTION_MODE_FORBIDDEN`, `HOST_CONFIG_FORBIDDEN`, `HOST_FACTS_MISMATCH`).
+    /// `SANDBOX_UNIX_SOCKET_REFUSED`, `EXECUTION_MODE_FORBIDDEN`, `HOST_CONFIG_FORBIDDEN`, `HOST_FACTS_MISMATCH`).
     Refused,
     /// `palisade replay`: at least one record diverged or was invalid.
     Diverged,

@@ -32,6 +32,9 @@ pub struct FactOptions {
     pub runtime_profile_budgets: Option<palisade_engine::model::BudgetLimits>,
     /// From the host configuration: the host loopback ports a policy may reach; `None`: any.
     pub loopback_ports: Option<Vec<u16>>,
+    /// From the host configuration: sockets that grant root which a policy may still allow, by
+    /// path; `None`: none.
+    pub allow_root_granting_sockets: Option<Vec<String>>,
 }
 
 /// Why host facts could not be measured.
@@ -102,6 +105,10 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         allow_home_writable: options.allow_home_writable,
         runtime_profile_budgets: options.runtime_profile_budgets.clone(),
         loopback_ports: options.loopback_ports.clone(),
+        allow_root_granting_sockets: options.allow_root_granting_sockets.clone(),
+        // Measured once the policy is known (`crate::unix_sockets::measure_into`).
+        unix_sockets: None,
+        ssh_auth_sock: None,
     })
 }
 

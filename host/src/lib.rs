@@ -36,6 +36,7 @@ pub mod runtime;
 pub mod store;
 pub mod timings;
 pub mod translate;
+pub mod unix_sockets;
 
 /// The engine's WIT contract, as `palisade wit` prints it.
 pub const WIT_TEXT: &str = include_str!("../../wit/palisade.wit");

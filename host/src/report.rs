@@ -14,6 +14,9 @@ pub enum ErrorCode {
     ExecutionModeForbidden,
     /// The engine refused a writable root that contains nothing (`/`, the home or above).
     SandboxWritableRootUnsafe,
+    /// The engine refused a host Unix socket the policy allows (not a socket, or one that grants
+    /// root without the host configuration's allowance).
+    SandboxUnixSocketRefused,
     /// A host configuration file is unusable: unreadable, too large, not YAML, an unknown key or
     /// a bad value, or a per-user file that loosens the system one. Nothing was decided.
     HostConfigInvalid,
@@ -44,13 +47,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::SandboxPolicyInvalid,
         ErrorCode::SandboxBackendUnavailable,
         ErrorCode::SandboxCapabilityInsufficient,
         ErrorCode::HostFactsInvalid,
         ErrorCode::ExecutionModeForbidden,
         ErrorCode::SandboxWritableRootUnsafe,
+        ErrorCode::SandboxUnixSocketRefused,
         ErrorCode::HostConfigInvalid,
         ErrorCode::HostConfigForbidden,
         ErrorCode::UsageInvalid,
@@ -74,6 +78,7 @@ impl ErrorCode {
             ErrorCode::HostFactsInvalid => "HOST_FACTS_INVALID",
             ErrorCode::ExecutionModeForbidden => "EXECUTION_MODE_FORBIDDEN",
             ErrorCode::SandboxWritableRootUnsafe => "SANDBOX_WRITABLE_ROOT_UNSAFE",
+            ErrorCode::SandboxUnixSocketRefused => "SANDBOX_UNIX_SOCKET_REFUSED",
             ErrorCode::HostConfigInvalid => "HOST_CONFIG_INVALID",
             ErrorCode::HostConfigForbidden => "HOST_CONFIG_FORBIDDEN",
             ErrorCode::UsageInvalid => "PALISADE_USAGE_INVALID",
@@ -97,6 +102,7 @@ impl ErrorCode {
             | ErrorCode::SandboxCapabilityInsufficient
             | ErrorCode::ExecutionModeForbidden
             | ErrorCode::SandboxWritableRootUnsafe
+            | ErrorCode::SandboxUnixSocketRefused
             | ErrorCode::HostFactsMismatch
             | ErrorCode::HostConfigForbidden => Exit::Refused,
             ErrorCode::HostFactsInvalid
@@ -123,6 +129,7 @@ impl ErrorCode {
             R::HostFactsInvalid => ErrorCode::HostFactsInvalid,
             R::ExecutionModeForbidden => ErrorCode::ExecutionModeForbidden,
             R::SandboxWritableRootUnsafe => ErrorCode::SandboxWritableRootUnsafe,
+            R::SandboxUnixSocketRefused => ErrorCode::SandboxUnixSocketRefused,
         }
     }
 }

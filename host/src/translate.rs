@@ -17,7 +17,9 @@ use std::time::Duration;
 
 use palisade_engine::Backend;
 use palisade_engine::output::{ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, PlanNetwork};
-use palisade_shims::plan::{Bridge, Budgets, LandlockProc, LaunchPlan, Mechanism, Network};
+use palisade_shims::plan::{
+    Bridge, Budgets, HostSocket, LandlockProc, LaunchPlan, Mechanism, Network,
+};
 
 use crate::envpolicy::{self, EnvRecord};
 use crate::launch::LaunchError;
@@ -135,6 +137,14 @@ where
         env,
         run_temp_dir: host.run_temp_dir,
         budgets: budgets(&plan.budgets),
+        unix_sockets: plan
+            .unix_sockets
+            .iter()
+            .map(|socket| HostSocket {
+                path: PathBuf::from(&socket.path),
+                target: PathBuf::from(&socket.target),
+            })
+            .collect(),
     };
     Ok((launch, command_env.record))
 }

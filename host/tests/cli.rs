@@ -136,7 +136,7 @@ fn wit_prints_the_contract() {
     let env = Env::new();
     let out = env.run(&["wit"]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("package palisade:engine@0.3.0;"));
+    assert!(stdout(&out).contains("package palisade:engine@0.4.0;"));
 }
 
 #[test]
@@ -918,6 +918,15 @@ fn records_of_the_previous_contract_replay_with_their_own_engine() {
 #[test]
 fn records_of_the_contract_before_policy_flags_replay_with_their_own_engine() {
     replay_fixture("engine-0.2.0", "0.2.0", 3);
+}
+
+/// Records made by the engine of the contract before host Unix sockets
+/// (`palisade:engine@0.3.0`, `tests/fixtures/engine-0.3.0/`: that component and three records it
+/// made: a policy formed by flags alone, the example taskpack, and the refusal of a flag that
+/// would widen the taskpack's network) still replay with the engine that made them.
+#[test]
+fn records_of_the_contract_before_unix_sockets_replay_with_their_own_engine() {
+    replay_fixture("engine-0.3.0", "0.3.0", 3);
 }
 
 /// Replays `tests/fixtures/<name>/decisions.jsonl` with the component beside it (from a
@@ -1729,4 +1738,79 @@ fn completions_and_manual_page_are_generated() {
         );
     }
     assert!(!page.contains("__sandbox"));
+}
+
+/// An allowed host Unix socket is measured before deciding, recorded in the input, granted in
+/// the plan (and said by `decide`), and the record replays; a socket named like Docker's is
+/// refused with its code, and that refusal replays too.
+#[test]
+fn allowed_unix_sockets_are_measured_recorded_and_replayed() {
+    let env = Env::new();
+    let socket = env.path("agent.sock");
+    let _agent = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let docker = env.path("docker.sock");
+    let _docker = std::os::unix::net::UnixListener::bind(&docker).unwrap();
+    let audit = env.path("decisions.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+    let out = env
+        .cmd(&[
+            "decide",
+            "--record",
+            audit_arg,
+            "--allow-unix-socket",
+            socket.to_str().unwrap(),
+        ])
+        .env("SSH_AUTH_SOCK", &socket)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let real = std::fs::canonicalize(&socket).unwrap();
+    let said = stdout(&out);
+    assert!(said.contains("sockets   "), "{said}");
+    let record: Value = serde_json::from_str(
+        std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let fact = &record["input"]["host"]["unixSockets"][0];
+    assert_eq!(fact["kind"], "socket", "{record}");
+    assert_eq!(fact["target"], real.to_str().unwrap());
+    assert_eq!(
+        record["input"]["host"]["sshAuthSock"],
+        socket.to_str().unwrap()
+    );
+    let output: Value = serde_json::from_str(record["output"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        output["plan"]["unixSockets"][0]["target"],
+        real.to_str().unwrap()
+    );
+    assert_eq!(
+        output["plan"]["environment"]["explicitSecrets"],
+        json!(["SSH_AUTH_SOCK"])
+    );
+
+    let refused = env.run(&[
+        "decide",
+        "--record",
+        audit_arg,
+        "--allow-unix-socket",
+        docker.to_str().unwrap(),
+    ]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        stderr(&refused).contains("SANDBOX_UNIX_SOCKET_REFUSED"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let (code, results) = replay_json(&env, &[audit_arg]);
+    assert_eq!(code, Some(0), "{results:?}");
+    assert_eq!(results.len(), 2);
+    assert!(
+        results.iter().all(|r| r["status"] == "REPRODUCED"),
+        "{results:?}"
+    );
 }

@@ -28,7 +28,9 @@ export type RefusalCode =
   | 'SANDBOX_CAPABILITY_INSUFFICIENT'
   | 'HOST_FACTS_INVALID'
   | 'EXECUTION_MODE_FORBIDDEN'
-  | 'SANDBOX_WRITABLE_ROOT_UNSAFE';
+  | 'SANDBOX_WRITABLE_ROOT_UNSAFE'
+  | 'SANDBOX_UNIX_SOCKET_REFUSED';
+export type UnixSocketKind = 'socket' | 'missing' | 'not-socket';
 export type CandidateVerdict = 'selected' | 'unavailable' | 'blocked' | 'insufficient' | 'not-considered';
 export type BudgetOrigin = 'policy' | 'flag' | 'task-contract' | 'runtime-profile' | 'host-ceiling';
 export type BudgetKind = 'timeout' | 'memory' | 'max-processes' | 'cpu';
@@ -79,6 +81,22 @@ export interface HostFacts {
   runtimeProfileBudgets?: BudgetLimits;
   loopbackPorts?: number[];
   allowHomeWritable?: boolean;
+  unixSockets?: UnixSocketFact[];
+  allowRootGrantingSockets?: string[];
+  sshAuthSock?: string;
+}
+
+/** What the host measured at one allowed host Unix socket (symlinks followed). */
+export interface UnixSocketFact {
+  path: string;
+  kind: UnixSocketKind;
+  /** Where the socket really is; empty unless `kind` is `socket`. */
+  target: string;
+  ownerUid: number;
+  group: string;
+  /** Permission bits. */
+  mode: number;
+  callerInGroup: boolean;
 }
 
 /** A document's name (recorded, never opened) and its text. */
@@ -99,6 +117,7 @@ export interface PolicyFlags {
   preferredBackends?: Backend[];
   requiredCapabilities?: Capability[];
   passEnvironment?: string[];
+  allowedUnixSockets?: string[];
 }
 
 /** Everything one decision depends on; the optional keys are the launcher's inputs. */
@@ -175,7 +194,17 @@ export interface Plan {
   processTreeCleanup: boolean;
   budgets: EffectiveBudgets;
   environment: EnvironmentPolicy;
+  /** Host Unix sockets the command may connect to; omitted when none is allowed. */
+  unixSockets?: UnixSocketGrant[];
   warnings: string[];
+}
+
+/** A host Unix socket the command may connect to, bound at `path`. */
+export interface UnixSocketGrant {
+  path: string;
+  target: string;
+  /** Why it grants root, when the host configuration allowed one that does. */
+  grantsRoot?: string;
 }
 
 /** One offending field of the policy, the launcher's input or the host facts. */
@@ -245,7 +274,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.3.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.4.0`. */
 export const INTERFACE: string;
 
 /**

@@ -699,6 +699,7 @@ mod tests {
             env: Vec::new(),
             run_temp_dir: root.clone(),
             budgets: crate::plan::Budgets::default(),
+            unix_sockets: Vec::new(),
         };
         let facts = measure(&plan).unwrap();
         assert!(facts.host_sockets.contains(&sock), "{facts:#?}");

@@ -216,6 +216,20 @@ pub struct LaunchPlan {
     /// A private, per-run temporary directory (the sandbox's `TMPDIR`), already created.
     pub run_temp_dir: PathBuf,
     pub budgets: Budgets,
+    /// Host pathname Unix sockets the command may connect to, each bound at its path; every
+    /// other host socket stays out of reach. Only bwrap and Docker take them (the engine never
+    /// plans them for another backend, and those shims refuse a plan that has them).
+    pub unix_sockets: Vec<HostSocket>,
+}
+
+/// One host Unix socket the command may connect to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostSocket {
+    /// Where the command connects (absolute, normalised).
+    pub path: PathBuf,
+    /// The socket itself, every symlink resolved, as the host measured it: what is bound at
+    /// `path`.
+    pub target: PathBuf,
 }
 
 impl LaunchPlan {

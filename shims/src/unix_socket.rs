@@ -51,3 +51,9 @@ mod tests {
         let (_accepted, _) = listener.accept().unwrap();
     }
 }
+
+/// Whether this process has `gid` as its effective group or one of its supplementary groups:
+/// whether a socket of that group with group write permission accepts its connections.
+pub fn caller_in_group(gid: u32) -> bool {
+    crate::sys::in_group(gid)
+}

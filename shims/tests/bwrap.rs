@@ -157,6 +157,7 @@ impl Fixture {
             ],
             run_temp_dir: self.run.clone(),
             budgets: Budgets::default(),
+            unix_sockets: Vec::new(),
         }
     }
 }

@@ -171,6 +171,7 @@ impl Tree {
             env: vec![],
             run_temp_dir: self.root.join("run"),
             budgets: Budgets::default(),
+            unix_sockets: Vec::new(),
         }
     }
 }

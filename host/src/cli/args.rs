@@ -24,7 +24,7 @@ unusable (PALISADE_INTERNAL, PALISADE_INPUT_INVALID, HOST_FACTS_INVALID, HOST_CO
 DOCKER_PROFILE_INVALID, DOCKER_IMAGE_UNPINNED, DOCKER_IMAGE_MISSING, DOCKER_IMAGE_MISMATCH, \
 DOCKER_DAEMON_UNAVAILABLE); 2 usage (PALISADE_USAGE_INVALID); 3 SANDBOX_POLICY_INVALID; 4 refused \
 (SANDBOX_BACKEND_UNAVAILABLE, SANDBOX_CAPABILITY_INSUFFICIENT, SANDBOX_WRITABLE_ROOT_UNSAFE, \
-EXECUTION_MODE_FORBIDDEN, HOST_CONFIG_FORBIDDEN, HOST_FACTS_MISMATCH); 5 replay diverged \
+SANDBOX_UNIX_SOCKET_REFUSED, EXECUTION_MODE_FORBIDDEN, HOST_CONFIG_FORBIDDEN, HOST_FACTS_MISMATCH); 5 replay diverged \
 (PALISADE_REPLAY_DIVERGED). `palisade run` exits with the command's status (128+N for signal \
 N), or 125 when palisade failed or refused and nothing was launched.";
 
@@ -207,6 +207,15 @@ pub struct PolicyArgs {
     /// repeatable.
     #[arg(long = "pass-env", value_name = "NAME", conflicts_with = "input")]
     pub pass_env: Vec<String>,
+    /// Let the command connect to this host Unix socket (absolute or `~/`; an SSH agent, a
+    /// database); repeatable. Every other host socket stays out of reach. A socket that grants
+    /// root (Docker's) needs the host configuration's `allowRootGrantingSockets`.
+    #[arg(
+        long = "allow-unix-socket",
+        value_name = "PATH",
+        conflicts_with = "input"
+    )]
+    pub allow_unix_sockets: Vec<String>,
 }
 
 /// Backend names as `--backend` takes them.

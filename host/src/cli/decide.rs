@@ -88,18 +88,20 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
     if let Some(problem) = &probes.cache_error {
         say!("warning: probe cache not used: {problem}");
     }
+    let mut input = DecisionInput {
+        document,
+        document_name,
+        host,
+        probes: probes.probes,
+        narrow_allowed_domains: None,
+        execution_mode: execmode::input_field(execution(&args.exec)?.0),
+        budget_flags: budget_flags(&args.budgets)?,
+        task_contract: read_task_contract(&args.budgets)?,
+        policy_flags: policy_flags(&args.policy)?,
+    };
+    crate::unix_sockets::measure_into(&mut input);
     Ok(GatheredInput {
-        input: DecisionInput {
-            document,
-            document_name,
-            host,
-            probes: probes.probes,
-            narrow_allowed_domains: None,
-            execution_mode: execmode::input_field(execution(&args.exec)?.0),
-            budget_flags: budget_flags(&args.budgets)?,
-            task_contract: read_task_contract(&args.budgets)?,
-            policy_flags: policy_flags(&args.policy)?,
-        },
+        input,
         probe_source: if probes.from_cache { "cache" } else { "fresh" },
         host_config: Some(setup.config),
     })
@@ -237,6 +239,18 @@ pub(super) fn summarize(outcome: &Outcome, plan: &ConfinementPlan) -> String {
         out.push_str(&format!("writable  {}\n", list(&plan.writable_roots)));
     }
     out.push_str(&format!("denied    {}\n", list(&plan.denied_read_paths)));
+    if !plan.unix_sockets.is_empty() {
+        let sockets: Vec<String> = plan
+            .unix_sockets
+            .iter()
+            .map(|s| match (&s.grants_root, s.path == s.target) {
+                (Some(_), _) => format!("{} (GRANTS ROOT: allowed by the host)", s.path),
+                (None, true) => s.path.clone(),
+                (None, false) => format!("{} -> {}", s.path, s.target),
+            })
+            .collect();
+        out.push_str(&format!("sockets   {}\n", sockets.join(", ")));
+    }
     let protected: Vec<String> = plan
         .protected_paths
         .iter()

@@ -132,6 +132,9 @@ pub(super) fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
         ErrorCode::SandboxCapabilityInsufficient => failure.hint(
             "drop a requirement or prefer a backend that provides it; `palisade doctor` lists capabilities",
         ),
+        ErrorCode::SandboxUnixSocketRefused => failure.hint(
+            "allow only sockets that exist; one that grants root needs `allowRootGrantingSockets` in the host configuration",
+        ),
         ErrorCode::ExecutionModeForbidden => failure.hint(
             "the host configuration sets `allowWorkspaceMode: false`; `palisade doctor` shows which file",
         ),

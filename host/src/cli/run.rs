@@ -75,6 +75,7 @@ fn confirm_claims(
         }
     }
     problems.extend(looser_host_facts(&input.host, measured));
+    problems.extend(crate::unix_sockets::claims_differ(&input.host, measured));
     for (index, claim) in input.probes.iter().enumerate() {
         let name = claim.backend.as_str();
         let Some(here) = probes.iter().find(|p| p.backend == claim.backend) else {
@@ -423,7 +424,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
             let (document, document_name) = read_document(&args.taskpack, &args.host)?;
             setup.facts.writable_roots.push(temp.path().to_path_buf());
             let host = facts::gather(&setup.facts).map_err(facts_failure)?;
-            let input = DecisionInput {
+            let mut input = DecisionInput {
                 document,
                 document_name,
                 host,
@@ -434,6 +435,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
                 task_contract: read_task_contract(&args.budgets)?,
                 policy_flags: policy_flags(&args.policy)?,
             };
+            crate::unix_sockets::measure_into(&mut input);
             (input, if probes.from_cache { "cache" } else { "fresh" })
         }
     };

@@ -102,6 +102,7 @@ pub fn fact_options(
         // The runtime profile's, when one is selected (the caller reads it).
         runtime_profile_budgets: None,
         loopback_ports: config.loopback_ports(),
+        allow_root_granting_sockets: config.allow_root_granting_sockets(),
         budget_ceilings: config.budget_ceilings(),
     })
 }

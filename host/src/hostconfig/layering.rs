@@ -15,6 +15,7 @@ use super::{BUDGET_FIELDS, BudgetSettings, Effective, Setting, Source, Spec};
 /// - `allowDirectDedicated`, `allowWorkspaceMode`: `true` only if the system says `true`;
 /// - `writableRoots`, `taskTempDirs`: a subset of the system's list;
 /// - `resultsDir`, `dockerRuntimeProfiles`: the same path;
+/// - `loopbackPorts`, `allowRootGrantingSockets`: a subset of the system's list;
 /// - `environment.allow`: every entry covered by the system's list — an exact name the system
 ///   names exactly or passes by a pattern (a pattern never covers a secret-looking name), a
 ///   pattern inside one of the system's patterns;
@@ -134,6 +135,20 @@ pub fn tighten_errors(system: &Spec, user: &Spec) -> Errors {
                 errors.push(
                     format!("spec.loopbackPorts[{index}]"),
                     loosens(format!("port {port} is not among the system's")),
+                );
+            }
+        }
+    }
+    // Reaching more sockets that grant root is looser: only paths the system lists.
+    if let (Some(sys), Some(usr)) = (
+        &system.allow_root_granting_sockets,
+        &user.allow_root_granting_sockets,
+    ) {
+        for (index, path) in usr.iter().enumerate() {
+            if !sys.contains(path) {
+                errors.push(
+                    format!("spec.allowRootGrantingSockets[{index}]"),
+                    loosens(format!("{} is not among the system's", quote(path))),
                 );
             }
         }
@@ -278,6 +293,10 @@ pub fn merge(system: &Spec, upper: Option<(&Spec, Source)>) -> Effective {
         loopback_ports: pick_opt(
             system.loopback_ports.clone(),
             upper.map(|(s, src)| (s.loopback_ports.clone(), src)),
+        ),
+        allow_root_granting_sockets: pick_opt(
+            system.allow_root_granting_sockets.clone(),
+            upper.map(|(s, src)| (s.allow_root_granting_sockets.clone(), src)),
         ),
         exempt_denied_read_paths: pick(
             Vec::new(),

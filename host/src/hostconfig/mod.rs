@@ -113,6 +113,9 @@ pub struct Effective {
     /// `null`: not configured (a policy may list any host loopback port); else the ports a
     /// policy may make reachable under `loopback-only`.
     pub loopback_ports: Setting<Option<Vec<u16>>>,
+    /// `null`: not configured (no socket that grants root may be allowed); else the host paths
+    /// of such sockets (a container daemon's) a policy may still allow.
+    pub allow_root_granting_sockets: Setting<Option<Vec<String>>>,
     pub budgets: BudgetSettings,
 }
 
@@ -261,6 +264,15 @@ impl HostConfig {
                 })),
                 e.loopback_ports.from,
             ),
+            (
+                "allowRootGrantingSockets",
+                opt(e
+                    .allow_root_granting_sockets
+                    .value
+                    .as_ref()
+                    .map(|paths| join(paths))),
+                e.allow_root_granting_sockets.from,
+            ),
         ];
         for (name, value, from) in rows {
             line(format!("{name:<22} {value} [{}]", from.as_str()));
@@ -312,6 +324,12 @@ impl HostConfig {
     /// The host loopback ports a policy may reach, for the engine's host facts.
     pub fn loopback_ports(&self) -> Option<Vec<u16>> {
         self.effective.loopback_ports.value.clone()
+    }
+
+    /// The sockets that grant root a policy may still allow, for the engine's host facts:
+    /// `None` when no file sets the key (none may be allowed).
+    pub fn allow_root_granting_sockets(&self) -> Option<Vec<String>> {
+        self.effective.allow_root_granting_sockets.value.clone()
     }
 
     /// The denied read paths the configuration adds, for the engine's host facts.

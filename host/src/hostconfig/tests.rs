@@ -400,3 +400,201 @@ fn tighter_paths(system: &Spec, user: &Spec) -> Vec<String> {
         .map(|e| e.path)
         .collect()
 }
+
+#[test]
+fn root_granting_sockets_are_read_checked_and_only_tighten() {
+    let system = spec("  allowRootGrantingSockets: [/run/docker.sock, /run/podman/podman.sock]\n");
+    assert_eq!(
+        system.allow_root_granting_sockets,
+        Some(vec![
+            "/run/docker.sock".into(),
+            "/run/podman/podman.sock".into()
+        ])
+    );
+    // Unset: none may be allowed, and nothing reaches the engine.
+    assert_eq!(
+        spec("  loopbackPorts: [1]\n").allow_root_granting_sockets,
+        None
+    );
+    assert_eq!(HostConfig::defaults().allow_root_granting_sockets(), None);
+    // Every bad entry at its path: relative, `..`, `.`, a trailing `/`, a repeat, not a string.
+    assert_eq!(
+        error_paths(&format!(
+            "{HEAD}spec:\n  allowRootGrantingSockets: [docker.sock, /run/../docker.sock, /run/./d.sock, /run/d.sock/, /run/docker.sock, /run/docker.sock, 5]\n"
+        )),
+        [
+            "spec.allowRootGrantingSockets[0]",
+            "spec.allowRootGrantingSockets[1]",
+            "spec.allowRootGrantingSockets[2]",
+            "spec.allowRootGrantingSockets[3]",
+            "spec.allowRootGrantingSockets[5]",
+            "spec.allowRootGrantingSockets[6]",
+        ]
+    );
+    assert_eq!(
+        error_paths(&format!(
+            "{HEAD}spec:\n  allowRootGrantingSockets: /run/docker.sock\n"
+        )),
+        ["spec.allowRootGrantingSockets"]
+    );
+    // At most 64 entries.
+    let many: Vec<String> = (0..65).map(|i| format!("/run/s{i}.sock")).collect();
+    assert_eq!(
+        error_paths(&format!(
+            "{HEAD}spec:\n  allowRootGrantingSockets: [{}]\n",
+            many.join(", ")
+        )),
+        ["spec.allowRootGrantingSockets"]
+    );
+    let sixty_four = spec(&format!(
+        "  allowRootGrantingSockets: [{}]\n",
+        many[..64].join(", ")
+    ));
+    assert_eq!(sixty_four.allow_root_granting_sockets.unwrap().len(), 64);
+    // A subset of the system's list (none at all included): tighter.
+    assert_eq!(
+        tighter_paths(
+            &system,
+            &spec("  allowRootGrantingSockets: [/run/podman/podman.sock]\n")
+        ),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        tighter_paths(&system, &spec("  allowRootGrantingSockets: []\n")),
+        Vec::<String>::new()
+    );
+    // A path the system does not list: looser, at its index.
+    let looser = spec("  allowRootGrantingSockets: [/run/docker.sock, /var/run/docker.sock]\n");
+    let errors = tighten_errors(&system, &looser).into_listed();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].path, "spec.allowRootGrantingSockets[1]");
+    assert!(
+        errors[0].message.contains("/var/run/docker.sock")
+            && errors[0].message.contains("may only tighten"),
+        "{}",
+        errors[0].message
+    );
+    // The system's empty list is a ceiling too.
+    assert_eq!(
+        tighter_paths(&spec("  allowRootGrantingSockets: []\n"), &looser),
+        [
+            "spec.allowRootGrantingSockets[0]",
+            "spec.allowRootGrantingSockets[1]"
+        ]
+    );
+    // Where the system leaves it unset, it is the user's to set (as every field).
+    assert_eq!(
+        tighter_paths(&Spec::default(), &looser),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn root_granting_sockets_layer_with_their_origin_and_reach_the_facts() {
+    let system = spec("  allowRootGrantingSockets: [/run/docker.sock, /run/containerd.sock]\n");
+    // Only the system sets it: the system's applies.
+    let e = merge(
+        &system,
+        Some((&spec("  loopbackPorts: [8080]\n"), Source::User)),
+    );
+    assert_eq!(
+        e.allow_root_granting_sockets,
+        Setting {
+            value: Some(vec![
+                "/run/docker.sock".into(),
+                "/run/containerd.sock".into()
+            ]),
+            from: Source::System
+        }
+    );
+    // Both set it: the (tighter) upper file's.
+    let user = spec("  allowRootGrantingSockets: [/run/containerd.sock]\n");
+    let e = merge(&system, Some((&user, Source::Flag)));
+    assert_eq!(
+        e.allow_root_granting_sockets,
+        Setting {
+            value: Some(vec!["/run/containerd.sock".into()]),
+            from: Source::Flag
+        }
+    );
+    // Neither: not configured.
+    assert_eq!(
+        HostConfig::defaults().effective.allow_root_granting_sockets,
+        Setting {
+            value: None,
+            from: Source::Default
+        }
+    );
+    // The accessor and the fact options carry it; `doctor` shows it with its origin.
+    let config = HostConfig {
+        files: Vec::new(),
+        absent: Vec::new(),
+        effective: e,
+    };
+    assert_eq!(
+        config.allow_root_granting_sockets(),
+        Some(vec!["/run/containerd.sock".to_owned()])
+    );
+    let options = fact_options(&config, &HostFlags::default(), None, &[]).unwrap();
+    assert_eq!(
+        options.allow_root_granting_sockets,
+        Some(vec!["/run/containerd.sock".to_owned()])
+    );
+    assert!(
+        config
+            .render_text()
+            .contains("allowRootGrantingSockets /run/containerd.sock [flag]"),
+        "{}",
+        config.render_text()
+    );
+    assert!(
+        HostConfig::defaults()
+            .render_text()
+            .contains("allowRootGrantingSockets - [default]")
+    );
+    assert_eq!(
+        config.record()["effective"]["allowRootGrantingSockets"],
+        serde_json::json!({"value": ["/run/containerd.sock"], "from": "flag"})
+    );
+}
+
+#[test]
+fn a_user_file_adding_a_root_granting_socket_is_refused_as_a_whole() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let system = dir.path().join("system.yaml");
+    let user = dir.path().join("user.yaml");
+    for (path, body) in [
+        (
+            &system,
+            "{allowRootGrantingSockets: [/run/podman/podman.sock]}",
+        ),
+        (&user, "{allowRootGrantingSockets: [/run/docker.sock]}"),
+    ] {
+        std::fs::write(path, format!("{HEAD}spec: {body}\n")).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let result = load(&Locations {
+        system: Some(system.clone()),
+        user: Some(user.clone()),
+        flag: None,
+    });
+    match result {
+        Err(HostConfigError::Loosens { errors, .. }) => {
+            assert_eq!(errors.len(), 1);
+            assert_eq!(errors[0].path, "spec.allowRootGrantingSockets[0]");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Without the user's file, the system's list is in force.
+    let config = load(&Locations {
+        system: Some(system),
+        user: None,
+        flag: None,
+    })
+    .unwrap();
+    assert_eq!(
+        config.allow_root_granting_sockets(),
+        Some(vec!["/run/podman/podman.sock".to_owned()])
+    );
+}

@@ -4,11 +4,11 @@ use palisade_engine::model::{BudgetLimits, PolicyFlags};
 use palisade_engine::output::{
     BudgetClamp, BudgetKind, BudgetLimit, BudgetOrigin, CandidateTrace, CandidateVerdict,
     ConfinementPlan, EffectiveBudgets, EnvironmentOrigin, EnvironmentPolicy, FieldError,
-    PlanNetwork, ProtectedPath,
+    PlanNetwork, ProtectedPath, UnixSocketGrant,
 };
 use palisade_engine::{
     Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    Outcome, RefusalCode, SessionKind, Verdict,
+    Outcome, RefusalCode, SessionKind, UnixSocketKind, Verdict,
 };
 
 use super::{RecordedOutput, RuntimeError, wit};
@@ -52,6 +52,7 @@ fn to_wit_flags(flags: &PolicyFlags) -> wit::PolicyFlags {
             .map(to_wit_capability)
             .collect(),
         pass_environment: flags.pass_environment.clone(),
+        allowed_unix_sockets: flags.allowed_unix_sockets.clone(),
     }
 }
 
@@ -92,6 +93,26 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.as_ref().map(to_wit_limits),
         loopback_ports: host.loopback_ports.clone(),
+        unix_sockets: host.unix_sockets.as_ref().map(|facts| {
+            facts
+                .iter()
+                .map(|fact| wit::UnixSocketFact {
+                    path: fact.path.clone(),
+                    kind: match fact.kind {
+                        UnixSocketKind::Socket => wit::UnixSocketKind::Socket,
+                        UnixSocketKind::Missing => wit::UnixSocketKind::Missing,
+                        UnixSocketKind::NotSocket => wit::UnixSocketKind::NotSocket,
+                    },
+                    target: fact.target.clone(),
+                    owner_uid: fact.owner_uid,
+                    group: fact.group.clone(),
+                    mode: fact.mode,
+                    caller_in_group: fact.caller_in_group,
+                })
+                .collect()
+        }),
+        allow_root_granting_sockets: host.allow_root_granting_sockets.clone(),
+        ssh_auth_sock: host.ssh_auth_sock.clone(),
     }
 }
 
@@ -209,6 +230,15 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
                 wit::EnvironmentOrigin::Flag => EnvironmentOrigin::Flag,
             },
         },
+        unix_sockets: plan
+            .unix_sockets
+            .into_iter()
+            .map(|s| UnixSocketGrant {
+                path: s.path,
+                target: s.target,
+                grants_root: s.grants_root,
+            })
+            .collect(),
         warnings: plan.warnings,
     }
 }
@@ -284,6 +314,7 @@ fn from_wit_refusal_code(code: wit::RefusalCode) -> RefusalCode {
         wit::RefusalCode::HostFactsInvalid => RefusalCode::HostFactsInvalid,
         wit::RefusalCode::ExecutionModeForbidden => RefusalCode::ExecutionModeForbidden,
         wit::RefusalCode::SandboxWritableRootUnsafe => RefusalCode::SandboxWritableRootUnsafe,
+        wit::RefusalCode::SandboxUnixSocketRefused => RefusalCode::SandboxUnixSocketRefused,
     }
 }
 

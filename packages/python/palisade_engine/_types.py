@@ -37,7 +37,9 @@ RefusalCode = Literal[
     "HOST_FACTS_INVALID",
     "EXECUTION_MODE_FORBIDDEN",
     "SANDBOX_WRITABLE_ROOT_UNSAFE",
+    "SANDBOX_UNIX_SOCKET_REFUSED",
 ]
+UnixSocketKind = Literal["socket", "missing", "not-socket"]
 CandidateVerdict = Literal["selected", "unavailable", "blocked", "insufficient", "not-considered"]
 BudgetOrigin = Literal["policy", "flag", "task-contract", "runtime-profile", "host-ceiling"]
 BudgetKind = Literal["timeout", "memory", "max-processes", "cpu"]
@@ -69,6 +71,20 @@ class BackendProbe(TypedDict):
     limitations: List[str]
 
 
+class UnixSocketFact(TypedDict):
+    """What the host measured at one allowed host Unix socket (symlinks followed)."""
+
+    path: str
+    kind: UnixSocketKind
+    #: Where the socket really is; empty unless `kind` is `socket`.
+    target: str
+    ownerUid: int
+    group: str
+    #: Permission bits.
+    mode: int
+    callerInGroup: bool
+
+
 class _HostFactsRequired(TypedDict):
     os: str
     arch: str
@@ -93,6 +109,9 @@ class HostFacts(_HostFactsRequired, total=False):
     runtimeProfileBudgets: BudgetLimits
     loopbackPorts: List[int]
     allowHomeWritable: bool
+    unixSockets: List[UnixSocketFact]
+    allowRootGrantingSockets: List[str]
+    sshAuthSock: str
 
 
 class NamedDocument(TypedDict):
@@ -113,6 +132,7 @@ class PolicyFlags(TypedDict, total=False):
     preferredBackends: List[Backend]
     requiredCapabilities: List[Capability]
     passEnvironment: List[str]
+    allowedUnixSockets: List[str]
 
 
 class _DecisionInputRequired(TypedDict):
@@ -190,7 +210,19 @@ class EnvironmentPolicy(TypedDict):
     origin: EnvironmentOrigin
 
 
-class Plan(TypedDict):
+class _UnixSocketGrantRequired(TypedDict):
+    path: str
+    target: str
+
+
+class UnixSocketGrant(_UnixSocketGrantRequired, total=False):
+    """A host Unix socket the command may connect to, bound at `path`; `grantsRoot` says why
+    it grants root when the host configuration allowed one that does."""
+
+    grantsRoot: str
+
+
+class _PlanRequired(TypedDict):
     """What the launcher applies, with nothing left to interpret (`docs/contract.md`)."""
 
     backend: Backend
@@ -206,6 +238,12 @@ class Plan(TypedDict):
     budgets: EffectiveBudgets
     environment: EnvironmentPolicy
     warnings: List[str]
+
+
+class Plan(_PlanRequired, total=False):
+    """What the launcher applies; `unixSockets` is omitted when no host socket is allowed."""
+
+    unixSockets: List[UnixSocketGrant]
 
 
 class FieldError(TypedDict):

@@ -67,6 +67,10 @@
 //!    fail closed; the host should measure again and retry), and makes bwrap create an empty
 //!    file when it was inside a writable root (listed for cleanup).
 //!
+//! 8. every host socket the plan allows (`unixSockets`): `--bind TARGET PATH`, the real socket
+//!    at the path the command connects to, after everything else, so that neither a private
+//!    tmpfs (`/tmp`, `/run`) nor a mask hides it; step 7 leaves it unmasked.
+//!
 //! bwrap creates the mountpoint of a missing denied path on the host (inside a writable root,
 //! as an empty directory, or an empty mode-0444 file for a socket that vanished);
 //! [`BwrapArgs::created_mountpoints`] lists them for [`crate::fsfacts::cleanup_created`].
@@ -362,6 +366,10 @@ pub enum Mount {
     /// A missing protected path: the placeholder the launcher makes there
     /// ([`crate::placeholder`]), bound read-only onto itself.
     Placeholder(PathBuf),
+    /// A host socket the plan allows (`target`, the socket itself) bound at `path`, where the
+    /// command connects: after every other mount, so that neither a private directory nor a
+    /// mask hides it.
+    HostSocket { target: PathBuf, path: PathBuf },
 }
 
 /// The sandbox's filesystem for one plan.
@@ -475,9 +483,10 @@ pub fn filesystem(
         }
     }
 
-    // Host sockets still visible after all of the above.
+    // Host sockets still visible after all of the above, but those the plan allows.
     let mut created = planned.created;
-    for socket in &facts.host_sockets {
+    let allowed = |socket: &PathBuf| plan.unix_sockets.iter().any(|s| &s.target == socket);
+    for socket in facts.host_sockets.iter().filter(|s| !allowed(s)) {
         match layers.layer(socket) {
             Layer::HostRo => mounts.push(Mount::Null(socket.clone())),
             Layer::HostRw(_) => {
@@ -488,6 +497,13 @@ pub fn filesystem(
             }
             Layer::Private | Layer::Masked => {}
         }
+    }
+    // Step 8: the allowed host sockets, last.
+    for socket in &plan.unix_sockets {
+        mounts.push(Mount::HostSocket {
+            target: socket.target.clone(),
+            path: socket.path.clone(),
+        });
     }
     Ok(Filesystem {
         mounts,
@@ -671,6 +687,9 @@ fn emit(mount: &Mount, args: &mut Args) {
             args.op("--remount-ro", [path]);
         }
         Mount::Null(path) => args.op("--ro-bind", [Path::new("/dev/null"), path]),
+        // Read-write: `connect` needs write permission on the socket, which the mount flag
+        // does not affect for sockets, but nothing else is reachable through it either.
+        Mount::HostSocket { target, path } => args.op("--bind", [target, path]),
     }
 }
 
@@ -685,7 +704,8 @@ fn validate(plan: &LaunchPlan) -> Result<(), BwrapError> {
         .into_iter()
         .chain(&plan.writable_roots)
         .chain(&plan.denied_read_paths)
-        .chain(&plan.protected_paths);
+        .chain(&plan.protected_paths)
+        .chain(plan.unix_sockets.iter().flat_map(|s| [&s.path, &s.target]));
     for path in paths {
         no_nul("path", path.as_os_str())?;
         if !path.is_absolute() {

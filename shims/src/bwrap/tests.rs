@@ -30,6 +30,7 @@ fn base_plan(network: Network) -> LaunchPlan {
         ],
         run_temp_dir: RUN.into(),
         budgets: Budgets::default(),
+        unix_sockets: Vec::new(),
     }
 }
 
@@ -431,6 +432,37 @@ fn host_sockets_are_masked_in_every_network_mode() {
         let mask: &[&str] = &["--ro-bind", "/dev/null", "/srv/dock.sock"];
         assert_eq!(args, expected(network, &[BASE, ROOTS, mask, TAIL]));
     }
+}
+
+#[test]
+fn allowed_sockets_are_left_unmasked_and_bound_last_at_their_paths() {
+    let mut plan = base_plan(Network::None);
+    let facts = FsFacts {
+        host_sockets: vec!["/srv/agent.sock".into(), "/srv/neighbour.sock".into()],
+        ..base_facts()
+    };
+    plan.unix_sockets = vec![
+        crate::plan::HostSocket {
+            path: "/srv/agent.sock".into(),
+            target: "/srv/agent.sock".into(),
+        },
+        // Under the private /tmp, reached through a link the host resolved.
+        crate::plan::HostSocket {
+            path: "/home/u/agent-link".into(),
+            target: "/tmp/ssh-x/agent.1".into(),
+        },
+    ];
+    let (args, _) = build(&plan, &facts);
+    #[rustfmt::skip]
+    let sockets: &[&str] = &[
+        "--ro-bind", "/dev/null", "/srv/neighbour.sock",
+        "--bind", "/srv/agent.sock", "/srv/agent.sock",
+        "--bind", "/tmp/ssh-x/agent.1", "/home/u/agent-link",
+    ];
+    assert_eq!(args, expected(Network::None, &[BASE, ROOTS, sockets, TAIL]));
+    // A relative socket path is refused, never bound.
+    plan.unix_sockets[0].path = "srv/agent.sock".into();
+    assert!(argv(&plan, &facts, None, None).is_err());
 }
 
 #[test]

@@ -423,6 +423,7 @@ pub fn argv_observed(
                 }
             }
             Mount::Null(_) => continue,
+            Mount::HostSocket { target, path } => (path, DockerMount::HostSocket(target)),
         };
         mounts.insert(path, mount);
     }
@@ -463,6 +464,11 @@ pub fn argv_observed(
             DockerMount::Observed(node) => args.op(
                 "--mount",
                 format!("type=bind,source={},target={target}", mount_path(node)?),
+            ),
+            // An allowed host socket at the path the command connects to.
+            DockerMount::HostSocket(socket) => args.op(
+                "--mount",
+                format!("type=bind,source={},target={target}", mount_path(socket)?),
             ),
         }
     }
@@ -600,6 +606,8 @@ enum DockerMount {
     Tmpfs0000,
     /// A denied path's observed mask: this FUSE node.
     Observed(PathBuf),
+    /// An allowed host socket: this one, of the host's.
+    HostSocket(PathBuf),
 }
 
 /// A path as it may appear in `--mount` and `--tmpfs` values: those split on `,` and `:`.

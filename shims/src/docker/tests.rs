@@ -55,6 +55,7 @@ fn plan(network: Network) -> LaunchPlan {
             max_processes: Some(64),
             cpu_seconds: Some(30),
         },
+        unix_sockets: Vec::new(),
     }
 }
 
@@ -414,6 +415,63 @@ fn read_only_binds_show_the_host_and_its_sockets_get_masked() {
     assert!(!args.iter().any(|a| a.contains("outside.sock")));
     // Without syscall filtering Docker's default profile stays.
     assert!(!args.iter().any(|a| a.starts_with("seccomp=")));
+}
+
+#[test]
+fn an_allowed_host_socket_is_bound_at_its_path_and_its_neighbour_stays_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let bound = dir.path().canonicalize().unwrap();
+    let mut facts = facts();
+    let agent = bound.join("agent.sock");
+    let neighbour = bound.join("neighbour.sock");
+    facts
+        .host_sockets
+        .extend([agent.clone(), neighbour.clone()]);
+    let spec = DockerSpec {
+        read_only_binds: vec![bound.clone()],
+        ..spec()
+    };
+    let mut plan = plan(Network::None);
+    plan.unix_sockets = vec![
+        crate::plan::HostSocket {
+            path: agent.clone(),
+            target: agent.clone(),
+        },
+        crate::plan::HostSocket {
+            path: PathBuf::from("/home/u/agent-link"),
+            target: PathBuf::from("/tmp/ssh-x/agent.1"),
+        },
+    ];
+    let args = strings(
+        &argv(
+            &plan,
+            &facts,
+            &spec,
+            Path::new("/m"),
+            Path::new("/i"),
+            None,
+            None,
+        )
+        .unwrap()
+        .args,
+    );
+    let agent = agent.display().to_string();
+    assert!(
+        args.contains(&format!("type=bind,source={agent},target={agent}")),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"type=bind,source=/tmp/ssh-x/agent.1,target=/home/u/agent-link".to_owned())
+    );
+    assert!(args.contains(&format!(
+        "type=bind,source=/m,target={},readonly",
+        neighbour.display()
+    )));
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.contains(&format!("target={agent},readonly")))
+    );
 }
 
 #[test]

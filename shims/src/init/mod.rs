@@ -973,6 +973,7 @@ mod tests {
             env: vec![(OsString::from("PATH"), OsString::from("/usr/bin:/bin"))],
             run_temp_dir: PathBuf::from("/tmp"),
             budgets: Budgets::default(),
+            unix_sockets: Vec::new(),
         }
     }
 

@@ -170,6 +170,13 @@ pub enum LandlockError {
         "network `{0}` cannot be applied by landlock: it has no network namespace of the sandbox's own and its TCP rules cannot tell loopback from other addresses"
     )]
     OwnNetwork(&'static str),
+    /// The sandbox's filter refuses `AF_UNIX` sockets whole: it cannot let one host socket
+    /// through (the engine never plans one here).
+    #[error(
+        "landlock cannot let host socket `{}` through: its filter refuses every Unix socket; refusing",
+        .0.display()
+    )]
+    HostSocket(PathBuf),
     #[error("path `{0}` is not absolute and normalized")]
     NotNormalized(PathBuf),
     #[error("ancestor `{0}` of a denied path is a symlink; denied paths must be resolved")]
@@ -398,6 +405,9 @@ fn build(
 ) -> Result<RulesetPlan, LandlockError> {
     if let Some(path) = plan.protected_paths.first() {
         return Err(LandlockError::ProtectedPaths(path.clone()));
+    }
+    if let Some(socket) = plan.unix_sockets.first() {
+        return Err(LandlockError::HostSocket(socket.path.clone()));
     }
     let handled_net: BTreeSet<NetRight> = match plan.network {
         Network::None => [NetRight::BindTcp, NetRight::ConnectTcp].into(),

@@ -31,6 +31,7 @@ fn launch(denied: &[&str]) -> LaunchPlan {
         env: vec![],
         run_temp_dir: RUN_TMP.into(),
         budgets: Budgets::default(),
+        unix_sockets: Vec::new(),
     }
 }
 

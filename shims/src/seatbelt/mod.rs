@@ -138,6 +138,9 @@ pub enum SeatbeltError {
     HardLinks { path: PathBuf, links: u64 },
     #[error("the command is empty")]
     EmptyCommand,
+    /// Chosen host sockets are not wired for Seatbelt (the engine never plans one here).
+    #[error("macos-seatbelt does not let host socket `{}` through; refusing", .0.display())]
+    HostSocket(PathBuf),
 }
 
 /// Resolves every path `plan` names, for [`profile`]. Read-only: it stats and reads links.
@@ -201,6 +204,7 @@ pub fn trial_profiles() -> Result<Vec<String>, SeatbeltError> {
                 env: Vec::new(),
                 run_temp_dir: root.clone(),
                 budgets: crate::plan::Budgets::default(),
+                unix_sockets: Vec::new(),
             };
             profile(&plan, &facts, &RunToken::from_bytes([0; RunToken::BYTES]))
         })

@@ -17,6 +17,9 @@ pub fn profile(
     facts: &SeatbeltFacts,
     token: &RunToken,
 ) -> Result<String, SeatbeltError> {
+    if let Some(socket) = plan.unix_sockets.first() {
+        return Err(SeatbeltError::HostSocket(socket.path.clone()));
+    }
     for path in named_paths(plan) {
         check_path(path)?;
     }

@@ -203,6 +203,7 @@ fn plan(network: Network) -> LaunchPlan {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         run_temp_dir: "/tmp/palisade-501/run-1".into(),
         budgets: Budgets::default(),
+        unix_sockets: Vec::new(),
     }
 }
 

@@ -75,6 +75,24 @@ pub(crate) fn getgid() -> libc::gid_t {
     unsafe { libc::getgid() }
 }
 
+/// Whether this process has `gid` as its effective group or one of its supplementary groups.
+pub(crate) fn in_group(gid: libc::gid_t) -> bool {
+    // SAFETY: getegid takes no arguments, touches no memory and cannot fail.
+    if unsafe { libc::getegid() } == gid {
+        return true;
+    }
+    // NGROUPS_MAX is 65536 on Linux; ask how many first.
+    // SAFETY: a size of 0 asks for the count only; the pointer is not written.
+    let count = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let Ok(len) = usize::try_from(count) else {
+        return false;
+    };
+    let mut groups: Vec<libc::gid_t> = vec![0; len];
+    // SAFETY: the buffer holds `count` gid_t values; getgroups writes at most that many.
+    let got = unsafe { libc::getgroups(count, groups.as_mut_ptr()) };
+    usize::try_from(got).is_ok_and(|got| groups.iter().take(got).any(|&g| g == gid))
+}
+
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 pub(crate) fn geteuid() -> libc::uid_t {
     // SAFETY: no preconditions.
