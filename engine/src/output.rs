@@ -26,8 +26,9 @@ pub enum RefusalCode {
     /// A writable root (the workspace included) is `/`, the home directory or an ancestor of
     /// it: no containment at all.
     SandboxWritableRootUnsafe,
-    /// A host Unix socket the policy allows cannot be granted: nothing or no socket is there,
-    /// or it grants root (a container daemon's) and the host configuration does not allow it.
+    /// A host Unix socket the policy allows cannot be granted: nothing or no socket is there, it
+    /// lies inside a denied read path, or it grants root (a container daemon's) and the host
+    /// configuration does not allow it.
     SandboxUnixSocketRefused,
 }
 

@@ -68,7 +68,7 @@ pub(crate) fn grant(
             );
             continue;
         };
-        match judge(fact, host) {
+        match judge(fact, host).and_then(|grant| outside_denied(grant, policy)) {
             Ok(grant) => grants.push(grant),
             Err(why) => forbidden.push(field, format!("{}: {why}", text::quote(path))),
         }
@@ -111,6 +111,31 @@ fn judge(fact: &UnixSocketFact, host: &HostFacts) -> Result<UnixSocketGrant, Str
         target: fact.target.clone(),
         grants_root,
     })
+}
+
+/// The grant, unless a denied read path hides where the command would connect: the mask over
+/// it leaves no place to bind the socket (and a mask with a hole would be no mask), so the
+/// launch could only fail. Said before anything runs instead.
+fn outside_denied(
+    grant: UnixSocketGrant,
+    policy: &EffectivePolicy,
+) -> Result<UnixSocketGrant, String> {
+    let hidden = policy.denied_read_paths.iter().find(|denied| {
+        paths::contains(&denied.path, &grant.path)
+            || (grant.target != grant.path && paths::contains(&denied.path, &grant.target))
+    });
+    match hidden {
+        None => Ok(grant),
+        Some(denied) => Err(format!(
+            "it lies inside the denied read path {}, which stays masked; allow the socket at a path outside it{}",
+            text::quote(&denied.path),
+            if paths::contains(&denied.path, &grant.target) {
+                String::new()
+            } else {
+                format!(" (where it leads: {})", text::quote(&grant.target))
+            }
+        )),
+    }
 }
 
 /// Why the socket grants root to whoever can connect, if it does: a container daemon's socket
@@ -237,6 +262,63 @@ mod tests {
             judge(&missing, &host(&[]))
                 .unwrap_err()
                 .contains("not a socket")
+        );
+    }
+
+    #[test]
+    fn a_socket_under_a_denied_path_is_refused_where_the_mask_would_hide_it() {
+        use crate::output::{DeniedOrigin, DeniedPath};
+        let policy = |denied: &str| {
+            let mut policy = crate::resolve::resolve(
+                &crate::model::DecisionInput {
+                    document: None,
+                    document_name: String::from("<none>"),
+                    host: host(&[]),
+                    probes: Vec::new(),
+                    narrow_allowed_domains: None,
+                    execution_mode: None,
+                    budget_flags: None,
+                    task_contract: None,
+                    policy_flags: None,
+                },
+                None,
+            );
+            policy.denied_read_paths = vec![DeniedPath {
+                path: denied.into(),
+                origin: DeniedOrigin::BuiltIn,
+            }];
+            policy
+        };
+        let grant = |path: &str, target: &str| UnixSocketGrant {
+            path: path.into(),
+            target: target.into(),
+            grants_root: None,
+        };
+        // At the path: refused, pointing at where it leads.
+        let why = outside_denied(
+            grant("/home/u/.ssh/agent", "/tmp/s/a"),
+            &policy("/home/u/.ssh"),
+        )
+        .unwrap_err();
+        assert!(
+            why.contains("/home/u/.ssh") && why.contains("/tmp/s/a"),
+            "{why}"
+        );
+        // Through a link into one: refused too.
+        assert!(
+            outside_denied(
+                grant("/home/u/a", "/home/u/.ssh/a"),
+                &policy("/home/u/.ssh")
+            )
+            .is_err()
+        );
+        // Beside it: granted.
+        assert!(
+            outside_denied(
+                grant("/home/u/.sshx/a", "/home/u/.sshx/a"),
+                &policy("/home/u/.ssh")
+            )
+            .is_ok()
         );
     }
 }

@@ -191,6 +191,7 @@ fuzz_target!(
             env: Vec::new(),
             run_temp_dir: "/tmp/palisade-501/run-1".into(),
             budgets: Budgets::default(),
+            unix_sockets: Vec::new(),
         };
         let fact = |real: &Path, kind: PathKind| PathFact {
             kind,

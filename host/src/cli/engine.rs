@@ -133,7 +133,7 @@ pub(super) fn refusal_failure(outcome: &Outcome) -> Option<Failure> {
             "drop a requirement or prefer a backend that provides it; `palisade doctor` lists capabilities",
         ),
         ErrorCode::SandboxUnixSocketRefused => failure.hint(
-            "allow only sockets that exist; one that grants root needs `allowRootGrantingSockets` in the host configuration",
+            "allow only sockets that exist, at paths outside every denied read path; one that grants root needs `allowRootGrantingSockets` in the host configuration",
         ),
         ErrorCode::ExecutionModeForbidden => failure.hint(
             "the host configuration sets `allowWorkspaceMode: false`; `palisade doctor` shows which file",
