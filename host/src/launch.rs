@@ -216,9 +216,11 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
     }
 }
 
-/// One bwrap launch; `namespace_masks`: a user other than root has bwrap's parent mount the
-/// observed masks in user and mount namespaces of its own (no `fusermount3`, nothing on the
-/// host to unmount), where this host lets it (`/dev/fuse` usable by the user).
+/// One bwrap launch; `namespace_masks`: bwrap's parent mounts the observed masks in a mount
+/// namespace of its own (for a user other than root, in a user namespace too: no
+/// `fusermount3`), where this host lets it (`/dev/fuse` usable by the user). Nothing is then
+/// mounted on the host: nothing to unmount, and nothing in the host's mount table for another
+/// run's bwrap to meet while it binds `/` (a mount that went meanwhile failed that bwrap).
 #[cfg(target_os = "linux")]
 fn launch_bwrap_with(
     plan: &LaunchPlan,
@@ -283,7 +285,6 @@ fn launch_bwrap_with(
         .map_err(|e| prepare(&e))?;
     let in_namespace = namespace_masks
         && !args.denied_masks.is_empty()
-        && crate::probe::user_ids().1 != 0
         && crate::probe::masks_in_namespace().is_ok();
     let mut mask_mount = None;
     let mut mask_dir = None;

@@ -101,6 +101,7 @@ impl ChildPlan {
                 let device = dup("reserve the masks' device descriptor")?;
                 let (uid, gid) = (sys::getuid(), sys::getgid());
                 let exec = sys::MaskNamespace {
+                    user_namespace: uid != 0,
                     uid_map: format!("{uid} {uid} 1\n").into_bytes(),
                     gid_map: format!("{gid} {gid} 1\n").into_bytes(),
                     mountpoint: cstr(masks.mountpoint.as_os_str(), "masks' mountpoint")?,

@@ -78,14 +78,15 @@ pub struct Launch {
     /// A later run finds what this one left by it should the supervisor be killed
     /// ([`kill_group_leftovers`]).
     pub pid_record: Option<std::fs::File>,
-    /// Observed masks the launched program's child mounts in user and mount namespaces of its
-    /// own before it execs (Linux; an unprivileged bwrap's, see [`MaskMount`]).
+    /// Observed masks the launched program's child mounts in namespaces of its own before it
+    /// execs (Linux; bwrap's, see [`MaskMount`]).
     pub mask_namespace: Option<MaskMount>,
 }
 
 /// Where a launched program's child mounts observed masks before `execve`: the FUSE
-/// filesystem on `mountpoint` (an empty directory), in a user namespace that maps only the
-/// caller's uid and gid and a mount namespace slave to the host's, with the `/dev/fuse`
+/// filesystem on `mountpoint` (an empty directory), in a mount namespace slave to the host's
+/// (for a user other than root, in a user namespace that maps only the caller's uid and gid
+/// first), with the `/dev/fuse`
 /// descriptor sent over `socket` to a [`crate::fusemask::MaskServer::serve_sent`]. If the
 /// child cannot, it fails before `execve` at step [`MASK_NAMESPACE_STEP`] or
 /// [`MASK_MOUNT_STEP`] ([`SuperviseError::Spawn`]): nothing ran, and the launcher may try

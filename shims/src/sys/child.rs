@@ -89,6 +89,9 @@ mod linux {
     /// supervisor's mask server. The program then runs in those namespaces and sees the mount;
     /// the host does not, and nothing needs unmounting.
     pub(crate) struct MaskNamespace {
+        /// Whether to make a user namespace first (a user other than root, who needs one to
+        /// mount); root makes only the mount namespace.
+        pub user_namespace: bool,
         /// `"<uid> <uid> 1\n"`, `"<gid> <gid> 1\n"`.
         pub uid_map: Vec<u8>,
         pub gid_map: Vec<u8>,
@@ -288,7 +291,14 @@ mod linux {
             // A process that is not dumpable (the supervisor is not) finds its `/proc/self`
             // files owned by root and cannot write its maps: dumpable for those three writes
             // only, then not again until `execve` (which sets it as for any program).
-            if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
+            if !masks.user_namespace {
+                // Root mounts in a mount namespace of its own: nothing of this run's masks is
+                // in the host's mount table, where another run's bwrap, binding `/` with every
+                // mount under it, would meet it and could fail should it go meanwhile.
+                if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                    return Err(NAMESPACES);
+                }
+            } else if libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) != 0
                 || libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) != 0
                 || !write_file(c"/proc/self/setgroups", b"deny")
                 || !write_file(c"/proc/self/uid_map", &masks.uid_map)
