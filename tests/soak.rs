@@ -573,29 +573,48 @@ fn soak(user: User) {
     }
     drop(full_disk);
 
-    // One clean run: it sweeps what the killed supervisors could not remove.
-    let mut argv = user.wrap();
-    argv.push(palisade.display().to_string());
-    argv.extend([
-        "run".into(),
-        "--taskpack".into(),
-        taskpacks["linux-bwrap"].display().to_string(),
-        "--workspace".into(),
-        workspace.display().to_string(),
-        "--quiet".into(),
-        "--".into(),
-        "true".into(),
-    ]);
-    let swept = Command::new(&argv[0])
-        .args(&argv[1..])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", env.base.path())
-        .env("PALISADE_CACHE_DIR", &env.cache)
-        .current_dir(&workspace)
-        .status()
-        .unwrap();
-    assert!(swept.success(), "the sweeping run failed: {swept:?}");
+    // One clean run: it sweeps what the killed supervisors could not remove. With docker, a
+    // clean docker run too: a container whose killed client's create landed after the reaper
+    // stopped looking (a loaded machine) is the next docker run's to remove (module docs of
+    // `palisade_shims::docker`).
+    let mut sweepers = vec!["linux-bwrap"];
+    if docker.is_some() {
+        sweepers.push("docker");
+    }
+    for backend in sweepers {
+        let mut argv = user.wrap();
+        argv.push(palisade.display().to_string());
+        argv.extend([
+            "run".into(),
+            "--taskpack".into(),
+            taskpacks[backend].display().to_string(),
+            "--workspace".into(),
+            workspace.display().to_string(),
+            "--quiet".into(),
+        ]);
+        if let (Some(docker), "docker") = (&docker, backend) {
+            argv.extend([
+                "--runtime-profiles".into(),
+                docker.profiles.display().to_string(),
+                "--docker-socket".into(),
+                docker.image.socket.display().to_string(),
+            ]);
+        }
+        argv.extend(["--".into(), "true".into()]);
+        let swept = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", env.base.path())
+            .env("PALISADE_CACHE_DIR", &env.cache)
+            .current_dir(&workspace)
+            .status()
+            .unwrap();
+        assert!(
+            swept.success(),
+            "the sweeping {backend} run failed: {swept:?}"
+        );
+    }
     // What held a stderr open is gone with that sweep.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !holders.is_empty() && Instant::now() < deadline {

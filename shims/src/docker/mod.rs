@@ -85,7 +85,7 @@
 //! (not palisade's child, not in its process group) blocked reading a pipe whose only writer
 //! is palisade. Palisade writes `done` once it removed the container itself; if the pipe hits
 //! end-of-file instead, palisade died, and the reaper runs `docker rm -f NAME` until the
-//! daemon has said three times in a row, a second apart, that there is no such container (for
+//! daemon has said five times in a row, a second apart, that there is no such container (for
 //! up to a minute: a daemon that does not answer, because it is restarting, is not an answer,
 //! and the repeats catch a container the killed client was still creating). The launched client has a parent-death signal, so it dies
 //! with palisade too. A container created after the reaper stopped looking (the daemon was

@@ -414,8 +414,9 @@ struct Reaper {
 #[cfg(target_os = "linux")]
 /// The reaper's script: `$0` the CLI, `$1` the container. One line `done` on stdin dismisses
 /// it; end-of-file means palisade died. The container is gone only when the daemon says so
-/// three times in a row, a second apart: a daemon that does not answer (it is restarting) says
-/// nothing, and a killed client's create can still land after the first "no such container".
+/// five times in a row, a second apart: a daemon that does not answer (it is restarting) says
+/// nothing, and a killed client's create can still land after the first "no such container"
+/// (seconds later on a loaded machine; one that lands later still is the next docker run's).
 const REAPER_SCRIPT: &str = r#"read -r line; [ "$line" = done ] && exit 0
 n=0
 absent=0
@@ -426,7 +427,7 @@ while [ "$n" -lt 60 ]; do
         absent=0
     else
         case "$out" in
-            *"No such container"*) absent=$((absent + 1)); [ "$absent" -ge 3 ] && exit 0 ;;
+            *"No such container"*) absent=$((absent + 1)); [ "$absent" -ge 5 ] && exit 0 ;;
             *) absent=0 ;;
         esac
     fi
