@@ -9,6 +9,7 @@
 //! the benchmark baseline.
 
 pub mod budgets;
+pub mod canonical;
 pub mod environment;
 pub mod model;
 pub mod output;

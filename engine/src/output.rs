@@ -1,8 +1,8 @@
 //! The engine's output: a decision or a refusal, its canonical JSON and that JSON's digest.
 //!
-//! The JSON is built from the `Report` structs below, converted to a `serde_json::Value` (whose
-//! maps are `BTreeMap`s: keys sorted) and written without whitespace. That string is the
-//! canonical form; its lower-case hex SHA-256 is the digest. Every runtime that loads the
+//! The JSON is written from the `Report` structs below with every object's keys sorted and no
+//! whitespace ([`crate::canonical`]). That string is the canonical form; its lower-case hex
+//! SHA-256 is the digest. Every runtime that loads the
 //! component must produce these exact bytes.
 
 use serde::Serialize;
@@ -556,10 +556,8 @@ pub struct Report {
 
 /// Canonical JSON of any serializable value: sorted keys, no whitespace.
 pub fn canonical_json<T: Serialize>(value: &T) -> String {
-    // Going through `Value` sorts every map's keys (serde_json's map is a BTreeMap as long as
-    // the `preserve_order` feature is off, which this crate never enables). Serialization of
-    // these types cannot fail: no maps with non-string keys, no floats.
-    match serde_json::to_value(value).and_then(|v| serde_json::to_string(&v)) {
+    // Serialization of these types cannot fail: no maps with non-string keys.
+    match crate::canonical::to_string(value) {
         Ok(text) => text,
         Err(error) => format!("{{\"canonicalizationError\":{:?}}}", error.to_string()),
     }
@@ -567,12 +565,11 @@ pub fn canonical_json<T: Serialize>(value: &T) -> String {
 
 /// Lower-case hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
     let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(64);
-    for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(hex, "{byte:02x}");
+    for nibble in digest.iter().flat_map(|byte| [byte >> 4, byte & 0xf]) {
+        // A nibble is always a hex digit; `from_digit` gives it lower-case.
+        hex.extend(char::from_digit(u32::from(nibble), 16));
     }
     hex
 }
