@@ -54,6 +54,11 @@ echo "readme-setup: cargo install --locked --path host"
     # The release build above is reused: same profile, same package.
     CARGO_TARGET_DIR="$clone/target" cargo install -q --locked --path host --root "$clone/.install"
     installed="$clone/.install/bin/palisade"
+    # The sandbox's init is installed beside it (without it palisade runs its own, slower).
+    [[ -x "$clone/.install/bin/palisade-init" ]] || {
+        echo "readme-setup: cargo install did not install palisade-init beside palisade" >&2
+        exit 1
+    }
     # From another directory, so nothing of the checkout is found by accident.
     cd /
     "$installed" --version

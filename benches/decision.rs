@@ -68,6 +68,9 @@ fn in_process(c: &mut Criterion) {
     group.bench_function("component-fresh-instance", |b| {
         b.iter(|| runtime.instantiate().unwrap().decide(&input).unwrap())
     });
+    group.bench_function("instantiate-only", |b| {
+        b.iter(|| runtime.instantiate().unwrap())
+    });
     group.finish();
     support::print_ratio(
         "decision",

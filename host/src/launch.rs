@@ -255,9 +255,12 @@ fn launch_bwrap_with(
         fd: signal.into(),
         target: EXEC_SIGNAL_FD,
     }];
-    // The palisade binary, read-only in the sandbox: its PID 1 (not dumpable, instead of
-    // bwrap's reaper) and the stub that installs the filter.
-    let exe = std::env::current_exe().map_err(|e| prepare(&e))?;
+    // The init binary, read-only in the sandbox: its PID 1 (not dumpable, instead of bwrap's
+    // reaper) and the stub that installs the filter.
+    let init_binary = std::env::current_exe()
+        .and_then(SandboxInitBinary::find)
+        .map_err(|e| prepare(&e))?;
+    let exe = init_binary.path.clone();
     // The filter is installed by Palisade's stub in the sandbox, observed: the calls
     // it refuses are answered (with the filter's errno) and recorded by this process.
     let (seccomp_rules, stub, observer_end) = if plan.syscall_filter {
@@ -405,7 +408,7 @@ fn launch_bwrap_with(
     set(
         &mut record,
         "pid1",
-        serde_json::json!({"init": "palisade", "dumpable": false}),
+        serde_json::json!({"init": init_binary.name, "dumpable": false}),
     );
     if !left.is_empty() {
         set(&mut record, "mountpointsLeft", serde_json::json!(left));
@@ -524,10 +527,12 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
                         .collect(),
                 });
             }
-            // The running binary itself, not its path: replaced or removed on disk meanwhile
-            // (an upgrade), the path would run another version or nothing.
-            let exe = std::path::PathBuf::from("/proc/self/exe");
-            let (launch, report) = init::launch(&spec, &exe).map_err(|e| prepare(&e))?;
+            // Without `palisade-init`: the running binary itself, not its path (replaced or
+            // removed on disk meanwhile, the path would run another version or nothing).
+            let init_binary =
+                SandboxInitBinary::find("/proc/self/exe".into()).map_err(|e| prepare(&e))?;
+            let (launch, report) =
+                init::launch(&spec, &init_binary.path).map_err(|e| prepare(&e))?;
             let outcome = supervised(
                 supervise::run(launch, &plan.budgets, &supervise_options),
                 plan,
@@ -547,7 +552,7 @@ fn execute_linux(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched
             set(
                 &mut record,
                 "pid1",
-                serde_json::json!({"init": "palisade", "dumpable": false}),
+                serde_json::json!({"init": init_binary.name, "dumpable": false}),
             );
             // What the sandbox's `/proc` was: init applied the plan's or refused (above).
             if let Mechanism::Landlock(proc) = plan.mechanism {
@@ -1129,6 +1134,46 @@ fn split_unit(text: &str) -> (&str, &str) {
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
     text.split_at(split)
+}
+
+/// The file name of the init binary installed beside `palisade` (`src/init_main.rs`).
+#[cfg(target_os = "linux")]
+pub const INIT_BINARY: &str = "palisade-init";
+
+/// The binary that runs the sandbox's init, PID 1 and seccomp stub: `palisade-init` beside this
+/// binary when it is there (no WebAssembly runtime in it: each run starts it about a
+/// millisecond sooner), else this binary itself, which has the same subcommands from the same
+/// code. Either refuses a launcher of another build ([`palisade_shims::BUILD`]), so an init
+/// left from another install fails the run instead of applying its own rules.
+#[cfg(target_os = "linux")]
+struct SandboxInitBinary {
+    path: std::path::PathBuf,
+    /// What the outcome's `pid1.init` records: `palisade-init` or `palisade`.
+    name: &'static str,
+}
+
+#[cfg(target_os = "linux")]
+impl SandboxInitBinary {
+    /// `palisade-init` beside this binary, else `own`: how the launched program names this
+    /// binary (bwrap binds a path of the host; init can exec `/proc/self/exe`, which stays this
+    /// very version even if an upgrade replaces the file meanwhile).
+    fn find(own: std::path::PathBuf) -> std::io::Result<SandboxInitBinary> {
+        use std::os::unix::fs::PermissionsExt as _;
+        let exe = std::env::current_exe()?;
+        let beside = exe.with_file_name(INIT_BINARY);
+        match std::fs::metadata(&beside) {
+            Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => {
+                Ok(SandboxInitBinary {
+                    path: beside,
+                    name: INIT_BINARY,
+                })
+            }
+            _ => Ok(SandboxInitBinary {
+                path: own,
+                name: "palisade",
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2315,3 +2315,112 @@ fn own_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").unwrap().uid()
 }
+
+/// `palisade-init` (the sandbox's init, PID 1 and seccomp stub, without the WebAssembly
+/// runtime) runs inside the sandbox when it is installed beside `palisade`; without it
+/// `palisade` runs them itself; the outcome says which. Either refuses a launcher of another
+/// build, so an init left from another install never sets up a sandbox.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_sandbox_init_is_palisade_init_beside_palisade_else_palisade_itself() {
+    const INIT: &str = env!("CARGO_BIN_EXE_palisade-init");
+    let env = Env::new();
+    // `palisade` alone in a directory of its own (a link, not a copy: the same build).
+    let alone = env.path("alone");
+    std::fs::create_dir_all(&alone).unwrap();
+    let lone_palisade = alone.join("palisade");
+    if std::fs::hard_link(PALISADE, &lone_palisade).is_err() {
+        std::fs::copy(PALISADE, &lone_palisade).unwrap();
+    }
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        for (binary, expected) in [
+            (Path::new(PALISADE), "palisade-init"),
+            (lone_palisade.as_path(), "palisade"),
+        ] {
+            let taskpack = env.taskpack(backend, "");
+            let audit = env.path("audit.jsonl");
+            let _ = std::fs::remove_file(&audit);
+            let out = Command::new(binary)
+                .args(["run", "--taskpack", taskpack.to_str().unwrap()])
+                .args([
+                    "--audit",
+                    audit.to_str().unwrap(),
+                    "--",
+                    "sh",
+                    "-c",
+                    "echo ran",
+                ])
+                .env("PALISADE_CACHE_DIR", env.path("cache"))
+                .env("HOME", env.dir.path())
+                .current_dir(env.path("ws"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{backend}: {}",
+                text(&out.stderr)
+            );
+            assert_eq!(text(&out.stdout), "ran\n", "{backend}");
+            let lines = env.audit_lines();
+            assert_eq!(
+                lines[1]["outcome"]["pid1"]["init"],
+                expected,
+                "{backend} from {}",
+                binary.display()
+            );
+            assert_eq!(lines[1]["outcome"]["pid1"]["dumpable"], false);
+        }
+    }
+
+    // PID 1 for a launcher of another build: refused before anything runs.
+    let out = Command::new(INIT)
+        .args([
+            "__sandbox-pid1",
+            "--build",
+            "another",
+            "--",
+            "/bin/echo",
+            "ran",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("from one build"),
+        "{}",
+        text(&out.stderr)
+    );
+    // The init of a Landlock sandbox, given a spec from another build (or none): the same.
+    for build in [Some("another"), None] {
+        let spec = palisade_shims::init::InitSpec {
+            command: vec!["/bin/echo".into(), "ran".into()],
+            env: Vec::new(),
+            cwd: env.path("ws"),
+            rlimits: Vec::new(),
+            confinement: palisade_shims::init::Confinement::None,
+            report_fd: None,
+            observe_fd: None,
+            started_fd: None,
+            masks: None,
+            masks_fd: None,
+            build: build.map(str::to_owned),
+        };
+        let spec_file = env.path("spec.json");
+        std::fs::write(&spec_file, serde_json::to_vec(&spec).unwrap()).unwrap();
+        let out = Command::new("sh")
+            .args(["-c", "exec \"$0\" __sandbox-init 3< \"$1\""])
+            .arg(INIT)
+            .arg(&spec_file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+        assert!(
+            text(&out.stderr).contains("from one build"),
+            "{build:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

@@ -47,6 +47,11 @@ macro_rules! say {
     }};
 }
 
+/// This build of the shims (a digest of their sources, `build.rs`). The sandbox's init may run
+/// from the small `palisade-init` beside `palisade`; the launcher passes its own value, and
+/// init refuses to set up a sandbox for a launcher from another build.
+pub const BUILD: &str = env!("PALISADE_SHIMS_BUILD");
+
 pub mod bwrap;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]

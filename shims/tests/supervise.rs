@@ -283,6 +283,7 @@ fn init_spec(command: Vec<OsString>, dir: &Path) -> InitSpec {
         started_fd: None,
         masks: None,
         masks_fd: None,
+        build: None,
     }
 }
 

@@ -79,6 +79,9 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct SandboxPid1Args {
+    /// The launcher's build (PID 1 refuses a launcher of another build).
+    #[arg(long)]
+    pub build: String,
     /// The command (absolute path) and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<std::ffi::OsString>,

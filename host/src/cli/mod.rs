@@ -82,7 +82,7 @@ pub fn dispatch(command: args::Command) -> ExitCode {
         #[cfg(target_os = "linux")]
         Command::SandboxInit => palisade_shims::init::main(),
         #[cfg(target_os = "linux")]
-        Command::SandboxPid1(args) => palisade_shims::init::pid1::main(&args.command),
+        Command::SandboxPid1(args) => palisade_shims::init::pid1::main(&args.build, &args.command),
         #[cfg(target_os = "linux")]
         Command::SandboxProcTrial => palisade_shims::init::procfs::trial_main(),
         // The PID-namespace inits exist on Linux only; nothing launches them elsewhere.

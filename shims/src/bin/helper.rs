@@ -95,6 +95,7 @@ fn supervise_main(args: &[OsString]) -> Result<i32, String> {
             started_fd: None,
             masks: None,
             masks_fd: None,
+            build: None,
         };
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         init::launch(&spec, &exe).map_err(|e| e.to_string())?.0

@@ -183,6 +183,10 @@ pub const SUBCOMMAND_SANDBOX_EXEC: &str = "__sandbox-exec";
 /// (`crate::init::pid1`).
 pub const SUBCOMMAND_SANDBOX_PID1: &str = "__sandbox-pid1";
 
+/// The option of [`SUBCOMMAND_SANDBOX_PID1`] that carries the launcher's [`crate::BUILD`]
+/// (`__sandbox-pid1 --build B -- CMD`): PID 1 refuses a launcher of another build.
+pub const PID1_BUILD_OPTION: &str = "--build";
+
 /// Where the sandbox-exec stub receives the seccomp observer's socket.
 pub const OBSERVE_FD: i32 = 5;
 
@@ -641,8 +645,16 @@ pub fn argv_observed(
     }
     args.flag("--");
     if pid1.is_some() {
-        args.0
-            .extend([SANDBOX_EXEC_PATH, SUBCOMMAND_SANDBOX_PID1, "--"].map(OsString::from));
+        args.0.extend(
+            [
+                SANDBOX_EXEC_PATH,
+                SUBCOMMAND_SANDBOX_PID1,
+                PID1_BUILD_OPTION,
+                crate::BUILD,
+                "--",
+            ]
+            .map(OsString::from),
+        );
     }
     if let Some(stub) = sandbox_exec {
         args.0.extend(stub.prefix());

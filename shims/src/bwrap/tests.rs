@@ -862,7 +862,7 @@ fn palisade_is_pid_1_and_starts_the_stub() {
     let end = args.iter().position(|a| a == "--").unwrap();
     #[rustfmt::skip]
     let started: &[&str] = &[
-        SANDBOX_EXEC_PATH, "__sandbox-pid1", "--",
+        SANDBOX_EXEC_PATH, "__sandbox-pid1", "--build", crate::BUILD, "--",
         SANDBOX_EXEC_PATH, "__sandbox-exec", "--reach", "own-loopback", "--",
         BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
         "make", "test",
@@ -879,7 +879,15 @@ fn palisade_is_pid_1_and_starts_the_stub() {
     let end = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(
         args[end + 1..],
-        [SANDBOX_EXEC_PATH, "__sandbox-pid1", "--", "make", "test"]
+        [
+            SANDBOX_EXEC_PATH,
+            "__sandbox-pid1",
+            "--build",
+            crate::BUILD,
+            "--",
+            "make",
+            "test"
+        ]
     );
     // One binary for both, and a private `/run` to put it in.
     assert!(matches!(

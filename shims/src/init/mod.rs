@@ -134,6 +134,10 @@ pub struct InitSpec {
     /// [`launch`], whose mask server answers on the other end).
     #[serde(default)]
     pub masks_fd: Option<RawFd>,
+    /// The launcher's [`crate::BUILD`] (set by [`launch`]): init runs only for a launcher of its
+    /// own build, so an init binary left from another install cannot apply its own ruleset.
+    #[serde(default)]
+    pub build: Option<String>,
 }
 
 /// The observed masks of a Landlock sandbox: init mounts their FUSE filesystem on
@@ -295,6 +299,7 @@ pub fn spec_for(plan: &LaunchPlan, facts: Option<&ListingFacts>) -> Result<InitS
         started_fd: None,
         masks: None,
         masks_fd: None,
+        build: None,
     })
 }
 
@@ -308,6 +313,7 @@ pub fn launch(spec: &InitSpec, exe: &Path) -> Result<(Launch, InitReport), InitE
     let mut spec = spec.clone();
     spec.report_fd = Some(REPORT_FD);
     spec.started_fd = Some(STARTED_FD);
+    spec.build = Some(crate::BUILD.to_owned());
     let mut fds = Vec::new();
     let observer = match &spec.confinement {
         Confinement::Landlock {
@@ -453,6 +459,16 @@ impl InitReport {
     }
 }
 
+/// Why init refuses a launcher whose [`crate::BUILD`] is `launcher` (not its own).
+pub fn other_build(launcher: Option<&str>) -> String {
+    format!(
+        "this sandbox init is build {} but the launcher is build {}: install `palisade` and \
+         `palisade-init` from one build (`cargo install --path host` installs both)",
+        crate::BUILD,
+        launcher.unwrap_or("(none given)")
+    )
+}
+
 /// The `palisade __sandbox-init` process. Never returns.
 pub fn main() -> ! {
     let mut report = Reporter(None);
@@ -486,6 +502,9 @@ fn outer(report: &mut Reporter) -> Result<Never, InitError> {
     let spec = read_spec()?;
     if let Some(fd) = spec.report_fd {
         report.0 = Some(File::from(take_fd(fd)?));
+    }
+    if spec.build.as_deref() != Some(crate::BUILD) {
+        return Err(InitError::Spec(other_build(spec.build.as_deref())));
     }
     let mut prepared = Prepared::new(&spec)?;
     prepared.started = spec.started_fd.map(take_fd).transpose()?.map(File::from);
@@ -984,7 +1003,7 @@ mod tests {
         let json = serde_json::to_string(&spec).unwrap();
         assert_eq!(
             json,
-            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null,"masks":null,"masks_fd":null}"#
+            r#"{"command":["sh",[45,255]],"env":[["PATH","/usr/bin:/bin"]],"cwd":"/tmp","rlimits":[{"resource":"core","soft":0,"hard":0}],"confinement":{"kind":"none"},"report_fd":null,"observe_fd":null,"started_fd":null,"masks":null,"masks_fd":null,"build":null}"#
         );
         let back: InitSpec = serde_json::from_str(&json).unwrap();
         assert_eq!(back, spec);

@@ -1,4 +1,4 @@
-//! `palisade __sandbox-pid1 -- CMD [ARGS…]`: PID 1 of a `linux-bwrap` sandbox.
+//! `palisade-init __sandbox-pid1 --build B -- CMD [ARGS…]`: PID 1 of a `linux-bwrap` sandbox.
 //!
 //! bwrap's own PID-1 reaper runs as the command's uid with no capabilities and stays dumpable,
 //! so the command could open `/proc/1/mem` read-write (and read `/proc/1/environ`) and rewrite
@@ -41,8 +41,9 @@ pub const SUBCOMMAND: &str = crate::bwrap::SUBCOMMAND_SANDBOX_PID1;
 /// The signals the supervisor sends the tree (forwarded ones, and a budget's SIGTERM).
 const HELD: [i32; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
-/// PID 1 of a bwrap sandbox; `command` is `CMD [ARGS…]`. Never returns.
-pub fn main(command: &[OsString]) -> ! {
+/// PID 1 of a bwrap sandbox; `command` is `CMD [ARGS…]`, `launcher_build` the launcher's
+/// [`crate::BUILD`] (PID 1 refuses to run for a launcher of another build). Never returns.
+pub fn main(launcher_build: &str, command: &[OsString]) -> ! {
     // First: a signal meant for the command that arrives before it exists must not be lost.
     let mask = match sys::block_all_signals() {
         Ok(mask) => mask,
@@ -52,6 +53,9 @@ pub fn main(command: &[OsString]) -> ! {
         if let Err(e) = sys::install_pipe_handler(signal) {
             fail(&format!("holding signal {signal}: {e}"));
         }
+    }
+    if launcher_build != crate::BUILD {
+        fail(&super::other_build(Some(launcher_build)));
     }
     match prepare(command) {
         Ok((argv, envp)) => run(&argv, &envp, &mask),
