@@ -134,6 +134,11 @@ struct GoOnDrop(PathBuf);
 impl Drop for GoOnDrop {
     fn drop(&mut self) {
         let _ = fs::write(self.0.join("go"), "");
+        if thread::panicking() {
+            // The test's temp dir goes right after this guard, and with it the `go` the
+            // script looks for in it: give the script time to see it first.
+            thread::sleep(Duration::from_secs(2));
+        }
     }
 }
 
@@ -439,13 +444,23 @@ fn double_forked_setsid_daemon_is_gone_after_the_run() {
             Duration::from_secs(1),
         );
         let _go = GoOnDrop(dir.path().to_path_buf());
-        let daemon = marker.wait_for(1)[0];
+        marker.wait_for(1);
         // Proof that the escape happened: the daemon leads its own session and is not a
         // descendant of the command (its parent is the subreaper, or the namespace's init).
-        assert_eq!(
-            stat_field(daemon, 6),
-            Some(i64::from(daemon)),
-            "{mode:?}: not a session leader"
+        // `setsid`'s own argv carries the marker before it has called setsid(2): wait for that.
+        let leads_its_session = |pid: i32| stat_field(pid, 6) == Some(i64::from(pid));
+        let mut daemon = None;
+        wait_until(Duration::from_secs(30), || {
+            daemon = marker
+                .pids()
+                .into_iter()
+                .find(|pid| leads_its_session(*pid));
+            daemon.is_some()
+        });
+        assert!(
+            daemon.is_some(),
+            "{mode:?}: no session leader among {:?}",
+            marker.pids()
         );
         fs::write(dir.path().join("go"), "").unwrap();
         let outcome = run.join().unwrap();
@@ -1248,6 +1263,70 @@ fn only_stdio_and_passed_descriptors_reach_the_command() {
     assert_eq!(outcome.status, ExitStatus::Exit(0));
     // SAFETY: closing the descriptor this test created.
     unsafe { libc::close(47) };
+}
+
+/// The child runs in the supervisor's memory until it executes (`CLONE_VFORK`) while other
+/// threads of the process go on allocating and freeing: every launch still runs its own
+/// program with its own arguments, and every failing one still reports its step.
+#[test]
+fn launches_while_other_threads_allocate() {
+    let _serial = serial();
+    let dir = tempdir();
+    let options = MODES[1].options(Duration::from_secs(1));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churners: Vec<_> = (0..2)
+        .map(|seed| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut kept: Vec<Vec<u8>> = Vec::new();
+                let mut n: usize = seed;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                    kept.push(vec![(n % 251) as u8; 64 + n % 65_536]);
+                    if kept.len() > 64 {
+                        kept.swap_remove(n % kept.len());
+                    }
+                }
+            })
+        })
+        .collect();
+    for i in 0..60 {
+        let (args, cwd, expected) = if i % 3 == 2 {
+            (Vec::new(), dir.path().join("missing"), None)
+        } else {
+            let code = i % 7;
+            (
+                vec!["-c".into(), format!("exit {code}").into()],
+                dir.path().to_path_buf(),
+                Some(code),
+            )
+        };
+        let launch = Launch {
+            program: PathBuf::from("sh"),
+            args,
+            env: env(),
+            cwd: Some(cwd),
+            fds: Vec::new(),
+            kind: LaunchKind::Plain,
+            started: None,
+            pid_record: None,
+            mask_namespace: None,
+        };
+        match (
+            supervise::run(launch, &Budgets::default(), &options),
+            expected,
+        ) {
+            (Ok(outcome), Some(code)) => {
+                assert_eq!(outcome.status, ExitStatus::Exit(code), "launch {i}");
+            }
+            (Err(SuperviseError::Spawn { step: "chdir", .. }), None) => {}
+            (other, _) => panic!("launch {i}: {other:?}"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for churner in churners {
+        churner.join().unwrap();
+    }
 }
 
 #[test]

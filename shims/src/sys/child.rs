@@ -1,6 +1,6 @@
-//! What runs in a forked child before `execve`: only async-signal-safe system calls on data
+//! What runs in a launched child before `execve`: only async-signal-safe system calls on data
 //! prepared before the fork (no allocation, no locks, no panics), because the process that
-//! forked may have other threads.
+//! forked may have other threads, and the child may share its memory (`CLONE_VFORK`).
 //!
 //! [`fork_exec`] is the Linux supervisor's child ([`ChildExec`], prepared by
 //! `supervise::child`); [`group_leader_pre_exec`] is the process-group supervisor's hook for
@@ -130,11 +130,18 @@ mod linux {
         pub mask_namespace: Option<MaskNamespace>,
     }
 
-    /// Forks; the child runs `exec` and never returns (it reports a failing step on `err` as
-    /// the step's index in [`CHILD_STEPS`] and the errno, then exits 127). Returns the child's
-    /// pid in the parent. Call with every signal blocked (the child unblocks them just before
-    /// `execve`).
+    /// Starts the child, which runs `exec` and never returns (it reports a failing step on
+    /// `err` as the step's index in [`CHILD_STEPS`] and the errno, then exits 127). Returns the
+    /// child's pid in the parent. Call with every signal blocked (the child unblocks them just
+    /// before `execve`).
+    ///
+    /// The child shares the parent's memory until `execve` ([`vfork_exec`]) when it can; it
+    /// gets a copy ([`fork`]) when it enters a user namespace for the masks or takes the
+    /// terminal's foreground (see [`ChildExec::may_share_memory`]).
     pub(crate) fn fork_exec(exec: &ChildExec, err: &OwnedFd) -> io::Result<libc::pid_t> {
+        if exec.may_share_memory() {
+            return vfork_exec(exec, err.as_raw_fd());
+        }
         let forked = fork();
         if let Ok(0) = forked {
             exec.run(err.as_raw_fd());
@@ -142,7 +149,121 @@ mod linux {
         forked
     }
 
+    /// The stack the memory-sharing child runs on (it cannot use the parent's, which the
+    /// parent's frames still occupy): anonymous memory with a guard page below it, unmapped
+    /// once the child has executed or exited.
+    struct ChildStack {
+        base: *mut libc::c_void,
+        len: usize,
+    }
+
+    impl ChildStack {
+        /// The child calls a few system-call wrappers from one frame; 256 KiB is ample.
+        const LEN: usize = 256 * 1024;
+        const GUARD: usize = 4096;
+
+        fn new() -> io::Result<ChildStack> {
+            let len = Self::LEN + Self::GUARD;
+            // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                    -1,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let stack = ChildStack { base, len };
+            // The lowest page faults instead of letting an overflow write below the stack.
+            // SAFETY: the first page of the mapping made above.
+            if unsafe { libc::mprotect(base, Self::GUARD, libc::PROT_NONE) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(stack)
+        }
+
+        /// The highest address, where a downward-growing stack starts (page-aligned, so
+        /// 16-byte aligned as the ABI wants).
+        fn top(&self) -> *mut libc::c_void {
+            self.base.wrapping_byte_add(self.len)
+        }
+    }
+
+    impl Drop for ChildStack {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`, which nothing uses any more: the child that
+            // ran on it has executed or exited before `clone` returned (CLONE_VFORK).
+            unsafe {
+                libc::munmap(self.base, self.len);
+            }
+        }
+    }
+
+    /// What the memory-sharing child gets: its plan and the error pipe.
+    struct VforkArgs<'a> {
+        exec: &'a ChildExec,
+        err: RawFd,
+    }
+
+    extern "C" fn vfork_child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `VforkArgs` that `vfork_exec` keeps alive on its stack until
+        // `clone` returns, which is after this child executed or exited.
+        let args = unsafe { &*arg.cast::<VforkArgs<'_>>() };
+        args.exec.run(args.err)
+    }
+
+    /// `clone(CLONE_VM | CLONE_VFORK)`: the child runs in the parent's memory, on a stack of
+    /// its own, and the calling thread waits until the child executed or exited. Unlike
+    /// `fork`, nothing of the parent's page tables is copied and no page becomes
+    /// copy-on-write: a launcher that has loaded the WebAssembly runtime pays about a
+    /// millisecond for that on every `fork` (and again in faults after it).
+    ///
+    /// The child's steps are fit for it: system calls on data prepared before (no allocation,
+    /// no lock), which change only the child's own kernel state (its descriptor table and
+    /// signal dispositions are copies: no CLONE_FILES, no CLONE_SIGHAND), never the shared
+    /// memory.
+    fn vfork_exec(exec: &ChildExec, err: RawFd) -> io::Result<libc::pid_t> {
+        let stack = ChildStack::new()?;
+        let args = VforkArgs { exec, err };
+        // SAFETY: the child runs `vfork_child` on `stack` with `args`, both alive until
+        // `clone` returns; CLONE_VFORK holds this thread until the child has executed or
+        // exited, and the child writes nothing of the shared memory but its own stack.
+        let pid = unsafe {
+            libc::clone(
+                vfork_child,
+                stack.top(),
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                std::ptr::from_ref(&args).cast_mut().cast(),
+            )
+        };
+        drop(stack);
+        if pid < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(pid)
+    }
+
     impl ChildExec {
+        /// Whether the child may run in the parent's memory until `execve` ([`vfork_exec`]).
+        /// Not when it enters a user namespace for the masks: `unshare(CLONE_NEWUSER)` refuses
+        /// a process that shares its memory, and `PR_SET_DUMPABLE` would change the parent's
+        /// too (root's mount namespace alone is fine). Not when it takes the terminal's
+        /// foreground: a Ctrl-Z in the instant between unblocking signals and `execve` would
+        /// stop it there, and the parent, held until the child executes, could not continue
+        /// it ([`fork`]'s parent does).
+        pub(crate) fn may_share_memory(&self) -> bool {
+            let user_namespace = self
+                .mask_namespace
+                .as_ref()
+                .is_some_and(|masks| masks.user_namespace);
+            !user_namespace && self.tty.is_none()
+        }
+
         /// The child between `fork` and `execve`. Only async-signal-safe system calls on data
         /// prepared before the fork: no allocation, no locks, no panics.
         fn run(&self, err_fd: RawFd) -> ! {
@@ -160,10 +281,11 @@ mod linux {
                 }
             };
             // SAFETY: every call below is an async-signal-safe system call wrapper; pointers
-            // come from CStrings and vectors owned by `self`, which the forked child's copy of
-            // memory keeps alive until execve or _exit. Only the forked child runs this
-            // ([`fork_exec`]), so replacing descriptors with dup2 cannot pull one from under a
-            // Rust object that keeps using it.
+            // come from CStrings and vectors owned by `self`, which stay alive until execve or
+            // _exit (in the forked child's copy of memory, or in the parent's, held by
+            // CLONE_VFORK). Only the child runs this ([`fork_exec`]), with a descriptor table
+            // of its own, so replacing descriptors with dup2 cannot pull one from under a Rust
+            // object that keeps using it.
             unsafe {
                 // Signals stay blocked (inherited mask) until just before execve; dispositions
                 // the supervisor changed go back to the default (execve keeps ignored signals
@@ -383,6 +505,41 @@ mod linux {
     mod tests {
         #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
         use super::*;
+
+        fn exec(tty: Option<RawFd>, user_namespace: Option<bool>) -> ChildExec {
+            ChildExec {
+                program: c"/bin/true".into(),
+                argv: ExecStrings::new(vec![c"true".into()]),
+                envp: ExecStrings::new(Vec::new()),
+                cwd: None,
+                cgroup_procs: Vec::new(),
+                rlimits: Vec::new(),
+                moves: Vec::new(),
+                cloexec: Vec::new(),
+                fd_limit: 1024,
+                parent: 1,
+                tty,
+                mask_namespace: user_namespace.map(|user_namespace| MaskNamespace {
+                    user_namespace,
+                    uid_map: Vec::new(),
+                    gid_map: Vec::new(),
+                    mountpoint: c"/m".into(),
+                    options: c"fd=9".into(),
+                    device_fd: 9,
+                    socket: 10,
+                }),
+            }
+        }
+
+        #[test]
+        fn the_child_shares_memory_unless_it_enters_a_user_namespace_or_takes_the_terminal() {
+            assert!(exec(None, None).may_share_memory());
+            // Root's masks: a mount namespace alone.
+            assert!(exec(None, Some(false)).may_share_memory());
+            assert!(!exec(None, Some(true)).may_share_memory());
+            assert!(!exec(Some(0), None).may_share_memory());
+            assert!(!exec(Some(0), Some(false)).may_share_memory());
+        }
 
         #[test]
         fn decimal_formatting_without_allocation() {
