@@ -7,7 +7,9 @@
 //!   and `~/.aws` where they exist, `--dev /dev --proc /proc --unshare-all --die-with-parent
 //!   --new-session`): target ≤ 1.3×; under `linux-landlock` vs `true` started by a minimal
 //!   launcher written here (fork, the same Landlock ruleset and seccomp filter Palisade applies
-//!   for that plan, exec): target ≤ 1.3×.
+//!   for that plan, exec): target ≤ 1.3×. And, to tell the launcher's cost from the strict
+//!   policy's mounts, bare bwrap with the very mounts Palisade's bwrap gets
+//!   (`bwrap-same-mounts`: its argv, bwrap's own PID 1, no seccomp stub).
 //! - `reap`: a command that leaves 1,000 sleepers behind; besides the whole run, the outcome's
 //!   `timings.reapAndVerifyUs` and the time from the command's last act to `palisade run`'s exit
 //!   (the namespace's teardown, reap and verify, cleanup, the outcome), target ≤ 100 ms.
@@ -34,7 +36,7 @@ use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use palisade_shims::plan::{Budgets, LandlockProc, LaunchPlan, Mechanism, Network, Reach};
-use palisade_shims::{landlock, seccomp};
+use palisade_shims::{bwrap, landlock, seccomp};
 
 #[path = "../tests/support/docker_image.rs"]
 mod docker_image;
@@ -116,6 +118,69 @@ fn bare_bwrap(workspace: &Path) -> Command {
     command
 }
 
+/// Bare bwrap with the mounts Palisade's plan gives `workspace` (from its `decision`): the same
+/// argv the launcher builds ([`bwrap::argv`]) with its placeholders held, but bwrap's own PID
+/// 1, no seccomp stub, and no host-socket masks. Against it, `palisade run` shows the launcher's
+/// own cost; against [`bare_bwrap`], the launcher's and the strict policy's mounts together.
+struct SameMountsBwrap {
+    args: Vec<std::ffi::OsString>,
+    _placeholders: palisade_shims::placeholder::Placeholders,
+}
+
+impl SameMountsBwrap {
+    fn new(decision: &serde_json::Value, temp: &Path) -> SameMountsBwrap {
+        let plan = LaunchPlan {
+            mechanism: Mechanism::Bwrap,
+            protected_paths: decision["plan"]["protectedPaths"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| PathBuf::from(p["path"].as_str().unwrap()))
+                .collect(),
+            ..plan_from_decision(decision, temp)
+        };
+        let facts = palisade_shims::fsfacts::measure(&plan).unwrap();
+        let args = bwrap::argv(&plan, &facts, None, None).unwrap();
+        SameMountsBwrap {
+            _placeholders: palisade_shims::placeholder::hold(&args.placeholders).unwrap(),
+            args: args.args,
+        }
+    }
+
+    fn run_true(&self) {
+        status_ok(Command::new("bwrap").args(&self.args));
+    }
+}
+
+/// The launch plan of Palisade's `decision` (its workspace, writable roots and denied paths),
+/// for `true` without environment, as a Landlock launch with no protected paths; `temp` is the
+/// run's temp dir.
+fn plan_from_decision(decision: &serde_json::Value, temp: &Path) -> LaunchPlan {
+    let paths = |key: &str| -> Vec<PathBuf> {
+        decision["plan"][key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| PathBuf::from(p.as_str().unwrap()))
+            .collect()
+    };
+    LaunchPlan {
+        mechanism: Mechanism::Direct,
+        network: Network::None,
+        workspace: PathBuf::from(decision["plan"]["workspaceDir"].as_str().unwrap()),
+        writable_roots: paths("writableRoots"),
+        read_only_root: true,
+        denied_read_paths: paths("deniedReadPaths"),
+        protected_paths: Vec::new(),
+        syscall_filter: true,
+        command: vec!["true".into()],
+        env: Vec::new(),
+        run_temp_dir: temp.to_path_buf(),
+        budgets: Budgets::default(),
+        unix_sockets: Vec::new(),
+    }
+}
+
 /// The minimal Landlock launcher: what `palisade run` under `linux-landlock` applies to the
 /// command — the same Landlock ruleset and seccomp filter for the same plan — and nothing else
 /// (no decision, no PID namespace, no init, no supervisor).
@@ -128,28 +193,9 @@ impl LandlockLauncher {
     /// For the plan Palisade's decision gives `workspace` (its denied paths and writable roots,
     /// from `decision`) and the `/proc` its run recorded (`proc`).
     fn new(decision: &serde_json::Value, proc: LandlockProc, temp: &Path) -> LandlockLauncher {
-        let paths = |key: &str| -> Vec<PathBuf> {
-            decision["plan"][key]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|p| PathBuf::from(p.as_str().unwrap()))
-                .collect()
-        };
         let plan = LaunchPlan {
             mechanism: Mechanism::Landlock(proc),
-            network: Network::None,
-            workspace: PathBuf::from(decision["plan"]["workspaceDir"].as_str().unwrap()),
-            writable_roots: paths("writableRoots"),
-            read_only_root: true,
-            denied_read_paths: paths("deniedReadPaths"),
-            protected_paths: Vec::new(),
-            syscall_filter: true,
-            command: vec!["true".into()],
-            env: Vec::new(),
-            run_temp_dir: temp.to_path_buf(),
-            budgets: Budgets::default(),
-            unix_sockets: Vec::new(),
+            ..plan_from_decision(decision, temp)
         };
         let facts = landlock::ListingFacts::measure(&plan).unwrap();
         LandlockLauncher {
@@ -233,12 +279,23 @@ fn launch(c: &mut Criterion) {
     let launcher_temp = dir.path().join("launcher-tmp");
     std::fs::create_dir_all(&launcher_temp).unwrap();
     let launcher = LandlockLauncher::new(&decision, proc, &launcher_temp);
+    let bwrap_decision = Command::new(&palisade)
+        .args(["decide", "--json", "--taskpack"])
+        .arg(taskpack(dir.path(), "linux-bwrap", "none"))
+        .arg("--workspace")
+        .arg(&workspace)
+        .env("PALISADE_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let bwrap_decision: serde_json::Value = serde_json::from_slice(&bwrap_decision.stdout).unwrap();
+    let same_mounts = SameMountsBwrap::new(&bwrap_decision, &launcher_temp);
 
     let mut group = c.benchmark_group("launch-true");
     group.sample_size(30);
     group.bench_function("bare-bwrap", |b| {
         b.iter(|| status_ok(&mut bare_bwrap(&workspace)))
     });
+    group.bench_function("bwrap-same-mounts", |b| b.iter(|| same_mounts.run_true()));
     group.bench_function("palisade-run-bwrap", |b| b.iter(&bwrap_run));
     group.bench_function("minimal-landlock-launcher", |b| {
         b.iter(|| launcher.run_true())
@@ -347,6 +404,13 @@ fn launch(c: &mut Criterion) {
         "palisade-run-bwrap",
         "bare-bwrap",
         Some(1.3),
+    );
+    support::print_ratio(
+        "bwrap, the launcher alone",
+        "launch-true",
+        "palisade-run-bwrap",
+        "bwrap-same-mounts",
+        None,
     );
     support::print_ratio(
         "landlock",
