@@ -153,8 +153,8 @@ impl SameMountsBwrap {
 }
 
 /// The launch plan of Palisade's `decision` (its workspace, writable roots and denied paths),
-/// for `true` without environment, as a Landlock launch with no protected paths; `temp` is the
-/// run's temp dir.
+/// for `true` without environment and with no protected paths; `temp` is the run's temp dir.
+/// The mechanism is `Direct`: callers set their own.
 fn plan_from_decision(decision: &serde_json::Value, temp: &Path) -> LaunchPlan {
     let paths = |key: &str| -> Vec<PathBuf> {
         decision["plan"][key]
@@ -249,17 +249,21 @@ fn launch(c: &mut Criterion) {
     let direct_run = run("direct-dedicated", "allow-outbound");
     bwrap_run(); // warm the probe and compiled-component caches
 
+    // `palisade decide --json` for a taskpack in the bench's workspace.
+    let decide = |taskpack: &Path| -> serde_json::Value {
+        let decided = Command::new(&palisade)
+            .args(["decide", "--json", "--taskpack"])
+            .arg(taskpack)
+            .arg("--workspace")
+            .arg(&workspace)
+            .env("PALISADE_CACHE_DIR", &cache)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&decided.stdout).unwrap()
+    };
     // The minimal launcher's plan is the one Palisade's decision and run record.
     let landlock_taskpack = taskpack(dir.path(), "linux-landlock", "none");
-    let decision = Command::new(&palisade)
-        .args(["decide", "--json", "--taskpack"])
-        .arg(&landlock_taskpack)
-        .arg("--workspace")
-        .arg(&workspace)
-        .env("PALISADE_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    let decision: serde_json::Value = serde_json::from_slice(&decision.stdout).unwrap();
+    let decision = decide(&landlock_taskpack);
     let outcome = dir.path().join("landlock-outcome.json");
     status_ok(
         palisade_run(
@@ -279,16 +283,10 @@ fn launch(c: &mut Criterion) {
     let launcher_temp = dir.path().join("launcher-tmp");
     std::fs::create_dir_all(&launcher_temp).unwrap();
     let launcher = LandlockLauncher::new(&decision, proc, &launcher_temp);
-    let bwrap_decision = Command::new(&palisade)
-        .args(["decide", "--json", "--taskpack"])
-        .arg(taskpack(dir.path(), "linux-bwrap", "none"))
-        .arg("--workspace")
-        .arg(&workspace)
-        .env("PALISADE_CACHE_DIR", &cache)
-        .output()
-        .unwrap();
-    let bwrap_decision: serde_json::Value = serde_json::from_slice(&bwrap_decision.stdout).unwrap();
-    let same_mounts = SameMountsBwrap::new(&bwrap_decision, &launcher_temp);
+    let same_mounts = SameMountsBwrap::new(
+        &decide(&taskpack(dir.path(), "linux-bwrap", "none")),
+        &launcher_temp,
+    );
 
     let mut group = c.benchmark_group("launch-true");
     group.sample_size(30);

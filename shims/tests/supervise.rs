@@ -251,21 +251,26 @@ fn env() -> Vec<(OsString, OsString)> {
     )]
 }
 
+/// `program args` in `cwd`, launched directly: no descriptors passed, no masks.
+fn plain_launch(program: &str, args: Vec<OsString>, cwd: PathBuf) -> Launch {
+    Launch {
+        program: PathBuf::from(program),
+        args,
+        env: env(),
+        cwd: Some(cwd),
+        fds: Vec::new(),
+        kind: LaunchKind::Plain,
+        started: None,
+        pid_record: None,
+        mask_namespace: None,
+    }
+}
+
 /// `sh -c script` in `dir`, directly or through the sandbox init.
 fn launch(mode: Mode, script: &str, dir: &Path) -> (Launch, Option<InitReport>) {
     match mode.via {
         Via::Plain => (
-            Launch {
-                program: PathBuf::from("sh"),
-                args: vec!["-c".into(), script.into()],
-                env: env(),
-                cwd: Some(dir.to_path_buf()),
-                fds: Vec::new(),
-                kind: LaunchKind::Plain,
-                started: None,
-                pid_record: None,
-                mask_namespace: None,
-            },
+            plain_launch("sh", vec!["-c".into(), script.into()], dir.to_path_buf()),
             None,
         ),
         Via::Init => {
@@ -1238,21 +1243,18 @@ fn only_stdio_and_passed_descriptors_reach_the_command() {
     // A passed descriptor arrives at its number and nothing else does.
     let passed = fs::File::open(dir.path().join("data")).unwrap();
     let launch = Launch {
-        program: PathBuf::from("sh"),
-        args: vec![
-            "-c".into(),
-            "read line <&5 && [ \"$line\" = passed ] && [ ! -e /proc/self/fd/47 ]".into(),
-        ],
-        env: env(),
-        cwd: Some(dir.path().into()),
         fds: vec![PassFd {
             fd: passed.into(),
             target: 5,
         }],
-        kind: LaunchKind::Plain,
-        started: None,
-        pid_record: None,
-        mask_namespace: None,
+        ..plain_launch(
+            "sh",
+            vec![
+                "-c".into(),
+                "read line <&5 && [ \"$line\" = passed ] && [ ! -e /proc/self/fd/47 ]".into(),
+            ],
+            dir.path().into(),
+        )
     };
     let outcome = supervise::run(
         launch,
@@ -1301,17 +1303,7 @@ fn launches_while_other_threads_allocate() {
                 Some(code),
             )
         };
-        let launch = Launch {
-            program: PathBuf::from("sh"),
-            args,
-            env: env(),
-            cwd: Some(cwd),
-            fds: Vec::new(),
-            kind: LaunchKind::Plain,
-            started: None,
-            pid_record: None,
-            mask_namespace: None,
-        };
+        let launch = plain_launch("sh", args, cwd);
         match (
             supervise::run(launch, &Budgets::default(), &options),
             expected,
@@ -1334,17 +1326,7 @@ fn launch_failures_are_errors_and_nothing_runs() {
     let _serial = serial();
     let dir = tempdir();
     let options = MODES[1].options(Duration::from_secs(1));
-    let plain = |program: &str, cwd: PathBuf| Launch {
-        program: PathBuf::from(program),
-        args: Vec::new(),
-        env: env(),
-        cwd: Some(cwd),
-        fds: Vec::new(),
-        kind: LaunchKind::Plain,
-        started: None,
-        pid_record: None,
-        mask_namespace: None,
-    };
+    let plain = |program: &str, cwd: PathBuf| plain_launch(program, Vec::new(), cwd);
     let err = supervise::run(
         plain("no-such-program-palisade", dir.path().into()),
         &Budgets::default(),
@@ -1583,18 +1565,11 @@ fn a_launch_mounts_observed_masks_in_namespaces_of_its_own() {
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let server = MaskServer::serve_sent(ours.into(), &nodes).unwrap();
         let launch = Launch {
-            program: PathBuf::from("sh"),
-            args: vec!["-c".into(), script.into()],
-            env: env(),
-            cwd: Some(dir.path().into()),
-            fds: Vec::new(),
-            kind: LaunchKind::Plain,
-            started: None,
-            pid_record: None,
             mask_namespace: Some(MaskMount {
                 mountpoint: mountpoint.to_path_buf(),
                 socket: theirs.into(),
             }),
+            ..plain_launch("sh", vec!["-c".into(), script.into()], dir.path().into())
         };
         let outcome = supervise::run(
             launch,
