@@ -237,6 +237,9 @@ impl Runner {
             .env("HOME", self.path("home"))
             .env("LANG", "C")
             .env("PALISADE_CACHE_DIR", self.path("cache"))
+            // The test's directories may lie inside a checkout (cargo's target dir): git run
+            // in a workspace that is no repository must not climb into it.
+            .env("GIT_CEILING_DIRECTORIES", self.path("repos"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -783,4 +786,209 @@ fn bwrap_a_killed_runs_placeholders_go_with_the_next_run() {
 #[test]
 fn docker_a_killed_runs_placeholders_go_with_the_next_run() {
     killed_run(Backend::Docker);
+}
+
+// ---------------------------------------------------------------------------------------------
+// git's execution surface: nothing planted in the repository runs later, outside (issue 34)
+
+/// Each attack plants something the host's git runs later; `@M@` is the marks directory the
+/// planted command touches a file in (named after the attack).
+const GIT_PLANTS: [(&str, &str); 9] = [
+    (
+        "hook",
+        "hook hook > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout",
+    ),
+    (
+        "fsmonitor",
+        r#"git config core.fsmonitor "touch @M@/fsmonitor; false""#,
+    ),
+    (
+        "hooks-path",
+        r#"mkdir -p hk && hook hooks-path > hk/post-checkout && chmod +x hk/post-checkout && git config core.hooksPath "$PWD/hk""#,
+    ),
+    (
+        "ssh-command",
+        r#"git config remote.o.url ssh://127.0.0.1/nothing && git config core.sshCommand "touch @M@/ssh-command; false""#,
+    ),
+    ("alias", r#"git config alias.al "!touch @M@/alias""#),
+    (
+        "include-path",
+        r#"printf "[alias]\n\tinc = !touch @M@/include-path\n" > inc.cfg && git config include.path "$PWD/inc.cfg""#,
+    ),
+    (
+        "rename-config",
+        r#"cp .git/config c.tmp && printf "[alias]\n\trn = !touch @M@/rename-config\n" >> c.tmp && mv -f c.tmp .git/config"#,
+    ),
+    (
+        "symlink-config",
+        r#"cp .git/config s.cfg && printf "[alias]\n\tsl = !touch @M@/symlink-config\n" >> s.cfg && ln -sf "$PWD/s.cfg" .git/config"#,
+    ),
+    (
+        "worktree-config",
+        r#"git config extensions.worktreeConfig true && printf "[core]\n\tfsmonitor = touch @M@/worktree-config\n" > .git/config.worktree"#,
+    ),
+];
+
+/// The plants as one script: each prints `ok:<name>` when the whole plant worked.
+fn plant_script(plants: &[(&str, &str)]) -> String {
+    let mut script = String::from(
+        "try() { if (eval \"$2\") >/dev/null 2>&1; then echo \"ok:$1\"; fi; }\n\
+         hook() { printf '#!/bin/sh\\ntouch @M@/%s\\n' \"$1\"; }\n",
+    );
+    for (name, plant) in plants {
+        script.push_str(&format!("try {name} '{}'\n", plant.replace('\'', r"'\''")));
+    }
+    script.push_str("echo end\n");
+    script
+}
+
+/// The host-side git commands that would run what [`GIT_PLANTS`] planted.
+const GIT_TRIGGERS: &str = "git status >/dev/null 2>&1; git checkout -q -b planted 2>/dev/null; \
+    git fetch -q o 2>/dev/null; git al 2>/dev/null; git inc 2>/dev/null; git rn 2>/dev/null; \
+    git sl 2>/dev/null; true";
+
+/// In a workspace that is no repository: a `git init` there, then a hook and `core.fsmonitor`.
+const INIT_PLANT: &str = r#"
+if (git init -q && git config core.fsmonitor "touch @M@/init-fsmonitor; false" \
+    && printf '#!/bin/sh\ntouch @M@/init-hook\n' > .git/hooks/post-checkout \
+    && chmod +x .git/hooks/post-checkout) >/dev/null 2>&1; then echo ok:init; fi
+echo end
+"#;
+
+const INIT_TRIGGERS: &str =
+    "git status >/dev/null 2>&1; git checkout -q -b planted 2>/dev/null; true";
+
+/// A repository made two levels down during the run: no mount can protect it, so palisade
+/// reports what it holds after the run.
+const DEEP_PLANT: &str = r#"
+mkdir -p crates/hello && cd crates/hello && git init -q \
+  && git config core.fsmonitor "touch @M@/deep-fsmonitor; false" \
+  && mkdir -p .git/hooks && printf '#!/bin/sh\ntouch @M@/deep-hook\n' > .git/hooks/post-checkout \
+  && chmod +x .git/hooks/post-checkout && echo ok:deep
+"#;
+
+impl Runner {
+    /// A fresh directory `<base>/<name>` of this user's, for the planted commands' marks.
+    fn marks(&self, name: &str) -> PathBuf {
+        let dir = self.path(name);
+        std::fs::create_dir(&dir).unwrap();
+        escape_kit::chown_tree(&dir, self.user);
+        dir
+    }
+
+    /// A directory `<base>/repos/<name>` of this user's that is no repository.
+    fn plain_dir(&self, name: &str) -> PathBuf {
+        let ws = self.path("repos").join(name);
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::write(ws.join("notes.txt"), "notes\n").unwrap();
+        escape_kit::chown_tree(&ws, self.user);
+        ws
+    }
+}
+
+fn with_marks(script: &str, marks: &Path) -> String {
+    script.replace("@M@", &marks.display().to_string())
+}
+
+/// What the planted commands touched, sorted.
+fn fired(marks: &Path) -> BTreeSet<String> {
+    entries(marks)
+}
+
+fn git_surface(backend: Backend) {
+    for runner in runners(backend) {
+        let label = runner.label();
+
+        // Every plant works outside, each in a repository of its own (`core.hooksPath` would
+        // hide a hook in `.git/hooks`), and the host's git then runs each.
+        for (name, plant) in GIT_PLANTS {
+            let control_ws = runner.repository(&format!("surface-outside-{name}"), true);
+            let control_marks = runner.marks(&format!("marks-outside-{name}"));
+            let script = with_marks(&plant_script(&[(name, plant)]), &control_marks);
+            let planted = runner.outside(&script, &control_ws);
+            assert_eq!(
+                text(&planted.stdout),
+                format!("ok:{name}\nend\n"),
+                "{label}: {name} cannot be planted outside: {}",
+                text(&planted.stderr)
+            );
+            runner.outside(GIT_TRIGGERS, &control_ws);
+            assert_eq!(
+                fired(&control_marks),
+                BTreeSet::from([name.to_owned()]),
+                "{label}: the command {name} planted does not fire outside"
+            );
+        }
+
+        // Inside, none can be planted, and the same git commands afterwards run nothing.
+        let ws = runner.repository("surface-inside", true);
+        let marks = runner.marks("marks-inside");
+        let out = runner.inside(&with_marks(&plant_script(&GIT_PLANTS), &marks), &ws);
+        let stdout = text(&out.stdout);
+        assert!(stdout.ends_with("end\n"), "{label}: {}", text(&out.stderr));
+        assert!(!stdout.contains("ok:"), "{label}: planted inside: {stdout}");
+        runner.outside(GIT_TRIGGERS, &ws);
+        assert_eq!(
+            fired(&marks),
+            BTreeSet::new(),
+            "{label}: a command planted inside ran outside"
+        );
+
+        // A workspace in no repository: `git init` works outside, and its hook and
+        // fsmonitor fire; inside, `.git` cannot be made.
+        let plain_outside = runner.plain_dir("plain-outside");
+        let plain_marks = runner.marks("marks-init-outside");
+        let out = runner.outside(&with_marks(INIT_PLANT, &plain_marks), &plain_outside);
+        assert!(
+            text(&out.stdout).contains("ok:init\n"),
+            "{label}: {}",
+            text(&out.stderr)
+        );
+        runner.outside(INIT_TRIGGERS, &plain_outside);
+        assert!(
+            fired(&plain_marks).contains("init-fsmonitor"),
+            "{label}: {:?}",
+            fired(&plain_marks)
+        );
+        let plain = runner.plain_dir("plain-inside");
+        let marks = runner.marks("marks-init-inside");
+        let out = runner.inside(&with_marks(INIT_PLANT, &marks), &plain);
+        assert_eq!(
+            text(&out.stdout),
+            "end\n",
+            "{label}: git init at the workspace's root: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            std::fs::symlink_metadata(plain.join(".git")).is_err(),
+            "{label}: `.git` left in a workspace that had none"
+        );
+        runner.outside(INIT_TRIGGERS, &plain);
+        assert_eq!(fired(&marks), BTreeSet::new(), "{label}");
+
+        // A repository made two levels down cannot be protected: it is reported.
+        let marks = runner.marks("marks-deep");
+        let out = runner.inside(&with_marks(DEEP_PLANT, &marks), &ws);
+        let stderr = text(&out.stderr);
+        assert!(text(&out.stdout).contains("ok:deep"), "{label}: {stderr}");
+        let report = stderr
+            .lines()
+            .find(|line| line.contains("crates/hello/.git"))
+            .unwrap_or_else(|| panic!("{label}: no report of the new repository: {stderr}"));
+        assert!(
+            report.contains("hook post-checkout") && report.contains("core.fsmonitor"),
+            "{label}: {report}"
+        );
+        eprintln!("{label}: git's hooks and config held; a new repository reported");
+    }
+}
+
+#[test]
+fn bwrap_nothing_planted_in_git_runs_later_outside() {
+    git_surface(Backend::Bwrap);
+}
+
+#[test]
+fn docker_nothing_planted_in_git_runs_later_outside() {
+    git_surface(Backend::Docker);
 }

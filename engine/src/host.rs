@@ -70,6 +70,12 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(exempt) = &host.exempt_denied_read_paths {
         validate_exempt(exempt, &mut errors);
     }
+    if let Some(dirs) = &host.git_dirs {
+        validate_git_dirs(dirs, &mut errors);
+    }
+    if let Some(exempt) = &host.exempt_protected_paths {
+        validate_exempt_protected(exempt, &mut errors);
+    }
     if let Some(ports) = &host.loopback_ports {
         const PATH: &str = "host.loopbackPorts";
         if ports.len() > crate::sandbox::MAX_LOOPBACK_PORTS {
@@ -221,6 +227,50 @@ fn validate_exempt(exempt: &[String], errors: &mut Errors) {
                     "{} is not a built-in denied path; expected one of {}",
                     text::quote(entry),
                     text::list_names(built_in)
+                ),
+            );
+        } else if !seen.insert(entry.as_str()) {
+            errors.push(at, format!("duplicate entry {}", text::quote(entry)));
+        }
+    }
+}
+
+/// The measured git directories: bounded, normalised absolute paths, each once.
+fn validate_git_dirs(dirs: &[String], errors: &mut Errors) {
+    const PATH: &str = "host.gitDirs";
+    let max = crate::protected::MAX_GIT_DIRS;
+    if dirs.len() > max {
+        errors.push(
+            PATH,
+            format!("has {} entries; expected at most {max}", dirs.len()),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (index, dir) in dirs.iter().enumerate() {
+        let at = text::index_path(PATH, index);
+        if let Err(message) = paths::check_host_path(dir) {
+            errors.push(at, message);
+        } else if !seen.insert(dir.as_str()) {
+            errors.push(at, format!("duplicate entry {}", text::quote(dir)));
+        }
+    }
+}
+
+/// Protected-path exemptions name git's built-in rules exactly, once each: the seed's four are
+/// not exemptable.
+fn validate_exempt_protected(exempt: &[String], errors: &mut Errors) {
+    const PATH: &str = "host.exemptProtectedPaths";
+    let rules = crate::protected::EXEMPTABLE_RULES;
+    let mut seen = BTreeSet::new();
+    for (index, entry) in exempt.iter().enumerate() {
+        let at = text::index_path(PATH, index);
+        if !rules.contains(&entry.as_str()) {
+            errors.push(
+                at,
+                format!(
+                    "{} is not an exemptable protected path; expected one of {}",
+                    text::quote(entry),
+                    text::list_names(rules)
                 ),
             );
         } else if !seen.insert(entry.as_str()) {

@@ -13,6 +13,7 @@ pub mod canonical;
 pub mod environment;
 pub mod model;
 pub mod output;
+pub mod protected;
 pub mod reader;
 pub mod resolve;
 pub mod yaml;
@@ -46,7 +47,7 @@ pub use output::{Outcome, RefusalCode, Verdict};
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version of the WIT package this engine implements (`palisade:engine@…`).
-pub const WIT_VERSION: &str = "0.4.0";
+pub const WIT_VERSION: &str = "0.5.0";
 
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.

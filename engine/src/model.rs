@@ -256,6 +256,17 @@ pub struct HostFacts {
     /// unset, or not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_auth_sock: Option<String>,
+    /// The git directories of the repository that holds the workspace, as the host found them
+    /// the way git does (absolute, normalised): its git directory, the common directory a
+    /// linked worktree's points to, and each submodule's under `modules/`. Empty: the
+    /// workspace is in no repository. Absent: not measured, and the engine assumes `.git` at
+    /// the workspace's root. See [`crate::protected`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dirs: Option<Vec<String>>,
+    /// Built-in protected-path rules the host configuration exempts, by name
+    /// ([`crate::protected::EXEMPTABLE_RULES`]: `.git/hooks`, ...). Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exempt_protected_paths: Option<Vec<String>>,
 }
 
 /// What is at a path the policy allows as a host Unix socket, symlinks followed.
@@ -327,6 +338,8 @@ impl HostFacts {
             unix_sockets: None,
             allow_root_granting_sockets: None,
             ssh_auth_sock: None,
+            git_dirs: None,
+            exempt_protected_paths: None,
         }
     }
 }

@@ -260,6 +260,7 @@ mod tests {
             denied_read_paths: vec![],
             dropped_denied_read_paths: vec![],
             protected_paths: vec![],
+            dropped_protected_paths: vec![],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
             task_contract: None,

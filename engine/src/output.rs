@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::model::{Backend, Capability, ExecutionMode, NetworkMode};
 
 /// The version of the decision JSON schema. Bump it when the shape of `Report` changes.
-pub const SCHEMA_VERSION: &str = "palisade.decision/v2";
+pub const SCHEMA_VERSION: &str = "palisade.decision/v3";
 
 /// The closed set of reasons a decision can be refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -175,6 +175,35 @@ pub struct DroppedDeniedPath {
     pub reason: String,
 }
 
+/// Where a protected path came from. Only built-ins today: a policy cannot name its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectedOrigin {
+    /// Built in ([`crate::protected`]): the seed's four and git's execution surface.
+    BuiltIn,
+}
+
+/// One protected path of the policy: resolved, with the built-in rule that put it there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyProtectedPath {
+    pub path: String,
+    /// The built-in's name (`AGENTS.md`, `.git/hooks`): what a host configuration's
+    /// `exemptProtectedPaths` names, and what a denial cites.
+    pub rule: String,
+    pub origin: ProtectedOrigin,
+}
+
+/// A built-in protected path that is not applied, and why (the host configuration exempted
+/// its rule).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DroppedProtectedPath {
+    pub path: String,
+    pub rule: String,
+    pub reason: String,
+}
+
 /// The effective policy after defaults and implications.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -199,8 +228,13 @@ pub struct EffectivePolicy {
     /// workspace or a writable root). Never silent: the launcher says so.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped_denied_read_paths: Vec<DroppedDeniedPath>,
-    /// Built-in protected paths resolved against the workspace, in built-in order.
-    pub protected_paths: Vec<String>,
+    /// Built-in protected paths, resolved (the seed's four in the workspace, git's execution
+    /// surface in the git directories the host measured), in built-in order, each with its rule.
+    pub protected_paths: Vec<PolicyProtectedPath>,
+    /// Built-in protected paths the host configuration exempted. Never silent: the launcher
+    /// says so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_protected_paths: Vec<DroppedProtectedPath>,
     pub allow_dedicated_direct_override: bool,
     /// `spec.budgets` as declared (the launcher may only tighten them).
     pub budgets: Budgets,

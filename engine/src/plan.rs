@@ -138,6 +138,27 @@ fn warnings(
             unenforced.join(", ")
         ));
     }
+    // Said apart, and plainly: of all the unenforced paths only these run code later.
+    let git_unenforced = policy.protected_paths.iter().any(|protected| {
+        crate::protected::is_git_rule(&protected.rule)
+            && plan
+                .protected_paths
+                .iter()
+                .any(|p| p.path == protected.path && !p.enforced)
+    });
+    if git_unenforced && plan.execution_mode == ExecutionMode::Sandbox {
+        lines.push(format!(
+            "git's hooks and configuration are WRITABLE under `{backend}`: a hook or config the command plants runs unconfined at the next git command outside; add protectedPathReadOnlyMask to requiredCapabilities (or --require protectedPathReadOnlyMask) to refuse this backend"
+        ));
+    }
+    for dropped in &policy.dropped_protected_paths {
+        lines.push(format!(
+            "protected path {} ({}) is writable: {}",
+            crate::text::quote(&dropped.path),
+            dropped.rule,
+            dropped.reason
+        ));
+    }
     if plan.denied_read_paths.is_empty() && !policy.denied_read_paths.is_empty() {
         let paths: Vec<&str> = policy
             .denied_read_paths
@@ -272,8 +293,8 @@ fn protected_paths(policy: &EffectivePolicy, enforced: bool) -> Vec<ProtectedPat
     policy
         .protected_paths
         .iter()
-        .map(|path| ProtectedPath {
-            path: path.clone(),
+        .map(|protected| ProtectedPath {
+            path: protected.path.clone(),
             enforced,
         })
         .collect()
@@ -353,7 +374,12 @@ mod tests {
                 origin: crate::output::DeniedOrigin::Declared,
             }],
             dropped_denied_read_paths: vec![],
-            protected_paths: vec!["/w/.github".into()],
+            protected_paths: vec![crate::output::PolicyProtectedPath {
+                path: "/w/.github".into(),
+                rule: ".github".into(),
+                origin: crate::output::ProtectedOrigin::BuiltIn,
+            }],
+            dropped_protected_paths: vec![],
             allow_dedicated_direct_override: false,
             budgets: Default::default(),
             task_contract: None,

@@ -18,10 +18,6 @@ use crate::policy::Taskpack;
 use crate::sandbox::{self, SandboxSpec};
 use crate::text::{self, Errors};
 
-/// Workspace-relative paths every backend with `protectedPathReadOnlyMask` keeps read-only.
-pub(crate) const BUILT_IN_PROTECTED_PATHS: [&str; 4] =
-    [".github", ".loopwright/policies", "AGENTS.md", "CLAUDE.md"];
-
 /// Credential stores every policy denies, on every backend with read containment (absolute or
 /// `~/`-relative, as a policy spells them). A host may exempt one only by naming it in its
 /// configuration, and the decision lists the exemption.
@@ -57,11 +53,7 @@ const OMITTED_DEFAULT_REQUIREMENTS: [Capability; 3] = [
 
 /// The effective policy for a valid input.
 pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> EffectivePolicy {
-    let workspace = &input.host.workspace_dir;
-    let protected_paths = BUILT_IN_PROTECTED_PATHS
-        .iter()
-        .map(|relative| paths::join(workspace, relative))
-        .collect();
+    let (protected_paths, dropped_protected_paths) = crate::protected::resolve(&input.host);
     let mut policy = EffectivePolicy {
         source: PolicySource::OmittedDefault,
         document_name: input.document_name.clone(),
@@ -77,6 +69,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         denied_read_paths: Vec::new(),
         dropped_denied_read_paths: Vec::new(),
         protected_paths,
+        dropped_protected_paths,
         allow_dedicated_direct_override: false,
         budgets: taskpack.map(|t| t.budgets.clone()).unwrap_or_default(),
         task_contract: None,
@@ -404,13 +397,21 @@ mod tests {
                 (Capability::ProcessTreeCleanup, Origin::Default),
             ]
         );
+        let protected: Vec<&str> = policy
+            .protected_paths
+            .iter()
+            .map(|p| p.path.as_str())
+            .collect();
         assert_eq!(
-            policy.protected_paths,
+            protected,
             [
                 "/w/.github",
                 "/w/.loopwright/policies",
                 "/w/AGENTS.md",
-                "/w/CLAUDE.md"
+                "/w/CLAUDE.md",
+                "/w/.git/hooks",
+                "/w/.git/config",
+                "/w/.git/config.worktree",
             ]
         );
         assert_eq!(policy.taskpack_name, None);

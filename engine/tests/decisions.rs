@@ -176,9 +176,9 @@ fn actions_default_selects_direct_dedicated_without_opt_in() {
     assert_eq!(r["policy"]["source"], "github-actions-default");
     assert_eq!(r["policy"]["allowDedicatedDirectOverride"], true);
     assert_eq!(r["policy"]["ignoredSpecSections"], json!(["steps"]));
-    // The built-in protected paths are listed, each marked unenforced.
+    // The built-in protected paths (the seed's four, git's three) are listed, each unenforced.
     let protected = r["plan"]["protectedPaths"].as_array().unwrap();
-    assert_eq!(protected.len(), 4);
+    assert_eq!(protected.len(), 7);
     assert!(protected.iter().all(|p| p["enforced"] == false));
     assert_eq!(r["plan"]["readOnlyRoot"], false);
     assert_eq!(r["plan"]["processTreeCleanup"], true);
@@ -240,9 +240,9 @@ fn direct_dedicated_with_host_opt_in_stays_selectable_despite_builtin_masks() {
     assert_eq!(r["backend"], "direct-dedicated");
     // Listed so that the launcher can say so, none enforced.
     let protected = r["plan"]["protectedPaths"].as_array().unwrap();
-    assert_eq!(protected.len(), 4);
+    assert_eq!(protected.len(), 7);
     assert!(protected.iter().all(|p| p["enforced"] == false));
-    assert_eq!(r["policy"]["protectedPaths"].as_array().unwrap().len(), 4);
+    assert_eq!(r["policy"]["protectedPaths"].as_array().unwrap().len(), 7);
 }
 
 #[test]

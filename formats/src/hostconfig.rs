@@ -116,6 +116,7 @@ pub struct Spec {
     pub environment: Option<Vec<String>>,
     pub denied_read_paths: Option<Vec<String>>,
     pub exempt_denied_read_paths: Option<Vec<String>>,
+    pub exempt_protected_paths: Option<Vec<String>>,
     pub loopback_ports: Option<Vec<u16>>,
     pub allow_root_granting_sockets: Option<Vec<String>>,
     pub budgets: Ceilings,
@@ -125,7 +126,7 @@ pub struct Spec {
 const TOP_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "spec"];
 
 /// The keys of `spec`.
-const SPEC_FIELDS: [&str; 15] = [
+const SPEC_FIELDS: [&str; 16] = [
     "sessionKind",
     "defaultBackendOrder",
     "allowDirectDedicated",
@@ -133,6 +134,7 @@ const SPEC_FIELDS: [&str; 15] = [
     "allowHomeWritable",
     "deniedReadPaths",
     "exemptDeniedReadPaths",
+    "exemptProtectedPaths",
     "loopbackPorts",
     "allowRootGrantingSockets",
     "writableRoots",
@@ -227,6 +229,9 @@ fn walk_spec(node: &Node, path: &str, spec: &mut Spec, errors: &mut Errors) {
         "deniedReadPaths" => spec.denied_read_paths = denied_list(value, &path, errors),
         "exemptDeniedReadPaths" => {
             spec.exempt_denied_read_paths = exempt_list(value, &path, errors);
+        }
+        "exemptProtectedPaths" => {
+            spec.exempt_protected_paths = exempt_protected_list(value, &path, errors);
         }
         "loopbackPorts" => spec.loopback_ports = port_list(value, &path, errors),
         "allowRootGrantingSockets" => {
@@ -390,6 +395,36 @@ fn socket_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<Strin
             }
             Some(value) => out.push(value),
             None => {}
+        }
+    }
+    (errors.total() == before).then_some(out)
+}
+
+/// `exemptProtectedPaths`: git's built-in protected-path rules, by name, once each.
+fn exempt_protected_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
+    let rules = palisade_engine::protected::EXEMPTABLE_RULES;
+    let items = expect_list(node, path, rules.len(), errors)?;
+    let before = errors.total();
+    let mut out: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_path = index_path(path, index);
+        let Some(entry) = expect_str(item, &item_path, errors) else {
+            continue;
+        };
+        if !rules.contains(&entry) {
+            errors.push(
+                item_path,
+                format!(
+                    "{} is not an exemptable protected path; expected one of {}{}",
+                    quote(entry),
+                    reader::list_names(rules),
+                    reader::did_you_mean(entry, rules)
+                ),
+            );
+        } else if out.iter().any(|e| e == entry) {
+            errors.push(item_path, format!("duplicate rule {}", quote(entry)));
+        } else {
+            out.push(entry.to_owned());
         }
     }
     (errors.total() == before).then_some(out)

@@ -26,6 +26,8 @@ pub struct FactOptions {
     pub denied_read_paths: Option<Vec<String>>,
     /// From the host configuration: built-in denied paths it exempts; `None`: none.
     pub exempt_denied_read_paths: Option<Vec<String>>,
+    /// From the host configuration: git's protected-path rules it exempts; `None`: none.
+    pub exempt_protected_paths: Option<Vec<String>>,
     /// From the host configuration: whether the home may be a writable root; `None`: no.
     pub allow_home_writable: Option<bool>,
     /// The selected runtime profile's budgets; `None`: no profile, or no budgets in it.
@@ -84,6 +86,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
             writable_roots.push(resolved);
         }
     }
+    let git_dirs = crate::gitdirs::measure(Path::new(&workspace_dir));
     Ok(HostFacts {
         os: std::env::consts::OS.to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
@@ -109,6 +112,8 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         // Measured once the policy is known (`crate::unix_sockets::measure_into`).
         unix_sockets: None,
         ssh_auth_sock: None,
+        git_dirs: Some(git_dirs),
+        exempt_protected_paths: options.exempt_protected_paths.clone(),
     })
 }
 

@@ -25,6 +25,8 @@ pub mod envpolicy;
 pub mod execmode;
 pub mod exit;
 pub mod facts;
+pub mod gitdirs;
+pub mod gitplanted;
 pub mod hostconfig;
 pub mod launch;
 mod lock;

@@ -136,7 +136,7 @@ fn wit_prints_the_contract() {
     let env = Env::new();
     let out = env.run(&["wit"]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("package palisade:engine@0.4.0;"));
+    assert!(stdout(&out).contains("package palisade:engine@0.5.0;"));
 }
 
 #[test]
@@ -927,6 +927,16 @@ fn records_of_the_contract_before_policy_flags_replay_with_their_own_engine() {
 #[test]
 fn records_of_the_contract_before_unix_sockets_replay_with_their_own_engine() {
     replay_fixture("engine-0.3.0", "0.3.0", 3);
+}
+
+/// Records made by the engine of the contract before git's protected paths
+/// (`palisade:engine@0.4.0`, `tests/fixtures/engine-0.4.0/`: that component and three records it
+/// made: a policy formed by flags alone with an allowed host Unix socket, the example taskpack,
+/// and the refusal of a socket flag that would widen the taskpack) still replay with the engine
+/// that made them.
+#[test]
+fn records_of_the_contract_before_git_protected_paths_replay_with_their_own_engine() {
+    replay_fixture("engine-0.4.0", "0.4.0", 3);
 }
 
 /// Replays `tests/fixtures/<name>/decisions.jsonl` with the component beside it (from a

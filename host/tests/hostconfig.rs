@@ -508,6 +508,77 @@ fn the_configuration_reaches_the_decision_and_every_audit_record() {
     );
 }
 
+/// A host configuration exempts git's config by rule: the measured git directory and the
+/// exemption are recorded, the decision lists the path as dropped, `decide` warns, a run can
+/// write it, the hooks stay read-only, and the record replays.
+#[test]
+fn an_exempted_git_rule_is_recorded_dropped_and_said() {
+    let env = Env::new(User::Own);
+    let ws = env.path("ws");
+    let init = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let config = env.config("host.yaml", "  exemptProtectedPaths: [.git/config]\n");
+    let config = config.to_str().unwrap();
+    let audit = env.s("audit.jsonl");
+    let out = env.run(&["decide", "--host-config", config, "--record", &audit]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let git_config = format!("{}/.git/config", env.s("ws"));
+    assert!(
+        text(&out.stdout).contains(&format!("protected path `{git_config}` (.git/config) is writable: exempted by the host configuration")),
+        "{}",
+        text(&out.stdout)
+    );
+    let record = &env.audit_lines()[0];
+    assert_eq!(
+        strings(&record["input"]["host"]["gitDirs"]),
+        [format!("{}/.git", env.s("ws"))]
+    );
+    assert_eq!(
+        strings(&record["input"]["host"]["exemptProtectedPaths"]),
+        [".git/config"]
+    );
+    let decision = decision_of(record);
+    assert_eq!(
+        decision["policy"]["droppedProtectedPaths"][0]["path"],
+        git_config.as_str()
+    );
+    assert!(
+        !decision["plan"]["protectedPaths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["path"] == git_config.as_str())
+    );
+    let out = Command::new(PALISADE)
+        .args(["replay", &audit])
+        .env("PALISADE_CACHE_DIR", env.path("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+    // Inside, git's config can be written, its hooks still cannot.
+    let out = env.run(&[
+        "run",
+        "--host-config",
+        config,
+        "--",
+        "sh",
+        "-c",
+        "git config alias.st status && echo config-ok; touch .git/hooks/x || echo hooks-ro",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "config-ok\nhooks-ro\n",
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn budget_ceilings_clamp_the_taskpack_and_say_so() {
     let env = Env::new(User::Own);

@@ -682,7 +682,8 @@ fn a_backend_that_cannot_protect_paths_says_so_before_the_command_starts() {
             .iter()
             .map(|p| p["enforced"].as_bool().unwrap())
             .collect();
-        assert_eq!(enforced.len(), 4, "{backend}");
+        // The seed's four and git's surface (the workspace is somewhere in a repository or not).
+        assert!(enforced.len() >= 7, "{backend}: {enforced:?}");
         if backend == "linux-landlock" {
             assert_eq!(out.status.code(), Some(0), "{stderr}");
             assert_eq!(std::fs::read_to_string(&agents).unwrap(), "changed\n");
@@ -696,6 +697,59 @@ fn a_backend_that_cannot_protect_paths_says_so_before_the_command_starts() {
             assert!(enforced.iter().all(|e| *e));
         }
     }
+}
+
+/// Landlock cannot keep git's hooks and config read-only inside the workspace: the run says so
+/// before the command starts, and after it names the hook and the key the command planted;
+/// `--require protectedPathReadOnlyMask` refuses the backend instead.
+#[test]
+fn landlock_says_git_is_writable_and_reports_what_was_planted() {
+    let env = Env::new();
+    let ws = env.path("ws");
+    let git = |args: &[&str]| {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(&ws)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    let taskpack = env.taskpack("linux-landlock", "");
+    let audit = env.path("audit.jsonl");
+    let mut args = run_args(&taskpack, &audit, "linux-landlock");
+    let script = "printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-checkout \
+        && chmod +x .git/hooks/post-checkout && git config core.fsmonitor 'echo planted; false'";
+    args.extend(["--", "sh", "-c", script]);
+    let out = env.run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("git's hooks and configuration are WRITABLE under `linux-landlock`"),
+        "{stderr}"
+    );
+    let report = stderr
+        .lines()
+        .find(|line| line.contains("left what git RUNS"))
+        .unwrap_or_else(|| panic!("no report: {stderr}"));
+    assert!(
+        report.contains("hook post-checkout") && report.contains("core.fsmonitor"),
+        "{report}"
+    );
+    let outcome = env
+        .audit_lines()
+        .into_iter()
+        .find(|line| line.get("outcome").is_some())
+        .unwrap();
+    let planted = &outcome["outcome"]["gitPlanted"][0];
+    assert_eq!(planted["hooks"][0], "post-checkout", "{outcome}");
+    assert_eq!(planted["config"][0]["key"], "core.fsmonitor", "{outcome}");
+
+    // Required: no backend but one that masks them.
+    let mut args = run_args(&taskpack, &audit, "linux-landlock");
+    args.extend(["--require", "protectedPathReadOnlyMask", "--", "true"]);
+    let out = env.run(&args);
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
 }
 
 /// The command must not be able to rewrite the record of its own run: an audit file inside the
@@ -1987,7 +2041,14 @@ fn denied_paths_are_observed_and_explained(backend: &str) {
         }
         let script = "cat ~/.aws/credentials; ls ~/private; echo x > ~/private/new; \
                       cat ~/token; cat README; echo ok > allowed.txt; ls -a ~ > /dev/null; \
-                      stat -c %a ~/private; git init -q && git add -A && echo added";
+                      stat -c %a ~/private; git add -A && echo added";
+        // The workspace is a repository of its own (a `git init` inside would be refused: `.git`
+        // is protected where the workspace has none).
+        let init = as_user(Command::new("git").args(["init", "-q"]), user)
+            .current_dir(env.path("ws"))
+            .status()
+            .unwrap();
+        assert!(init.success());
         // Outside, every read succeeds (as this user).
         let outside = as_user(Command::new("sh").args(["-c", script]), user)
             .env("HOME", &home)
@@ -1995,7 +2056,14 @@ fn denied_paths_are_observed_and_explained(backend: &str) {
             .output()
             .unwrap();
         assert!(text(&outside.stdout).contains("SECRET-AWS"), "{outside:?}");
-        std::fs::remove_dir_all(env.path("ws/.git")).unwrap();
+        let reset = as_user(
+            Command::new("git").args(["rm", "-q", "-r", "--cached", "."]),
+            user,
+        )
+        .current_dir(env.path("ws"))
+        .status()
+        .unwrap();
+        assert!(reset.success());
         std::fs::remove_file(env.path("ws/allowed.txt")).unwrap();
         std::fs::remove_file(home.join("private/new")).unwrap();
 

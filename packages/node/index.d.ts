@@ -84,6 +84,10 @@ export interface HostFacts {
   unixSockets?: UnixSocketFact[];
   allowRootGrantingSockets?: string[];
   sshAuthSock?: string;
+  /** The git directories of the repository holding the workspace; `[]`: none. Absent: `.git` in the workspace is assumed. */
+  gitDirs?: string[];
+  /** Git's protected-path rules the host configuration exempts (`.git`, `.git/hooks`, `.git/config`, `.git/config.worktree`). */
+  exemptProtectedPaths?: string[];
 }
 
 /** What the host measured at one allowed host Unix socket (symlinks followed). */
@@ -133,7 +137,7 @@ export interface DecisionInput {
   policyFlags?: PolicyFlags;
 }
 
-// --- The decision's JSON (schema `palisade.decision/v2`) -----------------------------------
+// --- The decision's JSON (schema `palisade.decision/v3`) -----------------------------------
 
 /** One effective budget and who set it. */
 export interface BudgetLimit {
@@ -274,7 +278,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.4.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.5.0`. */
 export const INTERFACE: string;
 
 /**

@@ -201,6 +201,30 @@ fn looser_host_facts(
     {
         looser("deniedReadPaths", "drops paths this host denies".into());
     }
+    // The repository is measured here: a claim of other git directories (or none) would move
+    // the protection of git's hooks and configuration away from the ones this run can write.
+    if claimed.git_dirs.is_some() && claimed.git_dirs != here.git_dirs {
+        looser(
+            "gitDirs",
+            format!(
+                "{:?}, but this workspace's git directories are {:?}",
+                claimed.git_dirs.as_deref().unwrap_or_default(),
+                here.git_dirs.as_deref().unwrap_or_default()
+            ),
+        );
+    }
+    let here_rules = here.exempt_protected_paths.as_deref().unwrap_or_default();
+    if claimed
+        .exempt_protected_paths
+        .iter()
+        .flatten()
+        .any(|rule| !here_rules.contains(rule))
+    {
+        looser(
+            "exemptProtectedPaths",
+            "exempts protected paths this host does not".into(),
+        );
+    }
     let here_exempt = here.exempt_denied_read_paths.as_deref().unwrap_or_default();
     let claimed_exempt = claimed
         .exempt_denied_read_paths
@@ -610,6 +634,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         return stopped(signal, &mut json_out, &mut clock);
     }
     clock.end(Phase::Plan);
+    let started = std::time::SystemTime::now();
     let mut result = launch::execute(
         &launch_plan,
         &launch::ExecuteOptions {
@@ -657,6 +682,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
             "error": error.to_string(),
         })),
     };
+    let failed_record_is_none = failed_record.is_none();
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
     let record = match &mut result {
         Ok(launched) => Some(&mut launched.record),
@@ -666,7 +692,23 @@ pub fn run(args: &RunArgs) -> CommandResult {
         ) => Some(record),
         Err(_) => failed_record.as_mut(),
     };
+    // What the command left for the host's git to run later, where no mount protected it.
+    let planted = if record.is_some() && failed_record_is_none {
+        crate::gitplanted::scan(
+            &plan.writable_roots,
+            &enforced_git_dirs(plan, &input.host),
+            started,
+        )
+    } else {
+        Vec::new()
+    };
     if let Some(Value::Object(map)) = record {
+        if !planted.is_empty() {
+            map.insert(
+                "gitPlanted".to_owned(),
+                serde_json::to_value(&planted).unwrap_or_default(),
+            );
+        }
         if let Some((account, _)) = bridge_account {
             map.insert("network".to_owned(), account);
         }
@@ -707,6 +749,9 @@ pub fn run(args: &RunArgs) -> CommandResult {
             }
             for line in approval_lines(record) {
                 say!("{line}");
+            }
+            for planted in &planted {
+                say!("{}", planted.line());
             }
         }
         print_timings(args, &written);
@@ -949,4 +994,25 @@ fn unobserved_masks_line(record: &Value) -> Option<String> {
     Some(format!(
         "palisade: note: the denied paths were masked but not observed in this run ({why}); accesses to them are refused and not listed"
     ))
+}
+
+/// The git directories whose hooks and configuration the plan kept read-only: the scan after
+/// the run leaves them out (nothing can have been planted there).
+fn enforced_git_dirs(
+    plan: &palisade_engine::output::ConfinementPlan,
+    host: &palisade_engine::HostFacts,
+) -> Vec<String> {
+    let assumed = [format!("{}/.git", host.workspace_dir.trim_end_matches('/'))];
+    let dirs = host.git_dirs.as_deref().unwrap_or(&assumed);
+    dirs.iter()
+        .filter(|dir| {
+            ["hooks", "config"].iter().all(|name| {
+                let path = format!("{dir}/{name}");
+                plan.protected_paths
+                    .iter()
+                    .any(|p| p.path == path && p.enforced)
+            })
+        })
+        .cloned()
+        .collect()
 }

@@ -99,6 +99,7 @@ pub fn fact_options(
         allow_home_writable: config.effective.allow_home_writable.value,
         denied_read_paths: config.denied_read_paths(),
         exempt_denied_read_paths: config.exempt_denied_read_paths(),
+        exempt_protected_paths: config.exempt_protected_paths(),
         // The runtime profile's, when one is selected (the caller reads it).
         runtime_profile_budgets: None,
         loopback_ports: config.loopback_ports(),

@@ -154,6 +154,16 @@ pub fn tighten_errors(system: &Spec, user: &Spec) -> Errors {
         }
     }
     // Exempting is looser: only what the system exempts.
+    if let (Some(sys), Some(usr)) = (&system.exempt_protected_paths, &user.exempt_protected_paths) {
+        for (index, rule) in usr.iter().enumerate() {
+            if !sys.contains(rule) {
+                errors.push(
+                    format!("spec.exemptProtectedPaths[{index}]"),
+                    loosens(format!("{} is not exempted by the system", quote(rule))),
+                );
+            }
+        }
+    }
     if let (Some(sys), Some(usr)) = (
         &system.exempt_denied_read_paths,
         &user.exempt_denied_read_paths,
@@ -302,6 +312,11 @@ pub fn merge(system: &Spec, upper: Option<(&Spec, Source)>) -> Effective {
             Vec::new(),
             system.exempt_denied_read_paths.as_ref(),
             up(|s| s.exempt_denied_read_paths.as_ref()),
+        ),
+        exempt_protected_paths: pick(
+            Vec::new(),
+            system.exempt_protected_paths.as_ref(),
+            up(|s| s.exempt_protected_paths.as_ref()),
         ),
         writable_roots: pick(
             Vec::new(),

@@ -110,6 +110,9 @@ pub struct Effective {
     pub denied_read_paths: Setting<Vec<String>>,
     /// Built-in denied read paths (credential stores) exempted, each recorded in decisions.
     pub exempt_denied_read_paths: Setting<Vec<String>>,
+    /// Git's built-in protected-path rules exempted (`.git/config`, ...), each recorded in
+    /// decisions.
+    pub exempt_protected_paths: Setting<Vec<String>>,
     /// `null`: not configured (a policy may list any host loopback port); else the ports a
     /// policy may make reachable under `loopback-only`.
     pub loopback_ports: Setting<Option<Vec<u16>>>,
@@ -254,6 +257,11 @@ impl HostConfig {
                 e.exempt_denied_read_paths.from,
             ),
             (
+                "exemptProtectedPaths",
+                join(&e.exempt_protected_paths.value),
+                e.exempt_protected_paths.from,
+            ),
+            (
                 "loopbackPorts",
                 opt(e.loopback_ports.value.as_ref().map(|ports| {
                     ports
@@ -335,6 +343,11 @@ impl HostConfig {
     /// The denied read paths the configuration adds, for the engine's host facts.
     pub fn denied_read_paths(&self) -> Option<Vec<String>> {
         Self::configured(&self.effective.denied_read_paths)
+    }
+
+    /// Git's protected-path rules the configuration exempts, for the engine's host facts.
+    pub fn exempt_protected_paths(&self) -> Option<Vec<String>> {
+        Self::configured(&self.effective.exempt_protected_paths)
     }
 
     /// The built-in denied read paths the configuration exempts, for the engine's host facts.

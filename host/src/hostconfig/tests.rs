@@ -393,6 +393,44 @@ fn denied_paths_exemptions_and_the_home_are_read_and_only_tighten() {
     );
 }
 
+/// Git's protected paths are exempted by rule name only, once each; a per-user file may exempt
+/// only what the system file does.
+#[test]
+fn protected_path_exemptions_name_git_rules_and_only_tighten() {
+    let system = spec(
+        "  exemptProtectedPaths: [.git/config, .git/config.worktree]
+",
+    );
+    assert_eq!(
+        system.exempt_protected_paths,
+        Some(vec![".git/config".into(), ".git/config.worktree".into()])
+    );
+    let tighter = spec(
+        "  exemptProtectedPaths: [.git/config]
+",
+    );
+    assert_eq!(tighter_paths(&system, &tighter), Vec::<String>::new());
+    let looser = spec(
+        "  exemptProtectedPaths: [.git/config, .git/hooks]
+",
+    );
+    assert_eq!(
+        tighter_paths(&system, &looser),
+        ["spec.exemptProtectedPaths[1]"]
+    );
+    // The seed's paths, an absolute path and a repeat are each refused at their index.
+    assert_eq!(
+        error_paths(&format!(
+            "{HEAD}spec:\n  exemptProtectedPaths: [AGENTS.md, /w/.git/hooks, .git/hooks, .git/hooks]\n"
+        )),
+        [
+            "spec.exemptProtectedPaths[0]",
+            "spec.exemptProtectedPaths[1]",
+            "spec.exemptProtectedPaths[3]"
+        ]
+    );
+}
+
 fn tighter_paths(system: &Spec, user: &Spec) -> Vec<String> {
     tighten_errors(system, user)
         .into_listed()

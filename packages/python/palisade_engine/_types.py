@@ -112,6 +112,8 @@ class HostFacts(_HostFactsRequired, total=False):
     unixSockets: List[UnixSocketFact]
     allowRootGrantingSockets: List[str]
     sshAuthSock: str
+    gitDirs: List[str]
+    exemptProtectedPaths: List[str]
 
 
 class NamedDocument(TypedDict):
@@ -152,7 +154,7 @@ class DecisionInput(_DecisionInputRequired, total=False):
     policyFlags: PolicyFlags
 
 
-# --- The decision's JSON (schema `palisade.decision/v2`) -----------------------------------
+# --- The decision's JSON (schema `palisade.decision/v3`) -----------------------------------
 
 
 class BudgetLimit(TypedDict):

@@ -1057,3 +1057,55 @@ fn parent_components_and_a_protected_workspace_are_refused() {
     arbitrary_paths_case("a", "a", "a", "..").unwrap();
     arbitrary_paths_case("a", ".", "a", "a").unwrap();
 }
+
+/// Git's execution surface (issue 34), as the engine lists it: an existing repository's
+/// `hooks`, `config` and a missing `config.worktree` are unwritable (existing or not, so
+/// neither writable, replaceable nor creatable), and `.git` itself is only pinned, so commits,
+/// the index and refs stay writable inside it. In a workspace without a repository, `.git`
+/// cannot be created.
+#[test]
+fn git_hooks_and_config_are_unwritable_and_dot_git_only_pinned() {
+    let mut repo = plan(Network::None);
+    repo.protected_paths = vec![
+        "/Users/dev/project/.git/hooks".into(),
+        "/Users/dev/project/.git/config".into(),
+        "/Users/dev/project/.git/config.worktree".into(),
+    ];
+    let repo_facts = facts(
+        &repo,
+        &[
+            (
+                "/Users/dev/project/.git/hooks",
+                dir("/Users/dev/project/.git/hooks"),
+            ),
+            (
+                "/Users/dev/project/.git/config",
+                file("/Users/dev/project/.git/config", 1),
+            ),
+            (
+                "/Users/dev/project/.git/config.worktree",
+                missing(
+                    "/Users/dev/project/.git/config.worktree",
+                    "/Users/dev/project/.git/config.worktree",
+                ),
+            ),
+        ],
+    );
+    let text = profile(&repo, &repo_facts, &token()).unwrap();
+    for path in ["hooks", "config", "config.worktree"] {
+        assert!(
+            text.contains(&format!(
+                "(deny file-write* (subpath \"/Users/dev/project/.git/{path}\"))"
+            )),
+            "{path}: {text}"
+        );
+    }
+    assert!(text.contains("(deny file-write* (literal \"/Users/dev/project/.git\"))"));
+    assert!(!text.contains("(subpath \"/Users/dev/project/.git\")"));
+
+    let mut no_repo = plan(Network::None);
+    no_repo.protected_paths = vec!["/Users/dev/project/.git".into()];
+    let no_repo_facts = facts(&no_repo, &[]);
+    let text = profile(&no_repo, &no_repo_facts, &token()).unwrap();
+    assert!(text.contains("(deny file-write* (subpath \"/Users/dev/project/.git\"))"));
+}
