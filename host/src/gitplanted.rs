@@ -21,8 +21,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-/// How many directory entries one writable root's walk reads at most.
-const MAX_ENTRIES: usize = 20_000;
+/// How many directories one run's scan looks in at most (about 2 µs each: a lookup of their
+/// `.git`, and for the first level a listing). Past it the outcome says the scan stopped.
+pub const MAX_DIRS: usize = 4096;
 
 /// Slack for the filesystem's coarse clock, which can lag the one that timed the start.
 const CLOCK_SLACK: Duration = Duration::from_secs(1);
@@ -77,23 +78,44 @@ impl Planted {
     }
 }
 
+/// What one scan found, and how far it looked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub planted: Vec<Planted>,
+    /// Directories looked in.
+    pub directories: usize,
+    /// Whether every directory of the first two levels was looked in ([`MAX_DIRS`]).
+    pub complete: bool,
+}
+
 /// Scans the writable roots for what the run planted (see the module comment). `enforced`:
 /// the git directories whose surface the plan kept read-only.
-pub fn scan(roots: &[String], enforced: &[String], started: SystemTime) -> Vec<Planted> {
+pub fn scan(roots: &[String], enforced: &[String], started: SystemTime) -> Scan {
     let since = started.checked_sub(CLOCK_SLACK).unwrap_or(UNIX_EPOCH);
-    let mut found: Vec<Planted> = Vec::new();
+    let mut found = Scan {
+        complete: true,
+        ..Scan::default()
+    };
     let mut seen: Vec<PathBuf> = Vec::new();
     for root in roots {
-        let mut budget = MAX_ENTRIES;
         let mut dirs: Vec<PathBuf> = vec![PathBuf::from(root)];
         for depth in 0..=2 {
             let mut next = Vec::new();
             for dir in &dirs {
-                if let Some(planted) = look_at(dir, enforced, since, &mut seen) {
-                    found.push(planted);
+                if found.directories >= MAX_DIRS {
+                    found.complete = false;
+                    return found;
                 }
-                if depth < 2 {
-                    children(dir, &mut budget, &mut next);
+                found.directories += 1;
+                // The first levels are listed anyway (for the next): the listing says whether
+                // a `.git` is there, without a lookup.
+                let has_git = if depth < 2 {
+                    children(dir, &mut next)
+                } else {
+                    true
+                };
+                if has_git && let Some(planted) = look_at(dir, enforced, since, &mut seen) {
+                    found.planted.push(planted);
                 }
             }
             dirs = next;
@@ -102,20 +124,21 @@ pub fn scan(roots: &[String], enforced: &[String], started: SystemTime) -> Vec<P
     found
 }
 
-/// The subdirectories of `dir` (not `.git`, not through symlinks), within the entry budget.
-fn children(dir: &Path, budget: &mut usize, out: &mut Vec<PathBuf>) {
+/// Adds the subdirectories of `dir` (not `.git`, not through symlinks) to `out`; whether `dir`
+/// holds a `.git`.
+fn children(dir: &Path, out: &mut Vec<PathBuf>) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+        return false;
     };
+    let mut has_git = false;
     for entry in entries.filter_map(Result::ok) {
-        if *budget == 0 {
-            return;
-        }
-        *budget -= 1;
-        if entry.file_name() != ".git" && entry.file_type().is_ok_and(|t| t.is_dir()) {
+        if entry.file_name() == ".git" {
+            has_git = true;
+        } else if entry.file_type().is_ok_and(|t| t.is_dir()) {
             out.push(entry.path());
         }
     }
+    has_git
 }
 
 /// What `dir/.git` holds that the run planted, if anything.
@@ -375,7 +398,9 @@ mod tests {
 
         let root_name = root.path().canonicalize().unwrap().display().to_string();
         let enforced = [enforced_dir.canonicalize().unwrap().display().to_string()];
-        let found = scan(&[root_name], &enforced, started);
+        let scanned = scan(&[root_name], &enforced, started);
+        assert!(scanned.complete);
+        let found = scanned.planted;
         assert_eq!(found.len(), 1, "{found:?}");
         assert!(found[0].git_dir.ends_with("a/hello/.git"));
         assert_eq!(found[0].hooks, ["post-checkout"]);

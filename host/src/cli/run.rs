@@ -693,20 +693,29 @@ pub fn run(args: &RunArgs) -> CommandResult {
         Err(_) => failed_record.as_mut(),
     };
     // What the command left for the host's git to run later, where no mount protected it.
-    let planted = if record.is_some() && failed_record_is_none {
+    let scan = if record.is_some() && failed_record_is_none {
         crate::gitplanted::scan(
             &plan.writable_roots,
             &enforced_git_dirs(plan, &input.host),
             started,
         )
     } else {
-        Vec::new()
+        crate::gitplanted::Scan {
+            complete: true,
+            ..Default::default()
+        }
     };
     if let Some(Value::Object(map)) = record {
-        if !planted.is_empty() {
+        if !scan.planted.is_empty() {
             map.insert(
                 "gitPlanted".to_owned(),
-                serde_json::to_value(&planted).unwrap_or_default(),
+                serde_json::to_value(&scan.planted).unwrap_or_default(),
+            );
+        }
+        if !scan.complete {
+            map.insert(
+                "gitPlantedScan".to_owned(),
+                serde_json::json!({"complete": false, "directories": scan.directories}),
             );
         }
         if let Some((account, _)) = bridge_account {
@@ -750,8 +759,14 @@ pub fn run(args: &RunArgs) -> CommandResult {
             for line in approval_lines(record) {
                 say!("{line}");
             }
-            for planted in &planted {
+            for planted in &scan.planted {
                 say!("{}", planted.line());
+            }
+            if !scan.complete {
+                say!(
+                    "palisade: note: the look for git hooks and configuration this run left stopped after {} directories of the writable roots' first two levels; a repository made beyond them was not checked",
+                    scan.directories
+                );
             }
         }
         print_timings(args, &written);

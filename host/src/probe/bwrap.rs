@@ -103,7 +103,7 @@ fn available() -> BackendProbe {
         // bound in and bridged to the sandbox's loopback by Palisade itself.
         network_bridge: true,
         version: String::new(),
-        limitations: Vec::new(),
+        limitations: vec![super::PROTECTED_WRITES_UNOBSERVED.to_owned()],
     }
 }
 

@@ -101,7 +101,10 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         return with_version(format!("{why}: palisade runs it as the container's PID 1"));
     }
 
-    let mut limitations = vec!["read-only binds are not recursively read-only".to_owned()];
+    let mut limitations = vec![
+        "read-only binds are not recursively read-only".to_owned(),
+        super::PROTECTED_WRITES_UNOBSERVED.to_owned(),
+    ];
     let bridge = match &inputs.docker_egress_bridge {
         None => Err("no static bridge configured (runtime profiles' `spec.egressBridge`)".into()),
         Some(located) => match located.usable() {

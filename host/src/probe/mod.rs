@@ -46,7 +46,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 4;
+const PROBE_SCHEMA: u32 = 5;
+
+/// What the backends that keep protected paths read-only with binds cannot observe: the kernel
+/// refuses the write itself (`EROFS`, `EBUSY`, `EACCES`), and nothing sees it happen.
+pub(crate) const PROTECTED_WRITES_UNOBSERVED: &str = "a write refused at a protected path (git's hooks and config, AGENTS.md, ...) is not observed: the command sees EROFS, EBUSY or EACCES, and the outcome's denials do not list it";
 
 /// How long the collector waits past the deadline for a probe to kill its child and report.
 const COLLECT_GRACE: Duration = Duration::from_millis(250);
