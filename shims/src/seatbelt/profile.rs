@@ -118,7 +118,8 @@ pub fn profile(
     out.comment(
         "page size, OS version, load average). Deliberately not kern.procargs*: those would",
     );
-    out.comment("show the arguments and environment of the user's other processes.");
+    out.comment("show the arguments and environment of the user's other processes; the process");
+    out.comment("table's names and ids are readable (kern.proc.all: `ps -ax`, psutil).");
     out.line("(allow sysctl-read");
     for name in SYSCTL_NAMES {
         out.line(&format!("  (sysctl-name \"{name}\")"));
@@ -127,20 +128,40 @@ pub fn profile(
         out.line(&format!("  (sysctl-name-prefix \"{prefix}\")"));
     }
     out.line(")");
-    out.comment("Host statistics through Mach (host_processor_info: Node's os.cpus(), Go, JVMs).");
-    out.line("(allow mach-host*)");
+    out.comment("The only sysctls written: the JVM asks for its CPU type (kern.grade_cputype) and");
+    out.comment("V8 sets its own thread's TCSM state (kern.tcsm_enable); both are per-process.");
+    out.line("(allow sysctl-write");
+    for name in SYSCTL_WRITES {
+        out.line(&format!("  (sysctl-name \"{name}\")"));
+    }
+    out.line(")");
+    out.comment("No mach-host*: it grants setting the host's exception and special ports, not");
+    out.comment("only the statistics read; os.cpus() reads machdep.cpu.brand_string above.");
     out.comment("User and group lookups (getpwuid, getgrgid: `id`, `ls -l`, `whoami`) go through");
     out.comment("opendirectoryd; system logging and notifications through logd and notifyd, whose");
-    out.comment("absence makes libc calls block or fail in ordinary programs.");
+    out.comment("absence makes libc calls block or fail in ordinary programs; dirhelper answers");
+    out.comment("confstr(_CS_DARWIN_USER_TEMP_DIR) (git, clang and make print `confstr() failed`");
+    out.comment("without it; the folder it names is not writable here: TMPDIR is the run's own);");
+    out.comment("cfprefsd serves preferences (user-preference-read below).");
     out.line("(allow mach-lookup");
     for service in MACH_SERVICES {
         out.line(&format!("  (global-name \"{service}\")"));
     }
+    out.line("  (local-name \"com.apple.cfprefsd.agent\")");
     out.line(")");
+    out.comment("Preferences (CFPreferences, `defaults read`): read only, through cfprefsd and");
+    out.comment("its shared memory (apple.cfprefs.*), as Codex's base policy allows them.");
+    out.line("(allow user-preference-read)");
+    out.line("(allow ipc-posix-shm-read* (ipc-posix-name-prefix \"apple.cfprefs.\"))");
     out.comment(
         "POSIX semaphores: Python multiprocessing's locks. Named semaphores carry no data.",
     );
     out.line("(allow ipc-posix-sem)");
+    out.comment("POSIX shared memory under two narrow names only: libomp's registration");
+    out.comment("(PyTorch, NumPy with OpenMP) and Python's multiprocessing.shared_memory.");
+    out.line("(allow ipc-posix-shm-read* ipc-posix-shm-write-data ipc-posix-shm-write-create ipc-posix-shm-write-unlink");
+    out.line("  (ipc-posix-name-regex #\"^/__KMP_REGISTERED_LIB_[0-9]+$\")");
+    out.line("  (ipc-posix-name-regex #\"^/psm_[0-9a-f]+$\"))");
     out.comment("Unnamed Unix sockets (socketpair) for talking to its own children; where named");
     out.comment("sockets may be bound or reached is decided in the network section.");
     out.line("(allow system-socket (socket-domain AF_UNIX))");
@@ -151,11 +172,26 @@ pub fn profile(
     out.comment(
         "also to inherited stdout/stderr. Data writes only: no ioctl, so no TIOCSTI typing",
     );
-    out.comment("into the user's shell; programs see no terminal settings.");
+    out.comment("into the user's shell; programs see no terminal settings on it.");
     out.line("(allow file-write-data");
     out.line("  (require-all");
     out.line("    (require-any (literal \"/dev/null\") (literal \"/dev/tty\") (regex #\"^/dev/ttys[0-9]+$\"))");
     out.line("    (vnode-type CHARACTER-DEVICE)))");
+    out.comment("/dev/stdout and /dev/stderr are /dev/fd/1 and /dev/fd/2: opening /dev/fd/N");
+    out.comment("duplicates a descriptor the process already holds, so it grants nothing new.");
+    out.line("(allow file-write-data (subpath \"/dev/fd\"))");
+    out.comment("dyld registers probes through /dev/dtracehelper in every program that has them.");
+    out.line("(allow file-write-data file-ioctl (literal \"/dev/dtracehelper\"))");
+    out.comment("Pseudo-terminals the command opens itself (openpty: script, pexpect, node-pty):");
+    out.comment("the master, and slaves that carry this sandbox's pty extension, which only those");
+    out.comment("it created do. The user's own terminal gets no ioctl (see above).");
+    out.line("(allow pseudo-tty)");
+    out.comment("Data and ioctl only: opening, reading, writing, grantpt/unlockpt/ptsname.");
+    out.line("(allow file-read-data file-write-data file-ioctl (literal \"/dev/ptmx\"))");
+    out.line("(allow file-read-data file-write-data file-ioctl");
+    out.line("  (require-all");
+    out.line("    (regex #\"^/dev/ttys[0-9]+$\")");
+    out.line("    (extension \"com.apple.sandbox.pty\")))");
 
     out.section("Writable roots");
     out.comment("The workspace, the run's private temp dir and the further writable roots: the");
@@ -185,9 +221,11 @@ pub fn profile(
     out.line("(deny file-write-setugid)");
     if !protected.is_empty() {
         out.comment("Protected paths are read-only: nothing below them may be written, created,");
-        out.comment("renamed or removed, existing or not.");
+        out.comment("renamed or removed, existing or not; the literal rule covers the path itself");
+        out.comment("for its first creation (mkdir AGENTS.md where none exists), as Codex's does.");
         for path in &protected {
-            out.line(&format!("(deny file-write* (subpath {}))", quote(path)?));
+            let q = quote(path)?;
+            out.line(&format!("(deny file-write* (literal {q}) (subpath {q}))"));
         }
     }
     if !pins.is_empty() {
@@ -258,13 +296,26 @@ fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<
         }
         Network::AllowOutbound => {
             out.comment(
-                "Mode allow-outbound: unrestricted network, plus what name resolution and TLS",
+                "Mode allow-outbound: connections to any IP destination (not network*: that",
             );
             out.comment(
-                "need: routing and system sockets, the resolver, configd and the trust daemons.",
+                "would reach every host Unix socket, a container daemon's included). Servers",
             );
-            out.line("(allow network*)");
-            out.line("(allow system-socket)");
+            out.comment(
+                "listen on localhost only, as under loopback-only. Name resolution and TLS",
+            );
+            out.comment("need the resolver's socket, AF_SYSTEM control sockets (protocol 2 only:");
+            out.comment("routing and interface information), configd and the trust daemons.");
+            out.line("(allow network-outbound (remote ip \"*:*\"))");
+            out.line("(allow network-bind network-inbound (local ip \"localhost:*\"))");
+            out.line(&format!(
+                "(allow network-outbound (remote unix-socket (literal {})))",
+                quote(Path::new(MDNS_RESPONDER))?
+            ));
+            out.line(
+                "(allow system-socket (require-all (socket-domain AF_SYSTEM) (socket-protocol 2)))",
+            );
+            out.line("(allow sysctl-read (sysctl-name-prefix \"net.routetable.\"))");
             out.line("(allow mach-lookup");
             for service in NETWORK_MACH_SERVICES {
                 out.line(&format!("  (global-name \"{service}\")"));
@@ -288,18 +339,52 @@ fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<
             "(allow network-outbound (remote unix-socket (subpath {q})))"
         ));
     }
+    // A container daemon's socket grants root on the host: never, whatever the mode or the
+    // roots (a plan allowing host sockets is refused above; the engine never plans one here).
+    out.comment("Never a container daemon's socket (it grants root), wherever it is.");
+    out.line("(deny network-outbound");
+    for path in DOCKER_SOCKETS {
+        out.line(&format!(
+            "  (remote unix-socket (literal {}))",
+            quote(Path::new(path))?
+        ));
+    }
+    out.line("  (remote unix-socket (regex #\"^/Users/[^/]+/\\.docker/run/\")))");
     Ok(())
 }
 
-/// Sysctls read by libc and common runtimes; all are host facts, none is per-process data.
-const SYSCTL_NAMES: [&str; 30] = [
+/// The resolver's socket (mDNSResponder): libc's name lookups go through it.
+const MDNS_RESPONDER: &str = "/private/var/run/mDNSResponder";
+
+/// Container daemons' sockets, as Seatbelt sees them (resolved: `/var` is `/private/var`).
+const DOCKER_SOCKETS: [&str; 4] = [
+    "/private/var/run/docker.sock",
+    "/private/var/run/docker.sock.raw",
+    "/private/var/run/com.docker.vmnetd.sock",
+    "/private/var/run/podman/podman.sock",
+];
+
+/// The only sysctls written: per-process settings the JVM and V8 make.
+const SYSCTL_WRITES: [&str; 2] = ["kern.grade_cputype", "kern.tcsm_enable"];
+
+/// Sysctls read by libc and common runtimes; all are host facts, none is per-process data
+/// (`machdep.cpu.brand_string`: Node's `os.cpus()`; the `_compat` names: older runtimes;
+/// `kern.tcsm_*`: V8).
+const SYSCTL_NAMES: [&str; 46] = [
     "hw.activecpu",
+    "hw.busfrequency_compat",
     "hw.byteorder",
     "hw.cacheconfig",
     "hw.cachelinesize",
+    "hw.cachelinesize_compat",
     "hw.cpufamily",
     "hw.cpufrequency",
+    "hw.cpufrequency_compat",
     "hw.cputype",
+    "hw.l1dcachesize_compat",
+    "hw.l1icachesize_compat",
+    "hw.l2cachesize_compat",
+    "hw.l3cachesize_compat",
     "hw.logicalcpu",
     "hw.logicalcpu_max",
     "hw.machine",
@@ -307,10 +392,14 @@ const SYSCTL_NAMES: [&str; 30] = [
     "hw.model",
     "hw.ncpu",
     "hw.nperflevels",
+    "hw.packages",
     "hw.pagesize",
+    "hw.pagesize_compat",
     "hw.physicalcpu",
     "hw.physicalcpu_max",
     "hw.tbfrequency",
+    "hw.tbfrequency_compat",
+    "hw.vectorunit",
     "kern.argmax",
     "kern.hostname",
     "kern.maxfilesperproc",
@@ -318,31 +407,43 @@ const SYSCTL_NAMES: [&str; 30] = [
     "kern.osproductversion",
     "kern.osrelease",
     "kern.ostype",
+    "kern.osvariant_status",
     "kern.osversion",
+    "kern.secure_kernel",
+    "kern.tcsm_available",
+    "kern.tcsm_enable",
     "kern.usrstack64",
     "kern.version",
+    "machdep.cpu.brand_string",
     "sysctl.proc_cputype",
     "vm.loadavg",
 ];
 
 /// Sysctl families: CPU feature flags and performance levels (runtimes pick code paths by
 /// them), and the process status entries `kern.proc.pid.*`/`kern.proc.pgrp.*` that libc and
-/// runtimes read for their own processes. Those hold a process's name, ids and state, never
-/// its arguments or environment (`kern.procargs*`, not allowed).
-const SYSCTL_PREFIXES: [&str; 4] = [
+/// runtimes read for their own processes, and `kern.proc.all` (`ps -ax`, psutil's `pids()`,
+/// which list the user's processes). Those hold a process's name, ids and state, never its
+/// arguments or environment (`kern.procargs*`, not allowed). Listing other processes is more
+/// than a bwrap sandbox sees (its own PID namespace); `docs/backends.md` says so.
+const SYSCTL_PREFIXES: [&str; 5] = [
     "hw.optional.",
     "hw.perflevel",
+    "kern.proc.all",
     "kern.proc.pgrp.",
     "kern.proc.pid.",
 ];
 
-/// Mach services for user lookups, logging and notifications.
-const MACH_SERVICES: [&str; 5] = [
+/// Mach services for user lookups, logging, notifications, the per-user folders' names and
+/// preferences.
+const MACH_SERVICES: [&str; 8] = [
     "com.apple.system.opendirectoryd.libinfo",
     "com.apple.system.opendirectoryd.membership",
     "com.apple.system.logger",
     "com.apple.logd",
     "com.apple.system.notification_center",
+    "com.apple.bsd.dirhelper",
+    "com.apple.cfprefsd.agent",
+    "com.apple.cfprefsd.daemon",
 ];
 
 /// Mach services for name resolution, network configuration and TLS trust evaluation.

@@ -500,8 +500,8 @@ fn symlinked_paths_are_denied_at_both_spellings_and_links_are_pinned() {
     );
     // AGENTS.md is a symlink inside the workspace: both the link and its target are
     // protected, and the directory holding the target is pinned.
-    assert!(text.contains("(deny file-write* (subpath \"/Users/dev/project/AGENTS.md\"))"));
-    assert!(text.contains("(deny file-write* (subpath \"/Users/dev/project/docs/agents.md\"))"));
+    assert!(text.contains("(deny file-write* (literal \"/Users/dev/project/AGENTS.md\") (subpath \"/Users/dev/project/AGENTS.md\"))"));
+    assert!(text.contains("(deny file-write* (literal \"/Users/dev/project/docs/agents.md\") (subpath \"/Users/dev/project/docs/agents.md\"))"));
     assert!(text.contains("(deny file-write* (literal \"/Users/dev/project/docs\"))"));
     // Missing .loopwright: its future directory is pinned, so it cannot be created
     // elsewhere and moved into place.
@@ -535,7 +535,8 @@ fn network_modes() {
     assert!(loopback.contains("(allow network-bind network-inbound (local ip \"localhost:*\"))"));
     assert!(!loopback.contains("(allow network*)"));
     let outbound = text(Network::AllowOutbound);
-    assert!(outbound.contains("(allow network*)"));
+    assert!(outbound.contains("(allow network-outbound (remote ip \"*:*\"))"));
+    assert!(!outbound.contains("(allow network*)"));
     // In every mode, Unix sockets under denied paths stay unreachable, after the allowances.
     for t in [&none, &loopback, &outbound] {
         let deny = t
@@ -551,7 +552,7 @@ fn trial_profiles_cover_every_mode_and_rule_kind() {
     assert_eq!(trials.len(), 3);
     for needle in [
         "(local ip \"localhost:*\")",
-        "(allow network*)",
+        "(remote ip \"*:*\")",
         "(deny network*)",
     ] {
         assert!(trials.iter().any(|t| t.contains(needle)), "{needle}");
@@ -559,7 +560,6 @@ fn trial_profiles_cover_every_mode_and_rule_kind() {
     for trial in &trials {
         parse(trial).unwrap();
         for needle in [
-            "(deny file-write* (subpath",
             "(deny file-write* (literal",
             "(deny file-read* file-write* process-exec* (subpath",
             "(allow file-write* (subpath",
@@ -1093,10 +1093,9 @@ fn git_hooks_and_config_are_unwritable_and_dot_git_only_pinned() {
     );
     let text = profile(&repo, &repo_facts, &token()).unwrap();
     for path in ["hooks", "config", "config.worktree"] {
+        let q = format!("\"/Users/dev/project/.git/{path}\"");
         assert!(
-            text.contains(&format!(
-                "(deny file-write* (subpath \"/Users/dev/project/.git/{path}\"))"
-            )),
+            text.contains(&format!("(deny file-write* (literal {q}) (subpath {q}))")),
             "{path}: {text}"
         );
     }
@@ -1107,5 +1106,190 @@ fn git_hooks_and_config_are_unwritable_and_dot_git_only_pinned() {
     no_repo.protected_paths = vec!["/Users/dev/project/.git".into()];
     let no_repo_facts = facts(&no_repo, &[]);
     let text = profile(&no_repo, &no_repo_facts, &token()).unwrap();
-    assert!(text.contains("(deny file-write* (subpath \"/Users/dev/project/.git\"))"));
+    assert!(text.contains(
+        "(deny file-write* (literal \"/Users/dev/project/.git\") (subpath \"/Users/dev/project/.git\"))"
+    ));
+}
+
+// -----------------------------------------------------------------------------------------
+// Held to the peers (issue 35): Codex's seatbelt_base_policy.sbpl and network policy, and
+// Anthropic's sandbox-runtime (srt) macos-sandbox-utils.ts. One test per item, for every
+// network mode: the rule is there, and the looser one it replaced is not.
+
+const MODES: [Network; 3] = [Network::None, Network::HostLoopback, Network::AllowOutbound];
+
+fn every_mode() -> Vec<(Network, String)> {
+    MODES
+        .into_iter()
+        .map(|mode| {
+            let (plan, facts) = realistic(mode.clone());
+            let text = profile(&plan, &facts, &token()).unwrap();
+            (mode, text)
+        })
+        .collect()
+}
+
+#[test]
+fn peers_no_mode_reaches_every_host_unix_socket() {
+    for (mode, text) in every_mode() {
+        assert!(!text.contains("(allow network*)"), "{mode:?}");
+        assert!(!text.contains("(allow network-outbound)"), "{mode:?}");
+        assert!(!text.contains("(remote unix-socket)"), "{mode:?}");
+        // Unix sockets: the writable roots' own and, for name resolution, the resolver's.
+        let forms = parse(&text).unwrap();
+        for form in &forms {
+            if form.head() == Some("allow") && format!("{form:?}").contains("unix-socket") {
+                let mut strings = Vec::new();
+                form.strings(&mut strings);
+                assert!(
+                    strings.iter().all(|s| s.starts_with("/Users/dev/project")
+                        || s.starts_with("/Users/dev/results")
+                        || s.starts_with("/private/tmp/palisade-501/run-1")
+                        || s == "/private/var/run/mDNSResponder"),
+                    "{mode:?}: {form:?}"
+                );
+            }
+        }
+        // A container daemon's socket is denied last, in every mode.
+        let deny = text
+            .rfind("(remote unix-socket (literal \"/private/var/run/docker.sock\"))")
+            .unwrap_or_else(|| panic!("{mode:?}: no docker.sock denial"));
+        assert!(deny > text.rfind("(allow network").unwrap(), "{mode:?}");
+        assert!(text.contains(r#"(remote unix-socket (regex #"^/Users/[^/]+/\.docker/run/"))"#));
+    }
+}
+
+#[test]
+fn peers_allow_outbound_reaches_ip_destinations_and_listens_on_localhost_only() {
+    for (mode, text) in every_mode() {
+        let outbound = text.contains("(allow network-outbound (remote ip \"*:*\"))");
+        assert_eq!(outbound, mode == Network::AllowOutbound, "{mode:?}");
+        assert!(
+            !text.contains("(local ip \"*:*\")"),
+            "{mode:?}: binds every interface"
+        );
+        if mode != Network::None {
+            assert!(
+                text.contains("(allow network-bind network-inbound (local ip \"localhost:*\"))")
+            );
+        }
+    }
+}
+
+#[test]
+fn peers_system_sockets_are_narrowed() {
+    for (mode, text) in every_mode() {
+        assert!(!text.contains("(allow system-socket)"), "{mode:?}");
+        let narrowed = text.contains(
+            "(allow system-socket (require-all (socket-domain AF_SYSTEM) (socket-protocol 2)))",
+        );
+        assert_eq!(narrowed, mode == Network::AllowOutbound, "{mode:?}");
+        assert!(text.contains("(allow system-socket (socket-domain AF_UNIX))"));
+    }
+}
+
+#[test]
+fn peers_no_mach_host_and_cpu_facts_by_sysctl() {
+    for (mode, text) in every_mode() {
+        assert!(!text.contains("(allow mach-host"), "{mode:?}");
+        for name in ["machdep.cpu.brand_string", "hw.model", "kern.tcsm_enable"] {
+            assert!(
+                text.contains(&format!("(sysctl-name \"{name}\")")),
+                "{mode:?}: {name}"
+            );
+        }
+        assert!(text.contains("(sysctl-name-prefix \"kern.proc.all\")"));
+        assert!(!text.contains("\"kern.procargs"), "{mode:?}");
+        assert!(text.contains(
+            "(allow sysctl-write\n  (sysctl-name \"kern.grade_cputype\")\n  (sysctl-name \"kern.tcsm_enable\")\n)"
+        ));
+    }
+}
+
+#[test]
+fn peers_protected_paths_are_uncreatable_by_literal_too() {
+    for (mode, text) in every_mode() {
+        // `.loopwright/policies` is missing: its own path is covered literally as well.
+        let q = "\"/Users/dev/project/.loopwright/policies\"";
+        assert!(
+            text.contains(&format!("(deny file-write* (literal {q}) (subpath {q}))")),
+            "{mode:?}"
+        );
+        assert!(!text.contains(&format!("(deny file-write* (subpath {q}))")));
+    }
+}
+
+#[test]
+fn peers_per_user_folders_preferences_and_shared_memory() {
+    for (mode, text) in every_mode() {
+        for service in [
+            "com.apple.bsd.dirhelper",
+            "com.apple.cfprefsd.agent",
+            "com.apple.cfprefsd.daemon",
+        ] {
+            assert!(
+                text.contains(&format!("(global-name \"{service}\")")),
+                "{mode:?}: {service}"
+            );
+        }
+        assert!(text.contains("(local-name \"com.apple.cfprefsd.agent\")"));
+        assert!(text.contains("(allow user-preference-read)"));
+        assert!(
+            text.contains("(allow ipc-posix-shm-read* (ipc-posix-name-prefix \"apple.cfprefs.\"))")
+        );
+        assert!(text.contains(r#"(ipc-posix-name-regex #"^/__KMP_REGISTERED_LIB_[0-9]+$")"#));
+        assert!(text.contains(r#"(ipc-posix-name-regex #"^/psm_[0-9a-f]+$")"#));
+        // Never blanket shared memory, never the per-user folders writable.
+        assert!(!text.contains("(allow ipc-posix-shm)"), "{mode:?}");
+        assert!(!text.contains("/var/folders"), "{mode:?}");
+        assert!(!text.contains("(param"), "{mode:?}");
+    }
+}
+
+#[test]
+fn peers_terminals_and_standard_devices() {
+    for (mode, text) in every_mode() {
+        assert!(text.contains("(allow pseudo-tty)"), "{mode:?}");
+        assert!(
+            text.contains(
+                "(allow file-read-data file-write-data file-ioctl (literal \"/dev/ptmx\"))"
+            )
+        );
+        assert!(text.contains("(extension \"com.apple.sandbox.pty\")"));
+        // ioctl on a terminal only with the pty extension: never on the user's own terminal
+        // (TIOCSTI would type into the user's shell).
+        let forms = parse(&text).unwrap();
+        for form in &forms {
+            let shown = format!("{form:?}");
+            if form.head() == Some("allow") && form.has_atom("file-ioctl") && shown.contains("ttys")
+            {
+                assert!(
+                    shown.contains("com.apple.sandbox.pty"),
+                    "{mode:?}: {form:?}"
+                );
+            }
+            assert!(
+                !(form.head() == Some("allow")
+                    && form.has_atom("file-ioctl")
+                    && shown.contains("\"/dev/tty\"")),
+                "{mode:?}: {form:?}"
+            );
+        }
+        assert!(text.contains("(allow file-write-data (subpath \"/dev/fd\"))"));
+        assert!(
+            text.contains("(allow file-write-data file-ioctl (literal \"/dev/dtracehelper\"))")
+        );
+    }
+}
+
+/// Every profile of the snapshot matrix and the peers' items is well-formed SBPL: balanced
+/// forms, every string literal closed, escapes only `\\` and `\"`, one top-level form per rule.
+#[test]
+fn peers_every_profile_parses() {
+    for (mode, text) in every_mode() {
+        let forms = parse(&text).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let (plan, facts) = realistic(mode.clone());
+        check_structure(&plan, &facts, &text);
+        assert!(forms.len() > 20, "{mode:?}");
+    }
 }
