@@ -13,6 +13,8 @@ use std::io::BufRead;
 use palisade_engine::reader::one_line;
 use serde::{Deserialize, Serialize};
 
+use crate::chain::ChainLink;
+
 /// The version of the audit record format.
 pub const AUDIT_SCHEMA_VERSION: &str = "palisade.audit/v1";
 
@@ -32,6 +34,10 @@ pub struct AuditRecord {
     pub output_digest: String,
     /// Facts about the recording that replay does not compare.
     pub context: RecordContext,
+    /// Where this line stands in its file's hash chain ([`crate::chain`]); absent in records
+    /// written before chaining.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainLink>,
 }
 
 /// The version of the run-outcome line format.
@@ -52,6 +58,26 @@ pub struct OutcomeRecord {
     pub time: String,
     /// The supervisor's account: exit status or signal, why it ended, duration, reaping.
     pub outcome: serde_json::Value,
+    /// Where this line stands in its file's hash chain ([`crate::chain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainLink>,
+}
+
+/// A line that takes its place in a file's hash chain when it is appended.
+pub trait Chained {
+    fn set_chain(&mut self, link: ChainLink);
+}
+
+impl Chained for AuditRecord {
+    fn set_chain(&mut self, link: ChainLink) {
+        self.chain = Some(link);
+    }
+}
+
+impl Chained for OutcomeRecord {
+    fn set_chain(&mut self, link: ChainLink) {
+        self.chain = Some(link);
+    }
 }
 
 /// Which engine made a decision, and how it was run.

@@ -11,6 +11,7 @@
 //! its path, size and nesting bounded before the parser runs.
 
 pub mod audit;
+pub mod chain;
 pub mod hostconfig;
 pub mod profiles;
 pub mod statement;

@@ -7,7 +7,7 @@
 //! what replay compares, because it varies by construction.
 
 use std::fs::OpenOptions;
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use serde::Serialize;
@@ -17,9 +17,11 @@ use crate::runtime::{DeterminismSettings, EngineInfo};
 // The record format is `palisade_formats::audit`, apart from the CLI so that tests and fuzz
 // targets reach it without wasmtime.
 pub use palisade_formats::audit::{
-    AUDIT_SCHEMA_VERSION, AuditLine, AuditRecord, EngineIdentity, LineText, MAX_LINE_BYTES,
-    OUTCOME_SCHEMA_VERSION, OutcomeRecord, RecordContext, RecordLine, parse_line, parse_record,
+    AUDIT_SCHEMA_VERSION, AuditLine, AuditRecord, Chained, EngineIdentity, LineText,
+    MAX_LINE_BYTES, OUTCOME_SCHEMA_VERSION, OutcomeRecord, RecordContext, RecordLine, parse_line,
+    parse_record,
 };
+pub use palisade_formats::chain;
 
 /// The identity of a loaded component, for its records.
 pub fn engine_identity(
@@ -60,36 +62,41 @@ pub enum AuditError {
     Read { path: String, reason: String },
 }
 
-/// Appends one record as a JSON line and flushes it to disk before returning, so that a record
-/// exists before anything is launched.
-pub fn append(path: &Path, record: &AuditRecord) -> Result<(), AuditError> {
+/// Appends one record as a JSON line, linked into the file's hash chain ([`chain`]: the record
+/// gets its `chain`), and flushes it to disk before returning, so that a record exists before
+/// anything is launched.
+pub fn append(path: &Path, record: &mut AuditRecord) -> Result<(), AuditError> {
     append_line(path, record)
 }
 
-/// Appends a run's outcome line.
-pub fn append_outcome(path: &Path, record: &OutcomeRecord) -> Result<(), AuditError> {
+/// Appends a run's outcome line, linked into the file's hash chain like a record.
+pub fn append_outcome(path: &Path, record: &mut OutcomeRecord) -> Result<(), AuditError> {
     append_line(path, record)
 }
 
-fn append_line<T: Serialize>(path: &Path, record: &T) -> Result<(), AuditError> {
+fn append_line<T: Serialize + Chained>(path: &Path, record: &mut T) -> Result<(), AuditError> {
     let write_error = |reason: String| AuditError::Write {
         path: path.display().to_string(),
         reason,
     };
-    let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
-    line.push('\n');
     let mut file = OpenOptions::new()
         .create(true)
+        .read(true)
         .append(true)
         .open(path)
         .map_err(|e| write_error(e.to_string()))?;
     // Concurrent runs append to one file: an exclusive lock for the whole line, so no other
-    // appender's bytes land inside it even when the kernel splits the write.
+    // appender's bytes land inside it even when the kernel splits the write, and so the line
+    // this one links to is the one it follows.
     file.lock().map_err(|e| write_error(format!("lock: {e}")))?;
     let start = file
         .metadata()
         .map_err(|e| write_error(e.to_string()))?
         .len();
+    let last = last_line(&mut file, start).map_err(|e| write_error(format!("read: {e}")))?;
+    record.set_chain(chain::link_after(last.as_deref()));
+    let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
+    line.push('\n');
     if let Err(e) = file.write_all(line.as_bytes()) {
         // A full disk or a quota: take the torn tail back off, so the file never holds a line
         // that is not a whole record.
@@ -97,6 +104,41 @@ fn append_line<T: Serialize>(path: &Path, record: &T) -> Result<(), AuditError> 
         return Err(write_error(e.to_string()));
     }
     file.sync_data().map_err(|e| write_error(e.to_string()))
+}
+
+/// The file's last non-empty line, without its newline (`None` for an empty file), read back
+/// from its end in blocks: the whole file is never read. A line longer than
+/// [`MAX_LINE_BYTES`] is taken as it is (its hash still links it).
+fn last_line(file: &mut std::fs::File, len: u64) -> std::io::Result<Option<Vec<u8>>> {
+    const BLOCK: u64 = 16 * 1024;
+    let mut end = len;
+    // Trailing newlines (and blank lines) are not a line.
+    let mut tail: Vec<u8> = Vec::new();
+    loop {
+        if end == 0 {
+            break;
+        }
+        let from = end.saturating_sub(BLOCK);
+        let mut block = vec![0; usize::try_from(end - from).unwrap_or(0)];
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut block)?;
+        block.extend_from_slice(&tail);
+        tail = block;
+        end = from;
+        let trimmed = tail.iter().rposition(|b| !matches!(b, b'\n' | b'\r'));
+        if let Some(last_byte) = trimmed
+            && let Some(newline) = tail
+                .get(..last_byte)
+                .and_then(|t| t.iter().rposition(|b| *b == b'\n'))
+        {
+            return Ok(tail.get(newline + 1..=last_byte).map(<[u8]>::to_vec));
+        }
+        if tail.len() > MAX_LINE_BYTES + 2 {
+            break;
+        }
+    }
+    let trimmed = tail.iter().rposition(|b| !matches!(b, b'\n' | b'\r'));
+    Ok(trimmed.and_then(|last_byte| tail.get(..=last_byte).map(<[u8]>::to_vec)))
 }
 
 /// Reads every non-empty line of an audit file. A malformed line is reported in place (replay
@@ -186,14 +228,15 @@ mod tests {
                 let (path, big) = (&path, &big);
                 scope.spawn(move || {
                     for n in 0..20 {
-                        let record = OutcomeRecord {
+                        let mut record = OutcomeRecord {
                             schema_version: OUTCOME_SCHEMA_VERSION.to_owned(),
                             run_id: format!("{writer}-{n}"),
                             decision_digest: String::new(),
                             time: String::new(),
                             outcome: serde_json::json!({ "padding": big }),
+                            chain: None,
                         };
-                        append_outcome(path, &record).unwrap();
+                        append_outcome(path, &mut record).unwrap();
                     }
                 });
             }
@@ -201,11 +244,45 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 160);
-        for line in lines {
+        for line in &lines {
             assert!(
                 matches!(parse_line(line), AuditLine::Outcome(_)),
                 "a torn line"
             );
         }
+        // Eight writers, one chain.
+        let numbered = read_lines(&path).unwrap();
+        let report = chain::verify(&numbered);
+        assert!(report.breaks.is_empty(), "{:?}", report.breaks);
+        assert_eq!(report.last_seq, Some(160));
+    }
+
+    #[test]
+    fn the_last_line_is_found_from_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        for (content, expected) in [
+            ("", None),
+            ("\n\n", None),
+            ("one", Some("one")),
+            ("one\n", Some("one")),
+            ("one\ntwo\n", Some("two")),
+            ("one\ntwo\n\n", Some("two")),
+        ] {
+            std::fs::write(&path, content).unwrap();
+            let mut file = std::fs::File::open(&path).unwrap();
+            let len = file.metadata().unwrap().len();
+            let got = last_line(&mut file, len).unwrap();
+            assert_eq!(got.as_deref(), expected.map(str::as_bytes), "{content:?}");
+        }
+        // Longer than a block, after a long first line.
+        let long = "x".repeat(40_000);
+        std::fs::write(&path, format!("{long}\n{long}y\n")).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let len = file.metadata().unwrap().len();
+        assert_eq!(
+            last_line(&mut file, len).unwrap().unwrap(),
+            format!("{long}y").into_bytes()
+        );
     }
 }

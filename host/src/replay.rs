@@ -69,6 +69,9 @@ pub enum ReplayStatus {
     Invalid,
     /// Not a verdict on a decision: the run it launched recorded no outcome.
     Interrupted,
+    /// Not a verdict on a decision: the file's hash chain breaks at this line (a line changed,
+    /// removed, inserted or moved; [`crate::audit::chain`]).
+    ChainBroken,
 }
 
 impl ReplayStatus {
@@ -79,6 +82,7 @@ impl ReplayStatus {
             ReplayStatus::Diverged => "DIVERGED",
             ReplayStatus::Invalid => "INVALID",
             ReplayStatus::Interrupted => "INTERRUPTED",
+            ReplayStatus::ChainBroken => "CHAIN_BROKEN",
         }
     }
 }

@@ -33,6 +33,9 @@ pub enum ErrorCode {
     Internal,
     /// `palisade replay` found records that did not reproduce.
     ReplayDiverged,
+    /// `palisade replay` found the audit file's hash chain broken (a line changed, removed,
+    /// inserted or moved), every record reproducing.
+    AuditChainBroken,
     /// The runtime profile file is unreadable or invalid.
     DockerProfileInvalid,
     /// The chosen runtime profile pins no image ID or digest.
@@ -47,7 +50,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::SandboxPolicyInvalid,
         ErrorCode::SandboxBackendUnavailable,
         ErrorCode::SandboxCapabilityInsufficient,
@@ -62,6 +65,7 @@ impl ErrorCode {
         ErrorCode::HostFactsMismatch,
         ErrorCode::Internal,
         ErrorCode::ReplayDiverged,
+        ErrorCode::AuditChainBroken,
         ErrorCode::DockerProfileInvalid,
         ErrorCode::DockerImageUnpinned,
         ErrorCode::DockerImageMissing,
@@ -86,6 +90,7 @@ impl ErrorCode {
             ErrorCode::HostFactsMismatch => "HOST_FACTS_MISMATCH",
             ErrorCode::Internal => "PALISADE_INTERNAL",
             ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
+            ErrorCode::AuditChainBroken => "PALISADE_AUDIT_CHAIN_BROKEN",
             ErrorCode::DockerProfileInvalid => "DOCKER_PROFILE_INVALID",
             ErrorCode::DockerImageUnpinned => "DOCKER_IMAGE_UNPINNED",
             ErrorCode::DockerImageMissing => "DOCKER_IMAGE_MISSING",
@@ -114,7 +119,7 @@ impl ErrorCode {
             | ErrorCode::DockerImageMissing
             | ErrorCode::DockerImageMismatch
             | ErrorCode::DockerDaemonUnavailable => Exit::Internal,
-            ErrorCode::ReplayDiverged => Exit::Diverged,
+            ErrorCode::ReplayDiverged | ErrorCode::AuditChainBroken => Exit::Diverged,
             ErrorCode::UsageInvalid => Exit::Usage,
         }
     }

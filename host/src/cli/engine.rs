@@ -63,15 +63,16 @@ pub(super) fn decide_recorded(
         let input = serde_json::to_value(input).map_err(|e| {
             Failure::new(ErrorCode::Internal, format!("cannot record the input: {e}"))
         })?;
-        let record = AuditRecord {
+        let mut record = AuditRecord {
             schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
             engine: audit::engine_identity(engine.component_sha256(), &info, engine.settings()),
             input,
             output: outcome.canonical_json.clone(),
             output_digest: outcome.digest.clone(),
             context,
+            chain: None,
         };
-        audit::append(path, &record)
+        audit::append(path, &mut record)
             .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
     }
     Ok(Recorded {

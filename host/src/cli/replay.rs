@@ -90,11 +90,20 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
                         run.2 = true;
                     } else if !digests_seen.contains(&outcome.decision_digest) {
                         failed += 1;
-                        out.push_str(&format!(
-                            "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
-                            ReplayStatus::Invalid.as_str(),
-                            one_line(&outcome.decision_digest)
-                        ));
+                        if args.json {
+                            let mut result = replay::ReplayReport::invalid(
+                                *line,
+                                String::from("run outcome for unknown decision"),
+                            );
+                            result.recorded_digest = Some(outcome.decision_digest.clone());
+                            report_line(&mut out, &result, true);
+                        } else {
+                            out.push_str(&format!(
+                                "{:<10} line {line} run outcome for unknown decision sha256:{}\n",
+                                ReplayStatus::Invalid.as_str(),
+                                one_line(&outcome.decision_digest)
+                            ));
+                        }
                     }
                     continue;
                 }
@@ -145,6 +154,44 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
         };
         report_line(&mut out, &result, args.json);
     }
+    // The file's hash chain: where a line was changed, removed, inserted or moved.
+    let mut chain_broken = None;
+    if !args.in_toto {
+        let chain = audit::chain::verify(&lines);
+        if chain.chained > 0 {
+            for broken in &chain.breaks {
+                let result = replay::ReplayReport {
+                    line: broken.line,
+                    status: ReplayStatus::ChainBroken,
+                    recorded_digest: None,
+                    replayed_digest: None,
+                    replayed_with: None,
+                    details: vec![format!("{}: {}", broken.kind.as_str(), broken.detail)],
+                    engine_note: None,
+                };
+                report_line(&mut out, &result, args.json);
+            }
+            if let Some(first) = chain.breaks.first() {
+                chain_broken = Some(format!(
+                    "the audit file's hash chain breaks at line {} ({}: {}){}",
+                    first.line,
+                    first.kind.as_str(),
+                    first.detail,
+                    match chain.breaks.len() {
+                        1 => String::new(),
+                        n => format!(", and at {} more lines", n - 1),
+                    }
+                ));
+            } else if !args.json {
+                out.push_str(&format!(
+                    "{:<10} {} chained lines, seq 1 to {}, each after the line before it (a cut-off tail is not seen without a checkpoint)\n",
+                    "CHAIN_OK",
+                    chain.chained,
+                    chain.last_seq.unwrap_or(0)
+                ));
+            }
+        }
+    }
     if let Some(path) = &args.export_in_toto {
         std::fs::write(path, statements.as_bytes()).map_err(|e| {
             Failure::new(
@@ -159,16 +206,24 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
     } else {
         "decisions"
     };
-    if failed == 0 {
+    if failed == 0 && chain_broken.is_none() {
         Ok(Exit::Success)
     } else {
-        let mut failure = Failure::new(
-            ErrorCode::ReplayDiverged,
-            format!(
-                "{failed} of {} lines did not reproduce ({replayed} {what} replayed)",
-                lines.len()
+        let mut failure = match &chain_broken {
+            Some(broken) if failed == 0 => {
+                Failure::new(ErrorCode::AuditChainBroken, broken.clone())
+            }
+            _ => Failure::new(
+                ErrorCode::ReplayDiverged,
+                format!(
+                    "{failed} of {} lines did not reproduce ({replayed} {what} replayed)",
+                    lines.len()
+                ),
             ),
-        );
+        };
+        if let Some(broken) = chain_broken.filter(|_| failed > 0) {
+            failure = failure.detail(broken);
+        }
         if let Some(path) = &args.export_in_toto {
             failure = failure.detail(format!(
                 "{exported} statements for the reproduced records were written to `{}`",

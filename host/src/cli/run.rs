@@ -916,16 +916,17 @@ fn write_outcome(
             serde_json::to_value(&timings).unwrap_or_default(),
         );
     }
-    let line = audit::OutcomeRecord {
+    let mut line = audit::OutcomeRecord {
         schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
         run_id: run_id.to_owned(),
         decision_digest: decision_digest.to_owned(),
         time: audit::utc_now_rfc3339(),
         outcome,
+        chain: None,
     };
     let writing = std::time::Instant::now();
     if let Some(path) = &args.audit
-        && let Err(error) = audit::append_outcome(path, &line)
+        && let Err(error) = audit::append_outcome(path, &mut line)
     {
         say!("warning: {error}");
     }
