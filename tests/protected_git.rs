@@ -253,6 +253,11 @@ impl Runner {
 
     /// `palisade run … -- sh -c script` with `ws` as the workspace.
     fn inside_command(&self, script: &str, ws: &Path) -> Command {
+        self.inside_command_with(&[], script, ws)
+    }
+
+    /// [`Runner::inside_command`] with more options for `run` (before the `--`).
+    fn inside_command_with(&self, extra: &[&str], script: &str, ws: &Path) -> Command {
         let palisade = self.palisade.display().to_string();
         let taskpack = self.path("taskpack.yaml").display().to_string();
         let workspace = ws.display().to_string();
@@ -274,6 +279,7 @@ impl Runner {
             None => Vec::new(),
         };
         argv.extend(docker.iter().map(String::as_str));
+        argv.extend(extra);
         argv.extend(["--", "sh", "-c", script]);
         self.command(&argv, ws)
     }
@@ -991,4 +997,60 @@ fn bwrap_nothing_planted_in_git_runs_later_outside() {
 #[test]
 fn docker_nothing_planted_in_git_runs_later_outside() {
     git_surface(Backend::Docker);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Palisade's own state, out of the sandbox's reach (issue 36)
+
+/// With the per-user host configuration's directory inside a writable root (`--writable-root
+/// ~/.config`), the command cannot create it or a `host.yaml` in it, under bwrap and docker, as
+/// root and as uid 65534; the same write works outside, and nothing is left where it would be.
+fn state_out_of_reach(backend: Backend) {
+    for runner in runners(backend) {
+        let label = runner.label();
+        let config = runner.path("home/.config");
+        std::fs::create_dir_all(&config).unwrap();
+        escape_kit::chown_tree(&config, runner.user);
+        let ws = runner.repository("state", false);
+        let script = "mkdir -p ~/.config/palisade && echo 'spec: {allowDirectDedicated: true}' > ~/.config/palisade/host.yaml && echo WROTE";
+        let outside = runner.outside(script, &ws);
+        assert!(
+            text(&outside.stdout).contains("WROTE"),
+            "{label}: {}",
+            text(&outside.stderr)
+        );
+        std::fs::remove_dir_all(config.join("palisade")).unwrap();
+
+        let root = config.display().to_string();
+        // Inside, the command reaches the very directory (its placeholder is there), and the
+        // write fails.
+        let probe = format!("ls -l ~/.config | grep -q '^s.* palisade$' && echo HELD; {script}");
+        let out = runner
+            .inside_command_with(&["--writable-root", &root], &probe, &ws)
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(125), "{label}: {stderr}");
+        assert!(text(&out.stdout).contains("HELD"), "{label}: {stderr}");
+        assert!(!text(&out.stdout).contains("WROTE"), "{label}: {stderr}");
+        assert!(
+            stderr.contains("Palisade's own state is read-only in this run"),
+            "{label}: {stderr}"
+        );
+        assert!(
+            !config.join("palisade").exists(),
+            "{label}: ~/.config/palisade exists after the run"
+        );
+        eprintln!("{label}: Palisade's configuration directory held");
+    }
+}
+
+#[test]
+fn bwrap_palisades_own_state_is_out_of_reach() {
+    state_out_of_reach(Backend::Bwrap);
+}
+
+#[test]
+fn docker_palisades_own_state_is_out_of_reach() {
+    state_out_of_reach(Backend::Docker);
 }

@@ -147,6 +147,7 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         denied_read_paths: host.denied_read_paths,
         exempt_denied_read_paths: host.exempt_denied_read_paths,
         git_dirs: host.git_dirs,
+        state_paths: host.state_paths,
         exempt_protected_paths: host.exempt_protected_paths,
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.map(from_wit_limits),

@@ -76,6 +76,9 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
     if let Some(exempt) = &host.exempt_protected_paths {
         validate_exempt_protected(exempt, &mut errors);
     }
+    if let Some(state) = &host.state_paths {
+        validate_state_paths(state, &mut errors);
+    }
     if let Some(ports) = &host.loopback_ports {
         const PATH: &str = "host.loopbackPorts";
         if ports.len() > crate::sandbox::MAX_LOOPBACK_PORTS {
@@ -235,6 +238,27 @@ fn validate_exempt(exempt: &[String], errors: &mut Errors) {
     }
 }
 
+/// Palisade's measured state: bounded, normalised absolute paths, each once.
+fn validate_state_paths(state: &[String], errors: &mut Errors) {
+    const PATH: &str = "host.statePaths";
+    let max = crate::protected::MAX_STATE_PATHS;
+    if state.len() > max {
+        errors.push(
+            PATH,
+            format!("has {} entries; expected at most {max}", state.len()),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (index, path) in state.iter().enumerate() {
+        let at = text::index_path(PATH, index);
+        if let Err(message) = paths::check_host_path(path) {
+            errors.push(at, message);
+        } else if !seen.insert(path.as_str()) {
+            errors.push(at, format!("duplicate entry {}", text::quote(path)));
+        }
+    }
+}
+
 /// The measured git directories: bounded, normalised absolute paths, each once.
 fn validate_git_dirs(dirs: &[String], errors: &mut Errors) {
     const PATH: &str = "host.gitDirs";
@@ -298,6 +322,20 @@ pub(crate) fn unsafe_writable_roots(input: &DecisionInput) -> Errors {
             );
         } else if *root == host.home_dir && host.allow_home_writable == Some(true) {
             // Allowed by the host configuration, and recorded with the facts.
+        } else if let Some(state) = host
+            .state_paths
+            .iter()
+            .flatten()
+            .find(|state| paths::contains(state, root) && *state != root)
+        {
+            errors.push(
+                at,
+                format!(
+                    "{} lies inside Palisade's own state {} (its host configuration or caches):                      the command could rewrite what the next run trusts",
+                    text::quote(root),
+                    text::quote(state)
+                ),
+            );
         } else if paths::contains(root, &host.home_dir) {
             errors.push(
                 at,

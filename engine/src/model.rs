@@ -267,6 +267,12 @@ pub struct HostFacts {
     /// ([`crate::protected::EXEMPTABLE_RULES`]: `.git/hooks`, ...). Absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exempt_protected_paths: Option<Vec<String>>,
+    /// Palisade's own state as the host measured it (absolute, normalised, existing or not):
+    /// its host configuration files and directories, its caches, the runtime-profile file —
+    /// what a later run trusts. Inside a writable root each is masked read-only; a writable
+    /// root inside one is refused. Absent: not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_paths: Option<Vec<String>>,
 }
 
 /// What is at a path the policy allows as a host Unix socket, symlinks followed.
@@ -340,6 +346,7 @@ impl HostFacts {
             ssh_auth_sock: None,
             git_dirs: None,
             exempt_protected_paths: None,
+            state_paths: None,
         }
     }
 }

@@ -151,6 +151,19 @@ fn warnings(
             "git's hooks and configuration are WRITABLE under `{backend}`: a hook or config the command plants runs unconfined at the next git command outside; add protectedPathReadOnlyMask to requiredCapabilities (or --require protectedPathReadOnlyMask) to refuse this backend"
         ));
     }
+    // Said, so that a write the command makes there failing is no mystery.
+    let state: Vec<&str> = policy
+        .protected_paths
+        .iter()
+        .filter(|protected| protected.rule == crate::protected::STATE_RULE)
+        .map(|protected| protected.path.as_str())
+        .collect();
+    if !state.is_empty() && plan.execution_mode == ExecutionMode::Sandbox {
+        lines.push(format!(
+            "Palisade's own state is read-only in this run (a writable root holds it; the next run trusts it): {}",
+            state.join(", ")
+        ));
+    }
     for dropped in &policy.dropped_protected_paths {
         lines.push(format!(
             "protected path {} ({}) is writable: {}",

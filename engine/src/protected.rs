@@ -40,6 +40,13 @@ pub const GIT_SURFACE_RULES: [(&str, &str); 3] = [
     (".git/config.worktree", "config.worktree"),
 ];
 
+/// The rule for Palisade's own state (its host configuration, caches, runtime-profile file)
+/// where it lies inside a writable root: what the next run trusts. Never exempted.
+pub const STATE_RULE: &str = "palisade-state";
+
+/// The most state paths a host may report.
+pub const MAX_STATE_PATHS: usize = 32;
+
 /// Every rule the host configuration may exempt (`exemptProtectedPaths`), in built-in order.
 pub const EXEMPTABLE_RULES: [&str; 4] = [
     GIT_DIR_RULE,
@@ -75,6 +82,15 @@ pub(crate) fn resolve(host: &HostFacts) -> (Vec<PolicyProtectedPath>, Vec<Droppe
     for dir in git_dirs {
         for (rule, name) in GIT_SURFACE_RULES {
             candidates.push((paths::join(dir, name), rule));
+        }
+    }
+    // Palisade's own state, where a writable root would let the command rewrite it; elsewhere
+    // the read-only root keeps it as it is.
+    let writable = std::iter::once(workspace).chain(&host.writable_roots);
+    let roots: Vec<&String> = writable.collect();
+    for path in host.state_paths.iter().flatten() {
+        if roots.iter().any(|root| paths::contains(root, path)) {
+            candidates.push((path.clone(), STATE_RULE));
         }
     }
 
@@ -167,6 +183,27 @@ mod tests {
                 "/r/.git/config.worktree",
             ]
         );
+    }
+
+    #[test]
+    fn state_inside_a_writable_root_is_protected_and_elsewhere_not() {
+        let host = HostFacts {
+            git_dirs: Some(vec![]),
+            writable_roots: vec!["/home/u/.config".into()],
+            state_paths: Some(vec![
+                "/etc/palisade".into(),
+                "/home/u/.config/palisade".into(),
+                "/w/.cache/palisade".into(),
+            ]),
+            ..HostFacts::linux_cli("/home/u", "/w")
+        };
+        let (kept, _) = resolve(&host);
+        let state: Vec<&str> = kept
+            .iter()
+            .filter(|p| p.rule == STATE_RULE)
+            .map(|p| p.path.as_str())
+            .collect();
+        assert_eq!(state, ["/home/u/.config/palisade", "/w/.cache/palisade"]);
     }
 
     #[test]

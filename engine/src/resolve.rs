@@ -234,7 +234,35 @@ pub(crate) fn narrow_and_imply(
         narrow_domains(policy, raw, NARROW_PATH, Origin::Launcher)?;
     }
     imply_filtered(policy);
+    imply_state(policy);
     Ok(())
+}
+
+/// Palisade's own state inside a writable root can be kept from the command only by masking
+/// it: only a backend that masks may run (never silently one that would leave it writable).
+fn imply_state(policy: &mut EffectivePolicy) {
+    let state: Vec<&str> = policy
+        .protected_paths
+        .iter()
+        .filter(|p| p.rule == crate::protected::STATE_RULE)
+        .map(|p| p.path.as_str())
+        .collect();
+    if let Some(first) = state.first() {
+        let reason = format!(
+            "implied by Palisade's own state inside a writable root ({}{})",
+            first,
+            match state.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            }
+        );
+        add_requirement(
+            policy,
+            Capability::ProtectedPathReadOnlyMask,
+            Origin::Implied,
+            &reason,
+        );
+    }
 }
 
 /// Narrows the policy's allowlist to `raw` (given at `path`), recorded with `origin`. Every

@@ -37,6 +37,9 @@ pub struct FactOptions {
     /// From the host configuration: sockets that grant root which a policy may still allow, by
     /// path; `None`: none.
     pub allow_root_granting_sockets: Option<Vec<String>>,
+    /// Palisade's own state (host configuration, caches, runtime profile file), absolute,
+    /// existing or not; measured into the host fact `statePaths`.
+    pub state_paths: Vec<PathBuf>,
 }
 
 /// Why host facts could not be measured.
@@ -87,6 +90,15 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         }
     }
     let git_dirs = crate::gitdirs::measure(Path::new(&workspace_dir));
+    let mut state_paths: Vec<String> = Vec::new();
+    for path in &options.state_paths {
+        if let Some(resolved) = resolve_missing(path)
+            && !state_paths.contains(&resolved)
+            && state_paths.len() < palisade_engine::protected::MAX_STATE_PATHS
+        {
+            state_paths.push(resolved);
+        }
+    }
     Ok(HostFacts {
         os: std::env::consts::OS.to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
@@ -113,6 +125,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         unix_sockets: None,
         ssh_auth_sock: None,
         git_dirs: Some(git_dirs),
+        state_paths: Some(state_paths),
         exempt_protected_paths: options.exempt_protected_paths.clone(),
     })
 }
@@ -179,6 +192,28 @@ pub fn process_cpu_time() -> Option<std::time::Duration> {
     let secs = u64::try_from(now.tv_sec).ok()?;
     let nanos = u32::try_from(now.tv_nsec).ok()?;
     (status == 0).then(|| std::time::Duration::new(secs, nanos))
+}
+
+/// An absolute path with its deepest existing part resolved (symlinks followed) and the rest as
+/// named, normalised; `None` for a relative path or one that cannot be written as UTF-8.
+pub fn resolve_missing(path: &Path) -> Option<String> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = std::fs::canonicalize(&existing).unwrap_or(existing);
+    resolved.extend(rest.iter().rev());
+    normalized_string(&resolved).ok()
 }
 
 /// Canonicalizes an existing directory into the normalised absolute form the engine expects.

@@ -2492,3 +2492,115 @@ fn the_sandbox_init_is_palisade_init_beside_palisade_else_palisade_itself() {
         );
     }
 }
+
+/// Palisade's own state is out of every sandbox's reach (issue 36): with the per-user host
+/// configuration directory or the caches' directory inside a writable root (`--writable-root
+/// ~/.config`, `~/.cache`), the command cannot create or change them under bwrap (they are
+/// masked: the state's placeholder or a read-only bind), and Landlock, which cannot mask inside
+/// a writable root, is refused before anything runs. Outside, the same writes work. The next
+/// decision is the same as before. As this user and, under root, as uid 65534.
+#[test]
+fn palisades_own_state_is_never_writable_inside() {
+    let users: Vec<Option<u32>> = if is_root() {
+        vec![None, Some(65534)]
+    } else {
+        vec![None]
+    };
+    for user in users {
+        for backend in ["linux-bwrap", "linux-landlock"] {
+            let base = reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "state");
+            let dir = tempfile::tempdir_in(&base).unwrap();
+            let home = dir.path().to_path_buf();
+            for sub in ["ws", ".config", ".cache"] {
+                std::fs::create_dir_all(home.join(sub)).unwrap();
+            }
+            let palisade = match user {
+                None => PathBuf::from(PALISADE),
+                Some(_) => reachable::reachable_binary(Path::new(PALISADE), &base),
+            };
+            if let Some(uid) = user {
+                chown_tree(&home, uid);
+            }
+            let who = format!("{backend} as {user:?}");
+            let command = |args: &[&str]| {
+                let mut command = Command::new(&palisade);
+                command.args(args);
+                let mut command = as_user(&mut command, user);
+                command
+                    .env_clear()
+                    .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                    .env("HOME", &home)
+                    .current_dir(home.join("ws"));
+                command.output().unwrap()
+            };
+            let decide = || {
+                let out = command(&["decide", "--backend", backend, "--json"]);
+                // The canonical decision: the same bytes for the same input and facts.
+                serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()
+            };
+            let before = decide();
+
+            for (root, script, target) in [
+                (
+                    ".config",
+                    "mkdir -p ~/.config/palisade && echo 'spec: {allowDirectDedicated: true}' > ~/.config/palisade/host.yaml && echo WROTE",
+                    ".config/palisade/host.yaml",
+                ),
+                (
+                    ".cache",
+                    "mkdir -p ~/.cache/palisade && echo '{}' > ~/.cache/palisade/probes.json && echo WROTE",
+                    ".cache/palisade/probes.json",
+                ),
+            ] {
+                // Outside, as this user, the write works (and is undone).
+                let mut sh = Command::new("sh");
+                sh.args(["-c", script]);
+                let outside = as_user(&mut sh, user).env("HOME", &home).output().unwrap();
+                assert!(
+                    text(&outside.stdout).contains("WROTE"),
+                    "{who}: {outside:?}"
+                );
+                std::fs::remove_dir_all(home.join(root).join("palisade")).unwrap();
+
+                let root_path = home.join(root).display().to_string();
+                let out = command(&[
+                    "run",
+                    "--backend",
+                    backend,
+                    "--writable-root",
+                    &root_path,
+                    "--",
+                    "sh",
+                    "-c",
+                    script,
+                ]);
+                let stderr = text(&out.stderr);
+                assert!(
+                    !text(&out.stdout).contains("WROTE"),
+                    "{who}: {root}: {stderr}"
+                );
+                assert!(
+                    !home.join(target).exists(),
+                    "{who}: {target} was written from inside"
+                );
+                if backend == "linux-landlock" {
+                    assert_eq!(out.status.code(), Some(125), "{who}: {root}: {stderr}");
+                    assert!(
+                        stderr.contains("SANDBOX_CAPABILITY_INSUFFICIENT"),
+                        "{who}: {root}: {stderr}"
+                    );
+                } else {
+                    assert_ne!(out.status.code(), Some(125), "{who}: {root}: {stderr}");
+                    assert_ne!(out.status.code(), Some(0), "{who}: {root}: {stderr}");
+                }
+                // Nothing of the run is left where the state would be.
+                assert!(
+                    !home.join(root).join("palisade").exists(),
+                    "{who}: {root}/palisade left behind"
+                );
+            }
+            assert_eq!(decide(), before, "{who}: the next decision changed");
+            assert_eq!(before["outcome"], "decision", "{who}: {before}");
+        }
+    }
+}

@@ -88,6 +88,8 @@ export interface HostFacts {
   gitDirs?: string[];
   /** Git's protected-path rules the host configuration exempts (`.git`, `.git/hooks`, `.git/config`, `.git/config.worktree`). */
   exemptProtectedPaths?: string[];
+  /** Palisade's own state as the host measured it; masked where a writable root holds it. */
+  statePaths?: string[];
 }
 
 /** What the host measured at one allowed host Unix socket (symlinks followed). */
@@ -278,7 +280,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.5.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.6.0`. */
 export const INTERFACE: string;
 
 /**

@@ -213,6 +213,20 @@ fn looser_host_facts(
             ),
         );
     }
+    // Palisade's own state is masked where the run could write it: a claim without some of it
+    // would leave it writable.
+    let claimed_state = claimed.state_paths.as_deref().unwrap_or_default();
+    if here
+        .state_paths
+        .iter()
+        .flatten()
+        .any(|path| !claimed_state.contains(path))
+    {
+        looser(
+            "statePaths",
+            "leaves out Palisade's own state that this host measured".into(),
+        );
+    }
     let here_rules = here.exempt_protected_paths.as_deref().unwrap_or_default();
     if claimed
         .exempt_protected_paths

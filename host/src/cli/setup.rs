@@ -274,15 +274,35 @@ pub(super) fn host_setup_deferring_profile(
         Err(failure) => (None, Some(failure)),
     };
     facts.runtime_profile_budgets = profile.as_ref().and_then(|p| p.budgets.clone());
+    let cache = cache_dir()?;
+    facts.state_paths = state_paths(host, &config, cache.as_ref());
     Ok((
         HostSetup {
             config,
             facts,
             profile,
-            cache: cache_dir()?,
+            cache,
         },
         profile_problem,
     ))
+}
+
+/// Palisade's own state, which a later run trusts (the host fact `statePaths`): the system and
+/// per-user host configuration directories, a `--host-config` file, the caches' directory and
+/// the runtime profile file. The engine masks each that lies inside a writable root.
+fn state_paths(host: &HostArgs, config: &HostConfig, cache: Option<&CacheDir>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    paths.extend(
+        Path::new(hostconfig::SYSTEM_PATH)
+            .parent()
+            .map(Path::to_path_buf),
+    );
+    paths.extend(hostconfig::user_path().and_then(|user| user.parent().map(Path::to_path_buf)));
+    paths.extend(host.host_config.clone());
+    paths.extend(cache.map(|cache| cache.path.clone()));
+    // A runtime profile file a flag names that the configuration forbids is refused elsewhere.
+    paths.extend(runtime_profiles_file(host, config).ok().flatten());
+    paths
 }
 
 pub(super) fn host_config_failure(error: hostconfig::HostConfigError) -> Failure {

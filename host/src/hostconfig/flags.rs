@@ -104,6 +104,8 @@ pub fn fact_options(
         runtime_profile_budgets: None,
         loopback_ports: config.loopback_ports(),
         allow_root_granting_sockets: config.allow_root_granting_sockets(),
+        // Measured by the caller, which knows the caches' directory (`cli::setup`).
+        state_paths: Vec::new(),
         budget_ceilings: config.budget_ceilings(),
     })
 }

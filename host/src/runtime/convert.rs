@@ -114,6 +114,7 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         allow_root_granting_sockets: host.allow_root_granting_sockets.clone(),
         ssh_auth_sock: host.ssh_auth_sock.clone(),
         git_dirs: host.git_dirs.clone(),
+        state_paths: host.state_paths.clone(),
         exempt_protected_paths: host.exempt_protected_paths.clone(),
     }
 }

@@ -114,6 +114,7 @@ class HostFacts(_HostFactsRequired, total=False):
     sshAuthSock: str
     gitDirs: List[str]
     exemptProtectedPaths: List[str]
+    statePaths: List[str]
 
 
 class NamedDocument(TypedDict):
