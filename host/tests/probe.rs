@@ -518,35 +518,47 @@ fn cache_hits_misses_and_survives_corruption() {
     assert!(!probe_all(&imaged).from_cache);
     assert!(!probe_all(&options).from_cache);
 
-    // A corrupt file is reported, re-probed and rewritten.
-    fs::write(&cache_file, b"{ not json").unwrap();
-    let repaired = probe_all(&options);
-    assert!(!repaired.from_cache);
-    let error = repaired.cache_error.unwrap();
-    assert!(
-        error.starts_with("ignored corrupt probe cache `"),
-        "{error}"
-    );
-    assert!(probe_all(&options).from_cache);
-
-    // Well-formed JSON with a matching key but a bogus probe list is corrupt too.
-    let mut value: serde_json::Value =
-        serde_json::from_slice(&fs::read(&cache_file).unwrap()).unwrap();
-    value["probes"] = serde_json::json!([]);
-    fs::write(&cache_file, serde_json::to_vec(&value).unwrap()).unwrap();
-    let repaired = probe_all(&options);
-    assert!(!repaired.from_cache);
-    assert!(repaired.cache_error.unwrap().contains("canonical order"));
-    assert!(probe_all(&options).from_cache);
-
-    // A tampered key is a miss, not a hit.
-    let mut value: serde_json::Value =
-        serde_json::from_slice(&fs::read(&cache_file).unwrap()).unwrap();
-    value["key"]["bootId"] = serde_json::json!("another boot");
-    fs::write(&cache_file, serde_json::to_vec(&value).unwrap()).unwrap();
+    // Any change by someone other than palisade — even the same bytes written again — is
+    // caught by the file's identity, said, re-probed and rewritten.
+    let not_ours = |error: Option<String>| {
+        let error = error.unwrap();
+        assert!(
+            error.starts_with("ignored untrusted probe cache `")
+                && error.contains("not the file palisade wrote"),
+            "{error}"
+        );
+    };
+    let same = fs::read(&cache_file).unwrap();
+    fs::write(&cache_file, &same).unwrap();
     let reprobed = probe_all(&options);
     assert!(!reprobed.from_cache);
-    assert_eq!(reprobed.cache_error, None);
+    not_ours(reprobed.cache_error);
+    assert!(probe_all(&options).from_cache);
+    for (what, bytes) in [
+        ("corrupt", b"{ not json".to_vec()),
+        ("a bogus probe list", {
+            let mut value: serde_json::Value = serde_json::from_slice(&same).unwrap();
+            value["probes"] = serde_json::json!([]);
+            serde_json::to_vec(&value).unwrap()
+        }),
+        ("a tampered key", {
+            let mut value: serde_json::Value = serde_json::from_slice(&same).unwrap();
+            value["key"]["bootId"] = serde_json::json!("another boot");
+            serde_json::to_vec(&value).unwrap()
+        }),
+    ] {
+        fs::write(&cache_file, bytes).unwrap();
+        let repaired = probe_all(&options);
+        assert!(!repaired.from_cache, "{what}");
+        not_ours(repaired.cache_error);
+        assert!(probe_all(&options).from_cache, "{what}");
+    }
+    // Without its identity record the file is not trusted either.
+    fs::remove_file(cache_dir.join("probes.json.id")).unwrap();
+    let reprobed = probe_all(&options);
+    assert!(!reprobed.from_cache);
+    not_ours(reprobed.cache_error);
+    assert!(probe_all(&options).from_cache);
 
     // A cache file others may write is not trusted.
     fs::set_permissions(&cache_file, fs::Permissions::from_mode(0o666)).unwrap();
@@ -574,7 +586,7 @@ fn cache_hits_misses_and_survives_corruption() {
     let leftovers: Vec<_> = fs::read_dir(&cache_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
-        .filter(|n| n != CACHE_FILE_NAME && n != "probe.lock")
+        .filter(|n| n != CACHE_FILE_NAME && n != "probes.json.id" && n != "probe.lock")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -5,6 +5,13 @@
 //! trusted blindly: a missing file or a different key is a miss; an unreadable, malformed,
 //! foreign-owned or group/world-writable file is ignored with a [`CacheError`] and re-probed.
 //! Writes go to a private temp file renamed into place, in a `0700` directory, as `0600`.
+//!
+//! Identity: after writing, Palisade records the file's identity (device, inode, size,
+//! modification and status-change times) in `probes.json.id`. A cache file whose identity is
+//! not the recorded one was changed by someone other than Palisade — a command that once could
+//! write the cache, another program — and is ignored with a [`CacheError`] and re-probed: any
+//! change through the filesystem moves the file's ctime, which no process can set back (the
+//! compiled component's cache rests on the same fact, `runtime::cache`).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -19,6 +26,9 @@ use super::Inputs;
 
 /// The cache file's name inside the cache directory.
 pub const CACHE_FILE_NAME: &str = "probes.json";
+
+/// The file that records the identity of the cache file Palisade last wrote.
+pub const IDENTITY_FILE_NAME: &str = "probes.json.id";
 
 /// Larger files are not ours.
 const MAX_CACHE_BYTES: u64 = 1024 * 1024;
@@ -82,6 +92,15 @@ pub(crate) fn load(dir: &Path, key: &Inputs) -> Result<Option<Vec<BackendProbe>>
         return Err(CacheError::Corrupt {
             path,
             detail: format!("larger than {MAX_CACHE_BYTES} bytes"),
+        });
+    }
+    let recorded = fs::read_to_string(dir.join(IDENTITY_FILE_NAME)).ok();
+    if recorded.as_deref().map(str::trim) != Some(identity(&meta).as_str()) {
+        return Err(CacheError::Untrusted {
+            path,
+            detail: String::from(
+                "it is not the file palisade wrote (its identity changed, or none was recorded)",
+            ),
         });
     }
     let mut bytes = Vec::new();
@@ -152,7 +171,30 @@ pub(crate) fn store(dir: &Path, key: &Inputs, probes: &[BackendProbe]) -> Result
         let _ = fs::remove_file(&temp);
         return Err(write_error(err));
     }
+    // The identity of the file now in place (a rename moves its ctime: read after it).
+    let placed = fs::symlink_metadata(dir.join(CACHE_FILE_NAME)).map_err(write_error)?;
+    let id_temp = dir.join(format!("{}.id", temp_name()));
+    let recorded = write_new(&id_temp, identity(&placed).as_bytes())
+        .and_then(|()| fs::rename(&id_temp, dir.join(IDENTITY_FILE_NAME)));
+    if let Err(err) = recorded {
+        let _ = fs::remove_file(&id_temp);
+        return Err(write_error(err));
+    }
     Ok(())
+}
+
+/// A file's identity: device, inode, size, modification and status-change times (ns).
+fn identity(meta: &fs::Metadata) -> String {
+    format!(
+        "dev={} ino={} size={} mtime={}.{:09} ctime={}.{:09}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    )
 }
 
 /// An exclusive lock on `dir/probe.lock` (creating `dir`, mode 0700, if needed), held by the run
