@@ -2,7 +2,9 @@
 //! real decision record (from `palisade decide --record`, about 17 KB) appended to a file that
 //! already holds 200 records, by `palisade::audit::append` (open, lock, read the last line back
 //! from the end, hash it, link, write, sync) against the same bytes appended without the chain
-//! (open, lock, write, sync). A run appends two lines, its decision and its outcome.
+//! (open, lock, write, sync), and with a checkpoint file replaced after each append
+//! (`--checkpoint`: a temp file written, synced and renamed). A run appends two lines, its
+//! decision and its outcome.
 //!
 //! Run with `cargo bench -p palisade-suite --bench audit` (about 20 s). Under `cargo test
 //! --all-targets` each benchmark runs once.
@@ -75,13 +77,19 @@ fn chain(c: &mut Criterion) {
     let mut line = serde_json::to_string(&record).unwrap();
     line.push('\n');
     for _ in 0..200 {
-        palisade::audit::append(&chained, &mut record.clone()).unwrap();
+        palisade::audit::append(&chained, &mut record.clone(), None).unwrap();
         plain_append(&plain, line.as_bytes());
     }
     let mut group = c.benchmark_group("audit-append");
     group.measurement_time(Duration::from_secs(5));
     group.bench_function("chained", |b| {
-        b.iter(|| palisade::audit::append(&chained, &mut record.clone()).unwrap())
+        b.iter(|| palisade::audit::append(&chained, &mut record.clone(), None).unwrap())
+    });
+    let checkpoint = dir.path().join("checkpoint.json");
+    group.bench_function("chained-checkpoint", |b| {
+        b.iter(|| {
+            palisade::audit::append(&chained, &mut record.clone(), Some(&checkpoint)).unwrap()
+        })
     });
     group.bench_function("plain", |b| {
         b.iter(|| {
@@ -103,6 +111,15 @@ fn chain(c: &mut Criterion) {
                 chained / 1e6,
                 plain / 1e6,
                 line.len()
+            );
+        }
+        if let (Some(with), Some(plain)) = (
+            support::median_ns("audit-append", "chained-checkpoint"),
+            support::median_ns("audit-append", "plain"),
+        ) {
+            println!(
+                "chaining and a checkpoint cost {:.3} ms per line",
+                (with - plain) / 1e6
             );
         }
         println!("load: {}", support::load());

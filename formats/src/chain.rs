@@ -76,8 +76,10 @@ pub enum BreakKind {
     Reordered,
     /// The link is well formed and names the line before, with the wrong position: forged.
     Forged,
-    /// A line without a link (or unreadable) after chained lines.
+    /// A line without a link (or unreadable) after chained ones.
     Unchained,
+    /// The checkpoint names a line the file no longer has: its tail was cut off.
+    Cut,
 }
 
 impl BreakKind {
@@ -90,6 +92,7 @@ impl BreakKind {
             BreakKind::Reordered => "reordered",
             BreakKind::Forged => "forged",
             BreakKind::Unchained => "unchained",
+            BreakKind::Cut => "cut",
         }
     }
 }
@@ -115,6 +118,59 @@ pub struct ChainReport {
     pub last_seq: Option<u64>,
     /// Every break, in file order; the first is where the file stops being trustworthy.
     pub breaks: Vec<ChainBreak>,
+}
+
+/// The version of the checkpoint file format.
+pub const CHECKPOINT_SCHEMA_VERSION: &str = "palisade.checkpoint/v1";
+
+/// The head of an audit file's chain, written apart from it after every append
+/// (`--checkpoint FILE`): a file cut back to before this line is found by it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Checkpoint {
+    pub schema_version: String,
+    /// The audit file it was written for, as named.
+    pub audit: String,
+    /// The `seq` of the last line appended.
+    pub seq: u64,
+    /// Lower-case hex SHA-256 of that line's bytes.
+    pub sha256: String,
+}
+
+/// Where a file's lines disagree with a checkpoint of it, if they do: the line `seq` names
+/// must be there with the recorded bytes.
+pub fn verify_checkpoint(
+    lines: &[(usize, LineText)],
+    checkpoint: &Checkpoint,
+) -> Option<ChainBreak> {
+    let mut last: Option<(usize, u64)> = None;
+    for (line, text) in lines {
+        let Ok(text) = text else { continue };
+        let Some(link) = link_of(text) else { continue };
+        if link.seq == checkpoint.seq {
+            if sha256_hex(text.as_bytes()) == checkpoint.sha256 {
+                return None;
+            }
+            return Some(ChainBreak {
+                line: *line,
+                kind: BreakKind::Changed,
+                detail: format!(
+                    "the checkpoint's line (seq {}) has other bytes than when it was written",
+                    checkpoint.seq
+                ),
+            });
+        }
+        last = Some((*line, link.seq));
+    }
+    let (line, seq) = last.unwrap_or((0, 0));
+    Some(ChainBreak {
+        line,
+        kind: BreakKind::Cut,
+        detail: format!(
+            "the file ends at seq {seq}, and the checkpoint names seq {}: its tail was cut off",
+            checkpoint.seq
+        ),
+    })
 }
 
 /// Verifies the chain over every line of a file, as [`crate::audit::read_lines`] read them.
@@ -312,6 +368,33 @@ mod tests {
         value["chain"]["seq"] = 7.into();
         reseq[0] = value.to_string();
         assert_eq!(first(&reseq), (1, BreakKind::Forged));
+    }
+
+    #[test]
+    fn a_checkpoint_finds_a_cut_tail_and_a_changed_head() {
+        let lines = file(10);
+        let checkpoint = Checkpoint {
+            schema_version: CHECKPOINT_SCHEMA_VERSION.to_owned(),
+            audit: String::from("a.jsonl"),
+            seq: 10,
+            sha256: sha256_hex(lines[9].as_bytes()),
+        };
+        let numbered = |lines: &[String]| -> Vec<(usize, LineText)> {
+            lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (i + 1, Ok(l.clone())))
+                .collect()
+        };
+        assert_eq!(verify_checkpoint(&numbered(&lines), &checkpoint), None);
+        let cut = verify_checkpoint(&numbered(&lines[..7]), &checkpoint).unwrap();
+        assert_eq!((cut.line, cut.kind), (7, BreakKind::Cut));
+        let mut changed = lines.clone();
+        changed[9] = changed[9].replace("\"n\":9", "\"n\":90");
+        let changed = verify_checkpoint(&numbered(&changed), &checkpoint).unwrap();
+        assert_eq!((changed.line, changed.kind), (10, BreakKind::Changed));
+        // The chain alone cannot see the cut.
+        assert!(check(&lines[..7]).breaks.is_empty());
     }
 
     #[test]

@@ -65,16 +65,30 @@ pub enum AuditError {
 /// Appends one record as a JSON line, linked into the file's hash chain ([`chain`]: the record
 /// gets its `chain`), and flushes it to disk before returning, so that a record exists before
 /// anything is launched.
-pub fn append(path: &Path, record: &mut AuditRecord) -> Result<(), AuditError> {
-    append_line(path, record)
+pub fn append(
+    path: &Path,
+    record: &mut AuditRecord,
+    checkpoint: Option<&Path>,
+) -> Result<(), AuditError> {
+    append_line(path, record, checkpoint)
 }
 
 /// Appends a run's outcome line, linked into the file's hash chain like a record.
-pub fn append_outcome(path: &Path, record: &mut OutcomeRecord) -> Result<(), AuditError> {
-    append_line(path, record)
+pub fn append_outcome(
+    path: &Path,
+    record: &mut OutcomeRecord,
+    checkpoint: Option<&Path>,
+) -> Result<(), AuditError> {
+    append_line(path, record, checkpoint)
 }
 
-fn append_line<T: Serialize + Chained>(path: &Path, record: &mut T) -> Result<(), AuditError> {
+/// Appends `record`, linked; then, still under the lock (so the checkpoint names the head the
+/// file really has), replaces `checkpoint` with the new head.
+fn append_line<T: Serialize + Chained>(
+    path: &Path,
+    record: &mut T,
+    checkpoint: Option<&Path>,
+) -> Result<(), AuditError> {
     let write_error = |reason: String| AuditError::Write {
         path: path.display().to_string(),
         reason,
@@ -94,7 +108,9 @@ fn append_line<T: Serialize + Chained>(path: &Path, record: &mut T) -> Result<()
         .map_err(|e| write_error(e.to_string()))?
         .len();
     let last = last_line(&mut file, start).map_err(|e| write_error(format!("read: {e}")))?;
-    record.set_chain(chain::link_after(last.as_deref()));
+    let link = chain::link_after(last.as_deref());
+    let seq = link.seq;
+    record.set_chain(link);
     let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
     line.push('\n');
     if let Err(e) = file.write_all(line.as_bytes()) {
@@ -103,7 +119,43 @@ fn append_line<T: Serialize + Chained>(path: &Path, record: &mut T) -> Result<()
         let _ = file.set_len(start);
         return Err(write_error(e.to_string()));
     }
-    file.sync_data().map_err(|e| write_error(e.to_string()))
+    file.sync_data().map_err(|e| write_error(e.to_string()))?;
+    if let Some(checkpoint) = checkpoint {
+        let head = chain::Checkpoint {
+            schema_version: chain::CHECKPOINT_SCHEMA_VERSION.to_owned(),
+            audit: path.display().to_string(),
+            seq,
+            sha256: palisade_engine::output::sha256_hex(line.trim_end_matches('\n').as_bytes()),
+        };
+        write_checkpoint(checkpoint, &head).map_err(|e| AuditError::Write {
+            path: checkpoint.display().to_string(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Replaces the checkpoint file whole (a private temp file renamed into place, 0600).
+fn write_checkpoint(path: &Path, head: &chain::Checkpoint) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut text = serde_json::to_string(head).map_err(std::io::Error::other)?;
+    text.push('\n');
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .and_then(|mut file| {
+            file.write_all(text.as_bytes())?;
+            file.sync_data()
+        })
+        .and_then(|()| std::fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
 }
 
 /// The file's last non-empty line, without its newline (`None` for an empty file), read back
@@ -236,7 +288,7 @@ mod tests {
                             outcome: serde_json::json!({ "padding": big }),
                             chain: None,
                         };
-                        append_outcome(path, &mut record).unwrap();
+                        append_outcome(path, &mut record, None).unwrap();
                     }
                 });
             }

@@ -1868,8 +1868,9 @@ fn allowed_unix_sockets_are_measured_recorded_and_replayed() {
 /// A real audit file of 1,000 runs, 50 at a time, is one hash chain: an untouched copy verifies
 /// in full, and each tampering is reported at its line and by its kind — a changed byte where
 /// replay alone sees nothing (the record's context), a record removed, a forged record inserted
-/// with a well-formed link, two records swapped. (A cut-off tail and signatures need the
-/// checkpoint and the keys of issue 36, not yet built: a chain alone cannot see the first.)
+/// with a well-formed link, two records swapped; and, against the checkpoint the runs kept apart
+/// (`--checkpoint`), the tail cut off, which the chain alone cannot see. (Signatures are not
+/// built yet.)
 #[test]
 fn replay_finds_where_the_chain_breaks() {
     const RUNS: usize = 1000;
@@ -1877,14 +1878,25 @@ fn replay_finds_where_the_chain_breaks() {
     let env = Env::new();
     let audit = env.path("audit.jsonl");
     let audit_arg = audit.to_str().unwrap().to_owned();
+    let checkpoint = env.path("checkpoint.json");
+    let checkpoint_arg = checkpoint.to_str().unwrap().to_owned();
     for _ in 0..RUNS / AT_ONCE {
         let children: Vec<_> = (0..AT_ONCE)
             .map(|_| {
-                env.cmd(&["run", "--quiet", "--audit", &audit_arg, "--", "true"])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap()
+                env.cmd(&[
+                    "run",
+                    "--quiet",
+                    "--audit",
+                    &audit_arg,
+                    "--checkpoint",
+                    &checkpoint_arg,
+                    "--",
+                    "true",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
             })
             .collect();
         for child in children {
@@ -1974,4 +1986,27 @@ fn replay_finds_where_the_chain_breaks() {
     swapped.swap(800, 801);
     let (line, kind, _, detail) = first_break("swapped.jsonl", swapped);
     assert_eq!((line, kind.as_str()), (801, "reordered"), "{detail}");
+
+    // The checkpoint names the file's last line; with it, a cut-off tail is found, without it
+    // not. The untouched file agrees with it.
+    let head: Value = serde_json::from_slice(&std::fs::read(&checkpoint).unwrap()).unwrap();
+    assert_eq!(head["seq"], json!(2 * RUNS), "{head}");
+    let (code, results) = replay_json(&env, &[&audit_arg, "--checkpoint", &checkpoint_arg]);
+    assert_eq!(code, Some(0), "{:?}", results.last());
+    let cut = env.write("cut.jsonl", lines[..lines.len() - 10].join("\n") + "\n");
+    let cut_arg = cut.to_str().unwrap();
+    let (code, results) = replay_json(&env, &[cut_arg]);
+    assert_eq!(code, Some(0), "the chain alone cannot see a cut tail");
+    assert!(results.iter().all(|r| r["status"] != "CHAIN_BROKEN"));
+    let (code, results) = replay_json(&env, &[cut_arg, "--checkpoint", &checkpoint_arg]);
+    assert_eq!(code, Some(5));
+    let broken = results
+        .iter()
+        .find(|r| r["status"] == "CHAIN_BROKEN")
+        .unwrap();
+    assert_eq!(broken["line"], json!(2 * RUNS - 10), "{broken}");
+    assert!(
+        broken["details"][0].as_str().unwrap().starts_with("cut: "),
+        "{broken}"
+    );
 }

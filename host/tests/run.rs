@@ -2604,3 +2604,38 @@ fn palisades_own_state_is_never_writable_inside() {
         }
     }
 }
+
+/// A checkpoint file the command could rewrite is refused like an audit file: it would let the
+/// command hide a cut tail. Nothing is launched.
+#[test]
+fn a_checkpoint_the_command_could_rewrite_is_refused() {
+    let env = Env::new();
+    let taskpack = env.taskpack("linux-bwrap", "");
+    let audit = env.path("audit.jsonl");
+    let inside = env.path("ws/checkpoint.json");
+    let mut args = run_args(&taskpack, &audit, "linux-bwrap");
+    args.extend([
+        "--checkpoint",
+        inside.to_str().unwrap(),
+        "--",
+        "touch",
+        "ran",
+    ]);
+    let out = env.run(&args);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("checkpoint file") && stderr.contains("inside writable root"),
+        "{stderr}"
+    );
+    assert!(!env.path("ws/ran").exists() && !inside.exists());
+    // Outside every writable root it is written, naming the audit file's last line.
+    let outside = env.path("checkpoint.json");
+    let mut args = run_args(&taskpack, &audit, "linux-bwrap");
+    args.extend(["--checkpoint", outside.to_str().unwrap(), "--", "true"]);
+    let out = env.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let head: Value = serde_json::from_slice(&std::fs::read(&outside).unwrap()).unwrap();
+    assert_eq!(head["seq"], 2, "{head}");
+    assert_eq!(head["schemaVersion"], "palisade.checkpoint/v1");
+}

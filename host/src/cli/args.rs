@@ -257,6 +257,10 @@ pub struct DecideArgs {
     /// Append an audit record (JSON Lines) to this file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// After appending, write the head of the record file's hash chain to this file, kept
+    /// apart from it: `replay --checkpoint FILE` then finds a cut-off tail.
+    #[arg(long, value_name = "FILE", requires = "record")]
+    pub checkpoint: Option<PathBuf>,
     /// Probe afresh instead of using the probe cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -282,6 +286,11 @@ pub struct RunArgs {
     /// Append the decision (before launching) and the run's outcome (after) to this file.
     #[arg(long, value_name = "FILE")]
     pub audit: Option<PathBuf>,
+    /// After each append, write the head of the audit file's hash chain to this file, kept
+    /// apart from it (outside every writable root): `replay --checkpoint FILE` then finds a
+    /// cut-off tail.
+    #[arg(long, value_name = "FILE", requires = "audit")]
+    pub checkpoint: Option<PathBuf>,
     /// When the run ends, write its outcome (exit, budgets, denials) as one JSON document to
     /// this file, or to an open descriptor (`fd:3`), for the agent runner to read.
     #[arg(long, value_name = "FILE|fd:N")]
@@ -335,6 +344,10 @@ pub struct ReplayArgs {
     /// The audit file (JSON Lines) to replay, or with `--in-toto` the statements to verify.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+    /// Also check the file against this checkpoint (`run --checkpoint`): a file whose tail was
+    /// cut off, or whose last checkpointed line changed, is CHAIN_BROKEN.
+    #[arg(long, value_name = "FILE", conflicts_with = "in_toto")]
+    pub checkpoint: Option<PathBuf>,
     /// Replay every record with this engine component instead of the embedded one.
     #[arg(long, value_name = "FILE", conflicts_with = "component_store")]
     pub component: Option<PathBuf>,

@@ -117,6 +117,7 @@ fn decided(args: &DecideArgs) -> Result<Outcome, Failure> {
     decide_recorded(
         &gathered.input,
         args.record.as_deref(),
+        args.checkpoint.as_deref(),
         context,
         cache.as_deref(),
     )

@@ -47,6 +47,7 @@ pub(super) struct Recorded {
 pub(super) fn decide_recorded(
     input: &DecisionInput,
     audit: Option<&Path>,
+    checkpoint: Option<&Path>,
     context: RecordContext,
     cache_dir: Option<&Path>,
 ) -> Result<Recorded, Failure> {
@@ -72,7 +73,7 @@ pub(super) fn decide_recorded(
             context,
             chain: None,
         };
-        audit::append(path, &mut record)
+        audit::append(path, &mut record, checkpoint)
             .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
     }
     Ok(Recorded {

@@ -192,6 +192,47 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
             }
         }
     }
+    // The checkpoint kept apart: the line it names must still be there, as it was.
+    if let Some(path) = &args.checkpoint {
+        let bytes = read_file_limited(path, "checkpoint")?;
+        let checkpoint: audit::chain::Checkpoint = serde_json::from_slice(&bytes).map_err(|e| {
+            Failure::new(
+                ErrorCode::InputInvalid,
+                format!(
+                    "checkpoint `{}` is not a checkpoint: {}",
+                    path.display(),
+                    one_line(&e.to_string())
+                ),
+            )
+        })?;
+        match audit::chain::verify_checkpoint(&lines, &checkpoint) {
+            None if !args.json => out.push_str(&format!(
+                "{:<10} the file holds seq {} as it was when the checkpoint was written\n",
+                "CHECKPOINT", checkpoint.seq
+            )),
+            None => {}
+            Some(broken) => {
+                let result = replay::ReplayReport {
+                    line: broken.line,
+                    status: ReplayStatus::ChainBroken,
+                    recorded_digest: None,
+                    replayed_digest: None,
+                    replayed_with: None,
+                    details: vec![format!("{}: {}", broken.kind.as_str(), broken.detail)],
+                    engine_note: None,
+                };
+                report_line(&mut out, &result, args.json);
+                if chain_broken.is_none() {
+                    chain_broken = Some(format!(
+                        "the audit file disagrees with the checkpoint at line {} ({}: {})",
+                        broken.line,
+                        broken.kind.as_str(),
+                        broken.detail
+                    ));
+                }
+            }
+        }
+    }
     if let Some(path) = &args.export_in_toto {
         std::fs::write(path, statements.as_bytes()).map_err(|e| {
             Failure::new(

@@ -290,6 +290,7 @@ fn looser_host_facts(
 fn audit_outside_writable_roots(
     audit: &std::path::Path,
     host: &palisade_engine::HostFacts,
+    what: &str,
 ) -> Result<(), Failure> {
     // The file may not exist yet: resolve its directory (symlinks included) and add its name. A
     // symlink that leads nowhere yet would be followed by the first write: refused.
@@ -299,7 +300,7 @@ fn audit_outside_writable_roots(
             return Err(Failure::new(
                 ErrorCode::InputInvalid,
                 format!(
-                    "audit file `{}` is a symlink to a path that does not exist",
+                    "{what} `{}` is a symlink to a path that does not exist",
                     audit.display()
                 ),
             ));
@@ -312,7 +313,7 @@ fn audit_outside_writable_roots(
             let parent = std::fs::canonicalize(&parent).map_err(|e| {
                 Failure::new(
                     ErrorCode::InputInvalid,
-                    format!("audit file `{}`: {e}", audit.display()),
+                    format!("{what} `{}`: {e}", audit.display()),
                 )
             })?;
             parent.join(audit.file_name().unwrap_or_default())
@@ -321,7 +322,7 @@ fn audit_outside_writable_roots(
     if resolved.exists() && !resolved.is_file() {
         return Err(Failure::new(
             ErrorCode::InputInvalid,
-            format!("audit file `{}` is not a regular file", audit.display()),
+            format!("{what} `{}` is not a regular file", audit.display()),
         ));
     }
     let roots = std::iter::once(&host.workspace_dir).chain(&host.writable_roots);
@@ -330,7 +331,7 @@ fn audit_outside_writable_roots(
             return Err(Failure::new(
                 ErrorCode::InputInvalid,
                 format!(
-                    "audit file `{}` is inside writable root `{root}`: the command could rewrite the record of its own run",
+                    "{what} `{}` is inside writable root `{root}`: the command could rewrite the record of its own run",
                     resolved.display()
                 ),
             )
@@ -479,7 +480,10 @@ pub fn run(args: &RunArgs) -> CommandResult {
     };
     clock.end(Phase::FilesystemFacts);
     if let Some(audit) = &args.audit {
-        audit_outside_writable_roots(audit, &input.host)?;
+        audit_outside_writable_roots(audit, &input.host, "audit file")?;
+        if let Some(checkpoint) = &args.checkpoint {
+            audit_outside_writable_roots(checkpoint, &input.host, "checkpoint file")?;
+        }
     }
     // Opened now, before anything runs: a destination that cannot be written is refused
     // before the command starts, and the command cannot swap a link in under it.
@@ -497,6 +501,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
     let recorded = decide_recorded(
         &input,
         args.audit.as_deref(),
+        args.checkpoint.as_deref(),
         context,
         setup.cache.as_ref().map(|c| c.path.as_path()),
     )?;
@@ -940,7 +945,7 @@ fn write_outcome(
     };
     let writing = std::time::Instant::now();
     if let Some(path) = &args.audit
-        && let Err(error) = audit::append_outcome(path, &mut line)
+        && let Err(error) = audit::append_outcome(path, &mut line, args.checkpoint.as_deref())
     {
         say!("warning: {error}");
     }
