@@ -22,7 +22,13 @@
 //! differ, and there the parser stops anyway. The `yaml_nesting` fuzz target checks the count
 //! against libyaml's own events.
 
-use crate::yaml::MAX_DEPTH;
+/// The deepest nesting of lists, mappings and tags accepted, counted here before the parser
+/// and again by the node walk (`crate::yaml`, which re-exports it).
+///
+/// serde_yaml stops at 128, but 128 levels of its recursion need between 256 and 512 KiB of
+/// stack in a debug build; half that keeps well inside a 1 MiB WebAssembly stack and a 2 MiB
+/// test thread. A Taskpack needs a handful of levels.
+pub const MAX_DEPTH: usize = 64;
 
 /// The longest distance, in characters, between a simple key and its `:` (libyaml's limit).
 const MAX_SIMPLE_KEY_CHARS: usize = 1024;

@@ -57,12 +57,9 @@ impl Node {
 /// 200 000 aliases fits in 1 MiB and would expand to 4·10¹⁰ nodes.
 pub const MAX_NODES: usize = 100_000;
 
-/// The deepest nesting of lists, mappings and tags accepted.
-///
-/// serde_yaml stops at 128, but 128 levels of its recursion need between 256 and 512 KiB of
-/// stack in a debug build; half that keeps well inside a 1 MiB WebAssembly stack and a 2 MiB
-/// test thread. A Taskpack needs a handful of levels.
-pub const MAX_DEPTH: usize = 64;
+/// The deepest nesting accepted: the limit the count before the parser and the node walk
+/// share, kept beside the count ([`crate::nesting`]) so that the two modules import one way.
+pub use crate::nesting::MAX_DEPTH;
 
 /// Parses one YAML document into a [`Node`], or says why it cannot (one line).
 pub fn parse(text: &str) -> Result<Node, String> {
