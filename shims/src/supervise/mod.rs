@@ -97,11 +97,10 @@ pub struct MaskMount {
     pub socket: OwnedFd,
 }
 
-/// [`SuperviseError::Spawn`]'s step when the child could not make the namespaces of a
-/// [`MaskMount`].
-pub const MASK_NAMESPACE_STEP: &str = "mask namespaces";
-/// [`SuperviseError::Spawn`]'s step when the child could not mount a [`MaskMount`].
-pub const MASK_MOUNT_STEP: &str = "mask mount";
+/// [`SuperviseError::Spawn`]'s steps when the child could not make the namespaces of a
+/// [`MaskMount`] or mount it: named where the child reports its steps (`sys::child`), so the
+/// system-call layer imports nothing from the supervisor.
+pub use crate::sys::child::{MASK_MOUNT_STEP, MASK_NAMESPACE_STEP};
 
 /// A descriptor handed to the launched program as number `target`.
 #[derive(Debug)]

@@ -12,6 +12,11 @@ use std::process::Command;
 
 use super::{cloexec_above_stdio, getpid, give_tty, set_rlimit};
 
+/// The child's step when it could not make the namespaces of an observed mask's mount.
+pub const MASK_NAMESPACE_STEP: &str = "mask namespaces";
+/// The child's step when it could not mount an observed mask.
+pub const MASK_MOUNT_STEP: &str = "mask mount";
+
 /// The process-group supervisor's child, after `fork` and before `execve` (std makes it the
 /// leader of a new process group): the CPU rlimit (soft: SIGXCPU; hard, one second later:
 /// SIGKILL), every descriptor above 2 close-on-exec (descriptors the host inherited without
@@ -78,8 +83,8 @@ mod linux {
         "pass descriptors",
         "chdir",
         "execve",
-        crate::supervise::MASK_NAMESPACE_STEP,
-        crate::supervise::MASK_MOUNT_STEP,
+        super::MASK_NAMESPACE_STEP,
+        super::MASK_MOUNT_STEP,
     ];
 
     /// Observed masks the child mounts itself before `execve` (an unprivileged bwrap's

@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-mod child;
+pub(crate) mod child;
 #[cfg(target_os = "linux")]
 mod dirat;
 #[cfg(target_os = "linux")]
