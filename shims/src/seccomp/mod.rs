@@ -192,15 +192,9 @@ impl fmt::Display for Action {
     }
 }
 
-/// One classic BPF instruction, laid out exactly like the kernel's `struct sock_filter`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Instruction {
-    pub code: u16,
-    pub jt: u8,
-    pub jf: u8,
-    pub k: u32,
-}
+/// One classic BPF instruction, laid out exactly like the kernel's `struct sock_filter`
+/// (defined beside the system calls that hand it to the kernel).
+pub use crate::sys::sock_filter::Instruction;
 
 /// A complete filter program for one architecture.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -8,8 +8,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::sock_filter::Instruction;
 use super::{check, set_rlimit};
-use crate::seccomp::Instruction;
 
 // ---------------------------------------------------------------------------------------------
 // Processes.
