@@ -81,24 +81,9 @@ pub fn canary(
     })
 }
 
-/// What the kernel said about one process, for [`is_member`]. The `sandbox_check` results are
-/// raw: 1 = sandboxed / denied, 0 = not sandboxed / allowed, anything else an error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemberCheck {
-    /// The process runs as the supervisor's effective uid (the only ones it may signal, and the
-    /// only ones a run can have started without a setuid program, which the profile forbids
-    /// creating).
-    pub same_uid: bool,
-    /// The process has exited and awaits its parent: nothing left to kill.
-    pub zombie: bool,
-    /// `sandbox_check(pid, NULL, SANDBOX_FILTER_NONE)`.
-    pub sandboxed: i32,
-    /// `sandbox_check(pid, "file-read-data", SANDBOX_FILTER_PATH | SANDBOX_CHECK_NO_REPORT,
-    /// canary.deny)`.
-    pub deny_canary: i32,
-    /// The same check on `canary.allow`.
-    pub allow_canary: i32,
-}
+/// What the kernel said about one process, for [`is_member`] (defined beside the system calls
+/// that fill it in).
+pub use crate::sys::sandbox_check::MemberCheck;
 
 /// Whether the process carries this run's profile: same uid, alive, sandboxed, the deny canary
 /// denied and the allow canary allowed. Every unclear answer (an error from `sandbox_check`)

@@ -5,7 +5,7 @@
 
 use std::ffi::{CStr, c_char, c_int};
 
-use crate::seatbelt::MemberCheck;
+use super::sandbox_check::MemberCheck;
 
 // libsystem_sandbox, re-exported by libSystem (linked into every program): private API. Returns
 // 1 when the operation is denied (or, with SANDBOX_FILTER_NONE and no operation, when the

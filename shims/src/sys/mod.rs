@@ -30,6 +30,7 @@ mod dirat;
 mod linux;
 #[cfg(target_os = "macos")]
 pub(crate) mod macos;
+pub(crate) mod sandbox_check;
 pub(crate) mod sock_filter;
 
 pub(crate) use child::*;
