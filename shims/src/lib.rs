@@ -32,7 +32,6 @@
 //! `#[cfg(target_os = "linux")]`; `pgroup` is the process-group supervisor macOS uses, and it is
 //! compiled (and tested) on Linux too.
 
-#[forbid(unsafe_code)]
 /// Like `eprintln!`, but a closed or broken stderr is not a panic: Palisade's stderr is often a
 /// pipe to an agent runner that may go away mid-run, and a supervisor that panicked there would
 /// leave its run's tree unreaped and its outcome unrecorded.
@@ -52,6 +51,7 @@ macro_rules! say {
 /// init refuses to set up a sandbox for a launcher from another build.
 pub const BUILD: &str = env!("PALISADE_SHIMS_BUILD");
 
+#[forbid(unsafe_code)]
 pub mod bwrap;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]
