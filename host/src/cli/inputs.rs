@@ -9,7 +9,6 @@ use palisade_engine::{Backend, Capability, ExecutionMode, NetworkMode};
 use serde_json::Value;
 
 use crate::execmode;
-use crate::launch;
 use crate::report::{ErrorCode, Failure};
 
 use super::args::{BudgetArgs, ExecArgs, HostArgs, PolicyArgs};
@@ -192,19 +191,19 @@ pub(super) fn read_document(
 /// The budget flags as the engine's input, in its units (`None` when no flag was given).
 /// Only the spelling is checked here; bounds are the engine's (`budgetFlags.*`).
 pub(super) fn budget_flags(args: &BudgetArgs) -> Result<Option<BudgetLimits>, Failure> {
-    let usage = |e: launch::LaunchError| Failure::new(ErrorCode::InputInvalid, e.to_string());
+    let usage = |e: super::units::UnitError| Failure::new(ErrorCode::InputInvalid, e.to_string());
     let limits = BudgetLimits {
         timeout_millis: args
             .timeout
             .as_deref()
-            .map(launch::parse_duration)
+            .map(super::units::parse_duration)
             .transpose()
             .map_err(usage)?
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         memory_bytes: args
             .memory
             .as_deref()
-            .map(launch::parse_size)
+            .map(super::units::parse_size)
             .transpose()
             .map_err(usage)?,
         max_processes: args.max_procs,

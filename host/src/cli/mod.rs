@@ -16,6 +16,7 @@ mod inputs;
 mod replay;
 mod run;
 mod setup;
+pub mod units;
 
 use std::io::Write;
 use std::process::ExitCode;

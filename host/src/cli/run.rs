@@ -571,7 +571,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect(),
                 match &args.approve_timeout {
-                    Some(text) => launch::parse_duration(text)
+                    Some(text) => super::units::parse_duration(text)
                         .map_err(|e| Failure::new(ErrorCode::UsageInvalid, e.to_string()))?,
                     None => crate::approve::DEFAULT_TIMEOUT,
                 },
