@@ -2010,3 +2010,39 @@ fn replay_finds_where_the_chain_breaks() {
         "{broken}"
     );
 }
+
+/// A malformed `--input` or `--facts` is refused at its field path, as a taskpack's errors are
+/// (`probes[0].backend`), not only at a line and column.
+#[test]
+fn a_malformed_input_names_its_field_path() {
+    let env = Env::new();
+    let input = json!({
+        "document": null,
+        "documentName": "(none)",
+        "host": {"os": "linux", "arch": "x86_64", "sessionKind": "cli", "githubActions": false,
+                 "allowDirectDedicated": false, "homeDir": "/home/u", "workspaceDir": "/w",
+                 "writableRoots": [], "defaultBackendOrder": ["linux-bwrap"]},
+        "probes": [{"backend": "bwrapp", "available": true, "reason": "", "capabilities": [],
+                    "networkModes": [], "networkBridge": false, "version": "", "limitations": []}]
+    });
+    let path = env.write("input.json", input.to_string());
+    let out = env.run(&["decide", "--input", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error[PALISADE_INPUT_INVALID]")
+            && err.contains("at probes[0].backend: unknown variant `bwrapp`"),
+        "{err}"
+    );
+    let mut facts = input.clone();
+    facts.as_object_mut().unwrap().remove("document");
+    facts.as_object_mut().unwrap().remove("documentName");
+    facts["host"]["sessionKind"] = json!("laptop");
+    let path = env.write("facts.json", facts.to_string());
+    let out = env.run(&["decide", "--facts", path.to_str().unwrap()]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("at host.sessionKind: unknown variant `laptop`"),
+        "{err}"
+    );
+}

@@ -58,7 +58,7 @@ pub(super) fn gather_input(args: &DecideArgs) -> Result<GatheredInput, Failure> 
     if let Some(path) = &args.facts {
         let bytes = read_json_file(path, "facts file")?;
         let recorded: RecordedFacts =
-            serde_json::from_slice(&bytes).map_err(|e| {
+            super::inputs::parse_json(&bytes).map_err(|e| {
                 Failure::new(
                 ErrorCode::InputInvalid,
                 format!("facts file `{}` is not recorded host facts: {e}", path.display()),

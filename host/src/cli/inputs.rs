@@ -215,13 +215,31 @@ pub(super) fn budget_flags(args: &BudgetArgs) -> Result<Option<BudgetLimits>, Fa
 /// A whole decision input (`--input FILE|-`, the JSON form `decide-json` takes), parsed.
 pub(super) fn read_input(source: &str) -> Result<palisade_engine::DecisionInput, Failure> {
     let bytes = read_json_source(source)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+    parse_json(&bytes).map_err(|e| {
         Failure::new(
             ErrorCode::InputInvalid,
             format!("input `{source}` is not a decision input: {e}"),
         )
         .hint("the input is JSON with `document`, `documentName`, `host` and `probes`; see docs/contract.md")
     })
+}
+
+/// JSON of a decision input's shape, or the field where it is not, with why: `at
+/// probes[0].backend: unknown variant ...` (the parser's line and column stay in the why), as
+/// a taskpack's errors name their field.
+pub(super) fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value: T = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." {
+            inner.to_string()
+        } else {
+            format!("at {path}: {inner}")
+        }
+    })?;
+    deserializer.end().map_err(|e| e.to_string())?;
+    Ok(value)
 }
 
 /// The bytes of `--input`: a file, or stdin for `-`; no more than the engine takes as JSON
