@@ -96,6 +96,7 @@ fn from_wit_flags(flags: wit::PolicyFlags) -> model::PolicyFlags {
             .collect(),
         pass_environment: flags.pass_environment,
         allowed_unix_sockets: flags.allowed_unix_sockets,
+        loopback_ports: flags.loopback_ports,
     }
 }
 

@@ -32,6 +32,8 @@ const MAX_PASS_ENV: usize = 256;
 /// are (bounds, names, duplicates, denied paths, `networkMode` against `allowedDomains`).
 pub(crate) struct Checked {
     sandbox: SandboxSpec,
+    /// `--allow-host-port` without `--network`: the ports asked for `loopback-only`.
+    mode_implied_by_ports: bool,
     writable_roots: Vec<String>,
     pass_environment: Vec<String>,
 }
@@ -45,6 +47,7 @@ pub(crate) fn check(flags: &PolicyFlags, host: &HostFacts) -> Result<Checked, Er
     match sandbox {
         Some(sandbox) if errors.is_empty() => Ok(Checked {
             sandbox,
+            mode_implied_by_ports: !flags.loopback_ports.is_empty() && flags.network_mode.is_none(),
             writable_roots,
             pass_environment,
         }),
@@ -97,8 +100,18 @@ pub(crate) fn apply(policy: &mut EffectivePolicy, flags: &Checked) -> Result<(),
         if let Some(sockets) = &spec.allowed_unix_sockets {
             narrow_unix_sockets(policy, sockets)?;
         }
+        if !spec.loopback_ports.is_empty() {
+            narrow_loopback_ports(policy, &spec.loopback_ports)?;
+        }
     } else {
         form_network(policy, spec);
+        if flags.mode_implied_by_ports {
+            policy.network_mode_origin = Origin::Implied;
+        }
+        if !spec.loopback_ports.is_empty() {
+            policy.loopback_ports = spec.loopback_ports.clone();
+            policy.loopback_ports_origin = Some(Origin::Flag);
+        }
         if let Some(sockets) = &spec.allowed_unix_sockets {
             policy.allowed_unix_sockets = sockets.clone();
             policy.allowed_unix_sockets_origin = Some(Origin::Flag);
@@ -175,6 +188,22 @@ fn as_node(flags: &PolicyFlags) -> Node {
         if !values.is_empty() {
             entries.push((string(key), list(values)));
         }
+    }
+    if !flags.loopback_ports.is_empty() {
+        // Host ports are reached only under `loopback-only`: without `--network` the ports ask
+        // for it (recorded as implied, [`apply`]).
+        if flags.network_mode.is_none() {
+            entries.push((
+                string("networkMode"),
+                string(NetworkMode::LoopbackOnly.as_str()),
+            ));
+        }
+        let ports = flags
+            .loopback_ports
+            .iter()
+            .map(|port| Node::Number(port.to_string()))
+            .collect();
+        entries.push((string("loopbackPorts"), Node::Sequence(ports)));
     }
     Node::Mapping(entries)
 }
@@ -335,6 +364,35 @@ fn imply_isolation(policy: &mut EffectivePolicy) {
             &reason,
         );
     }
+}
+
+/// `--allow-host-port` over a declared policy: only ports its `loopbackPorts` lists, and then
+/// exactly those (the others are no longer reachable).
+fn narrow_loopback_ports(policy: &mut EffectivePolicy, ports: &[u16]) -> Result<(), Errors> {
+    let path = text::child_path(PATH, "loopbackPorts");
+    let mut errors = Errors::default();
+    for (index, port) in ports.iter().enumerate() {
+        if !policy.loopback_ports.contains(port) {
+            let listed: Vec<String> = policy.loopback_ports.iter().map(u16::to_string).collect();
+            errors.push(
+                text::index_path(&path, index),
+                format!(
+                    "port {port} is not among the policy's loopbackPorts ({}); --allow-host-port may only narrow a declared policy",
+                    if listed.is_empty() {
+                        String::from("it lists none")
+                    } else {
+                        listed.join(", ")
+                    }
+                ),
+            );
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    policy.loopback_ports = ports.to_vec();
+    policy.loopback_ports_origin = Some(Origin::Flag);
+    Ok(())
 }
 
 /// `--allow-unix-socket` over a declared policy: only sockets the policy allows, and then

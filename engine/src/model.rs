@@ -415,6 +415,11 @@ pub struct PolicyFlags {
     /// with a declared `spec.sandbox`, each must be one it allows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_unix_sockets: Vec<String>,
+    /// `--allow-host-port`: host loopback ports the command may reach (`loopbackPorts`):
+    /// without a declared `spec.sandbox` they form the list, and the network is
+    /// `loopback-only` unless `--network` names a mode; with one, each must be one it lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loopback_ports: Vec<u16>,
 }
 
 impl PolicyFlags {

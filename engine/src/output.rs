@@ -267,6 +267,10 @@ pub struct EffectivePolicy {
     pub allowed_unix_sockets: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed_unix_sockets_origin: Option<Origin>,
+    /// Who set `loopbackPorts`: the policy (`declared`) or `--allow-host-port` (`flag`).
+    /// Absent when no port is listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loopback_ports_origin: Option<Origin>,
 }
 
 impl EffectivePolicy {

@@ -403,6 +403,7 @@ mod tests {
             pass_environment: None,
             allowed_unix_sockets: Vec::new(),
             allowed_unix_sockets_origin: None,
+            loopback_ports_origin: None,
         }
     }
 

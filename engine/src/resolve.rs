@@ -80,6 +80,7 @@ pub(crate) fn resolve(input: &DecisionInput, taskpack: Option<&Taskpack>) -> Eff
         pass_environment: None,
         allowed_unix_sockets: Vec::new(),
         allowed_unix_sockets_origin: None,
+        loopback_ports_origin: None,
     };
     match taskpack.and_then(|t| t.sandbox.as_ref()) {
         Some(sandbox) => apply_declared(&mut policy, sandbox, &input.host.default_backend_order),
@@ -174,6 +175,9 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
         policy.allowed_domains_origin = Some(Origin::Declared);
     }
     policy.loopback_ports = sandbox.loopback_ports.clone();
+    if !policy.loopback_ports.is_empty() {
+        policy.loopback_ports_origin = Some(Origin::Declared);
+    }
     if let Some(sockets) = &sandbox.allowed_unix_sockets {
         policy.allowed_unix_sockets = sockets.clone();
         policy.allowed_unix_sockets_origin = Some(Origin::Declared);

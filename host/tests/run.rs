@@ -986,6 +986,18 @@ fn listed_host_loopback_ports_are_reachable_and_nothing_else() {
         "-c",
         &script,
     ]);
+    // The same without a taskpack: `--allow-host-port` forms the list (and `loopback-only`).
+    let listed_arg = listed.to_string();
+    let by_flag = env.run(&[
+        "--backend",
+        "linux-bwrap",
+        "--allow-host-port",
+        &listed_arg,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
     listed_server.kill().unwrap();
     other_server.kill().unwrap();
     let _ = listed_server.wait();
@@ -1012,6 +1024,12 @@ fn listed_host_loopback_ports_are_reachable_and_nothing_else() {
         serde_json::json!({"mode": "loopback-only", "hostPorts": [listed]})
     );
     assert_eq!(decision["plan"]["budgets"]["helperProcesses"], 1);
+    assert_eq!(
+        text(&by_flag.stdout),
+        "served from listed\nserved from listed\nunlisted-refused\n",
+        "{}",
+        text(&by_flag.stderr)
+    );
     let network = &lines[1]["outcome"]["network"];
     assert_eq!(network["hostPorts"], serde_json::json!([listed]));
     let connections = network["connections"].as_array().unwrap();

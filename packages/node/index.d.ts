@@ -124,6 +124,7 @@ export interface PolicyFlags {
   requiredCapabilities?: Capability[];
   passEnvironment?: string[];
   allowedUnixSockets?: string[];
+  loopbackPorts?: number[];
 }
 
 /** Everything one decision depends on; the optional keys are the launcher's inputs. */

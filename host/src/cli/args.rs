@@ -219,6 +219,15 @@ pub struct PolicyArgs {
         conflicts_with = "input"
     )]
     pub allow_unix_sockets: Vec<String>,
+    /// A host loopback port the command may reach (127.0.0.1 and ::1), repeatable: forms the
+    /// policy's `loopbackPorts` (the network becomes `loopback-only` unless `--network` says
+    /// otherwise), or, with a Taskpack, narrows its list.
+    #[arg(
+        long = "allow-host-port",
+        value_name = "PORT",
+        conflicts_with = "input"
+    )]
+    pub allow_host_ports: Vec<u16>,
 }
 
 /// Backend names as `--backend` takes them.

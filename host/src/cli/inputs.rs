@@ -118,6 +118,7 @@ pub(super) fn policy_flags(args: &PolicyArgs) -> Result<Option<PolicyFlags>, Fai
             .collect(),
         pass_environment: args.pass_env.clone(),
         allowed_unix_sockets: args.allow_unix_sockets.clone(),
+        loopback_ports: args.allow_host_ports.clone(),
     };
     Ok((!flags.is_empty()).then_some(flags))
 }

@@ -53,6 +53,7 @@ fn to_wit_flags(flags: &PolicyFlags) -> wit::PolicyFlags {
             .collect(),
         pass_environment: flags.pass_environment.clone(),
         allowed_unix_sockets: flags.allowed_unix_sockets.clone(),
+        loopback_ports: flags.loopback_ports.clone(),
     }
 }
 

@@ -136,6 +136,7 @@ class PolicyFlags(TypedDict, total=False):
     requiredCapabilities: List[Capability]
     passEnvironment: List[str]
     allowedUnixSockets: List[str]
+    loopbackPorts: List[int]
 
 
 class _DecisionInputRequired(TypedDict):
