@@ -325,11 +325,9 @@ fn network(out: &mut Sbpl, mode: &Network, roots: &BTreeSet<PathBuf>) -> Result<
     }
     // In every mode: Unix sockets the command binds inside its writable roots (test servers,
     // language servers, ssh-agent style helpers it starts itself) work. Sockets elsewhere — the
-    // host's daemons — stay unreachable unless the mode allows all network traffic.
+    // host's daemons — stay unreachable in every mode (allow-outbound reaches the resolver's).
     out.comment("Every mode: named Unix sockets inside the writable roots (servers the command");
-    out.comment(
-        "starts itself). Host daemons' sockets elsewhere are reachable in allow-outbound only.",
-    );
+    out.comment("starts itself). Host daemons' sockets elsewhere stay unreachable in every mode.");
     for root in roots {
         let q = quote(root)?;
         out.line(&format!(
