@@ -402,38 +402,36 @@ fn socket_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<Strin
 
 /// `exemptProtectedPaths`: git's built-in protected-path rules, by name, once each.
 fn exempt_protected_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
-    let rules = palisade_engine::protected::EXEMPTABLE_RULES;
-    let items = expect_list(node, path, rules.len(), errors)?;
-    let before = errors.total();
-    let mut out: Vec<String> = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        let item_path = index_path(path, index);
-        let Some(entry) = expect_str(item, &item_path, errors) else {
-            continue;
-        };
-        if !rules.contains(&entry) {
-            errors.push(
-                item_path,
-                format!(
-                    "{} is not an exemptable protected path; expected one of {}{}",
-                    quote(entry),
-                    reader::list_names(rules),
-                    reader::did_you_mean(entry, rules)
-                ),
-            );
-        } else if out.iter().any(|e| e == entry) {
-            errors.push(item_path, format!("duplicate rule {}", quote(entry)));
-        } else {
-            out.push(entry.to_owned());
-        }
-    }
-    (errors.total() == before).then_some(out)
+    names_from(
+        node,
+        path,
+        &palisade_engine::protected::EXEMPTABLE_RULES,
+        ("an exemptable protected path", "rule"),
+        errors,
+    )
 }
 
 /// `exemptDeniedReadPaths`: built-in denied paths, as the built-in list spells them, once each.
 fn exempt_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<String>> {
-    let built_in = palisade_engine::resolve::BUILT_IN_DENIED_READ_PATHS;
-    let items = expect_list(node, path, built_in.len(), errors)?;
+    names_from(
+        node,
+        path,
+        &palisade_engine::resolve::BUILT_IN_DENIED_READ_PATHS,
+        ("a built-in denied path", "path"),
+        errors,
+    )
+}
+
+/// A list of names, each one of `known` (with a did-you-mean), each once; `what` names a
+/// known entry and a repeated one in messages.
+fn names_from(
+    node: &Node,
+    path: &str,
+    known: &[&str],
+    (what, repeated): (&str, &str),
+    errors: &mut Errors,
+) -> Option<Vec<String>> {
+    let items = expect_list(node, path, known.len(), errors)?;
     let before = errors.total();
     let mut out: Vec<String> = Vec::new();
     for (index, item) in items.iter().enumerate() {
@@ -441,18 +439,18 @@ fn exempt_list(node: &Node, path: &str, errors: &mut Errors) -> Option<Vec<Strin
         let Some(entry) = expect_str(item, &item_path, errors) else {
             continue;
         };
-        if !built_in.contains(&entry) {
+        if !known.contains(&entry) {
             errors.push(
                 item_path,
                 format!(
-                    "{} is not a built-in denied path; expected one of {}{}",
+                    "{} is not {what}; expected one of {}{}",
                     quote(entry),
-                    reader::list_names(built_in),
-                    reader::did_you_mean(entry, built_in)
+                    reader::list_names(known.iter().copied()),
+                    reader::did_you_mean(entry, known.iter().copied())
                 ),
             );
         } else if out.iter().any(|e| e == entry) {
-            errors.push(item_path, format!("duplicate path {}", quote(entry)));
+            errors.push(item_path, format!("duplicate {repeated} {}", quote(entry)));
         } else {
             out.push(entry.to_owned());
         }

@@ -200,9 +200,14 @@ pub fn resolve_missing(path: &Path) -> Option<String> {
     if !path.is_absolute() {
         return None;
     }
+    normalized_string(&resolve_deepest(path)).ok()
+}
+
+/// `path` with its deepest existing part resolved (symlinks followed) and the rest as named.
+pub fn resolve_deepest(path: &Path) -> PathBuf {
     let mut existing = path.to_path_buf();
     let mut rest = Vec::new();
-    while std::fs::symlink_metadata(&existing).is_err() {
+    while !existing.exists() {
         match (existing.file_name(), existing.parent()) {
             (Some(name), Some(parent)) => {
                 rest.push(name.to_os_string());
@@ -213,7 +218,7 @@ pub fn resolve_missing(path: &Path) -> Option<String> {
     }
     let mut resolved = std::fs::canonicalize(&existing).unwrap_or(existing);
     resolved.extend(rest.iter().rev());
-    normalized_string(&resolved).ok()
+    resolved
 }
 
 /// Canonicalizes an existing directory into the normalised absolute form the engine expects.

@@ -160,16 +160,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
         let chain = audit::chain::verify(&lines);
         if chain.chained > 0 {
             for broken in &chain.breaks {
-                let result = replay::ReplayReport {
-                    line: broken.line,
-                    status: ReplayStatus::ChainBroken,
-                    recorded_digest: None,
-                    replayed_digest: None,
-                    replayed_with: None,
-                    details: vec![format!("{}: {}", broken.kind.as_str(), broken.detail)],
-                    engine_note: None,
-                };
-                report_line(&mut out, &result, args.json);
+                report_line(&mut out, &chain_broken_report(broken), args.json);
             }
             if let Some(first) = chain.breaks.first() {
                 chain_broken = Some(format!(
@@ -212,16 +203,7 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
             )),
             None => {}
             Some(broken) => {
-                let result = replay::ReplayReport {
-                    line: broken.line,
-                    status: ReplayStatus::ChainBroken,
-                    recorded_digest: None,
-                    replayed_digest: None,
-                    replayed_with: None,
-                    details: vec![format!("{}: {}", broken.kind.as_str(), broken.detail)],
-                    engine_note: None,
-                };
-                report_line(&mut out, &result, args.json);
+                report_line(&mut out, &chain_broken_report(&broken), args.json);
                 if chain_broken.is_none() {
                     chain_broken = Some(format!(
                         "the audit file disagrees with the checkpoint at line {} ({}: {})",
@@ -278,6 +260,19 @@ pub fn replay(args: &ReplayArgs) -> CommandResult {
 /// One line's result, as JSON or as text. Every text line is one line: details quote recorded
 /// values (diff pointers hold recorded keys), and a line break there would let an audit file
 /// forge lines of this report.
+/// The report line of a place where the file's chain (or its checkpoint) breaks.
+fn chain_broken_report(broken: &audit::chain::ChainBreak) -> replay::ReplayReport {
+    replay::ReplayReport {
+        line: broken.line,
+        status: ReplayStatus::ChainBroken,
+        recorded_digest: None,
+        replayed_digest: None,
+        replayed_with: None,
+        details: vec![format!("{}: {}", broken.kind.as_str(), broken.detail)],
+        engine_note: None,
+    }
+}
+
 fn report_line(out: &mut String, result: &replay::ReplayReport, json: bool) {
     if json {
         out.push_str(&serde_json::to_string(result).unwrap_or_default());

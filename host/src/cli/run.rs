@@ -350,19 +350,7 @@ fn cache_outside_writable_roots(setup: &mut super::setup::HostSetup) -> Result<(
         return Ok(());
     };
     // The deepest part that exists, resolved, and the rest as named.
-    let mut existing = cache.path.clone();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.file_name(), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                existing = parent.to_path_buf();
-            }
-            _ => break,
-        }
-    }
-    let mut resolved = std::fs::canonicalize(&existing).unwrap_or(existing);
-    resolved.extend(rest.iter().rev());
+    let resolved = crate::facts::resolve_deepest(&cache.path);
     let workspace = match &setup.facts.workspace {
         Some(dir) => Some(dir.clone()),
         None => std::env::current_dir().ok(),
