@@ -326,12 +326,12 @@ pub(crate) fn unsafe_writable_roots(input: &DecisionInput) -> Errors {
             .state_paths
             .iter()
             .flatten()
-            .find(|state| paths::contains(state, root) && *state != root)
+            .find(|state| paths::contains(state, root))
         {
             errors.push(
                 at,
                 format!(
-                    "{} lies inside Palisade's own state {} (its host configuration or caches):                      the command could rewrite what the next run trusts",
+                    "{} is or lies inside Palisade's own state {} (its host configuration or caches): the command could rewrite what the next run trusts",
                     text::quote(root),
                     text::quote(state)
                 ),
