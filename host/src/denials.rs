@@ -578,7 +578,7 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
         "plan.network.hostPorts" if denial.observed_by == Observer::Seccomp => {
             let port = denial.target.rsplit_once(':').map_or("", |(_, port)| port);
             format!(
-                "the sandbox's loopback is its own; to reach the host's port {port} (TCP only), add it to `spec.sandbox.loopbackPorts` (with `networkMode: loopback-only`)"
+                "the sandbox's loopback is its own; to reach the host's port {port} (TCP only), add it to `spec.sandbox.loopbackPorts` (with `networkMode: loopback-only`), or pass `--allow-host-port {port}` (without a Taskpack, or one that lists it)"
             )
         }
         "plan.network.hostPorts" => format!(

@@ -1299,7 +1299,8 @@ except OSError as e:
         explained
             .contains("the network mode `loopback-only` reaches only the sandbox's own loopback")
             && explained.contains("not allowed by a built-in mask")
-            && explained.contains(&format!("to reach the host's port {port} (TCP only)")),
+            && explained.contains(&format!("to reach the host's port {port} (TCP only)"))
+            && explained.contains(&format!("--allow-host-port {port}")),
         "{explained}"
     );
 }
