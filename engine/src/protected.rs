@@ -209,21 +209,11 @@ mod tests {
     #[test]
     fn a_writable_root_that_is_or_lies_in_palisades_state_is_unsafe() {
         for root in ["/home/u/.cache/palisade", "/home/u/.cache/palisade/x"] {
-            let input = crate::model::DecisionInput {
-                document: None,
-                document_name: String::from("(none)"),
-                host: HostFacts {
-                    writable_roots: vec![root.into()],
-                    state_paths: Some(vec!["/home/u/.cache/palisade".into()]),
-                    ..HostFacts::linux_cli("/home/u", "/w")
-                },
-                probes: vec![],
-                narrow_allowed_domains: None,
-                execution_mode: None,
-                budget_flags: None,
-                task_contract: None,
-                policy_flags: None,
-            };
+            let input = crate::test_support::input(HostFacts {
+                writable_roots: vec![root.into()],
+                state_paths: Some(vec!["/home/u/.cache/palisade".into()]),
+                ..HostFacts::linux_cli("/home/u", "/w")
+            });
             let errors = crate::host::unsafe_writable_roots(&input).into_listed();
             assert_eq!(errors.len(), 1, "{root}: {errors:?}");
             assert_eq!(errors[0].path, "host.writableRoots[0]");
