@@ -71,13 +71,23 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
         validate_exempt(exempt, &mut errors);
     }
     if let Some(dirs) = &host.git_dirs {
-        validate_git_dirs(dirs, &mut errors);
+        validate_path_list(
+            dirs,
+            "host.gitDirs",
+            crate::protected::MAX_GIT_DIRS,
+            &mut errors,
+        );
     }
     if let Some(exempt) = &host.exempt_protected_paths {
         validate_exempt_protected(exempt, &mut errors);
     }
     if let Some(state) = &host.state_paths {
-        validate_state_paths(state, &mut errors);
+        validate_path_list(
+            state,
+            "host.statePaths",
+            crate::protected::MAX_STATE_PATHS,
+            &mut errors,
+        );
     }
     if let Some(ports) = &host.loopback_ports {
         const PATH: &str = "host.loopbackPorts";
@@ -238,44 +248,22 @@ fn validate_exempt(exempt: &[String], errors: &mut Errors) {
     }
 }
 
-/// Palisade's measured state: bounded, normalised absolute paths, each once.
-fn validate_state_paths(state: &[String], errors: &mut Errors) {
-    const PATH: &str = "host.statePaths";
-    let max = crate::protected::MAX_STATE_PATHS;
-    if state.len() > max {
+/// A measured list of host paths (git directories, Palisade's state) at `path`: at most `max`,
+/// each a normalised absolute path, each once.
+fn validate_path_list(list: &[String], path: &str, max: usize, errors: &mut Errors) {
+    if list.len() > max {
         errors.push(
-            PATH,
-            format!("has {} entries; expected at most {max}", state.len()),
+            path,
+            format!("has {} entries; expected at most {max}", list.len()),
         );
     }
     let mut seen = BTreeSet::new();
-    for (index, path) in state.iter().enumerate() {
-        let at = text::index_path(PATH, index);
-        if let Err(message) = paths::check_host_path(path) {
+    for (index, entry) in list.iter().enumerate() {
+        let at = text::index_path(path, index);
+        if let Err(message) = paths::check_host_path(entry) {
             errors.push(at, message);
-        } else if !seen.insert(path.as_str()) {
-            errors.push(at, format!("duplicate entry {}", text::quote(path)));
-        }
-    }
-}
-
-/// The measured git directories: bounded, normalised absolute paths, each once.
-fn validate_git_dirs(dirs: &[String], errors: &mut Errors) {
-    const PATH: &str = "host.gitDirs";
-    let max = crate::protected::MAX_GIT_DIRS;
-    if dirs.len() > max {
-        errors.push(
-            PATH,
-            format!("has {} entries; expected at most {max}", dirs.len()),
-        );
-    }
-    let mut seen = BTreeSet::new();
-    for (index, dir) in dirs.iter().enumerate() {
-        let at = text::index_path(PATH, index);
-        if let Err(message) = paths::check_host_path(dir) {
-            errors.push(at, message);
-        } else if !seen.insert(dir.as_str()) {
-            errors.push(at, format!("duplicate entry {}", text::quote(dir)));
+        } else if !seen.insert(entry.as_str()) {
+            errors.push(at, format!("duplicate entry {}", text::quote(entry)));
         }
     }
 }
