@@ -77,18 +77,18 @@ fn chain(c: &mut Criterion) {
     let mut line = serde_json::to_string(&record).unwrap();
     line.push('\n');
     for _ in 0..200 {
-        palisade::audit::append(&chained, &mut record.clone(), None).unwrap();
+        palisade::audit::append(&chained, &mut record.clone(), None, None).unwrap();
         plain_append(&plain, line.as_bytes());
     }
     let mut group = c.benchmark_group("audit-append");
     group.measurement_time(Duration::from_secs(5));
     group.bench_function("chained", |b| {
-        b.iter(|| palisade::audit::append(&chained, &mut record.clone(), None).unwrap())
+        b.iter(|| palisade::audit::append(&chained, &mut record.clone(), None, None).unwrap())
     });
     let checkpoint = dir.path().join("checkpoint.json");
     group.bench_function("chained-checkpoint", |b| {
         b.iter(|| {
-            palisade::audit::append(&chained, &mut record.clone(), Some(&checkpoint)).unwrap()
+            palisade::audit::append(&chained, &mut record.clone(), Some(&checkpoint), None).unwrap()
         })
     });
     group.bench_function("plain", |b| {

@@ -149,6 +149,7 @@ fn from_wit_host(host: wit::HostFacts) -> model::HostFacts {
         exempt_denied_read_paths: host.exempt_denied_read_paths,
         git_dirs: host.git_dirs,
         state_paths: host.state_paths,
+        key_paths: host.key_paths,
         exempt_protected_paths: host.exempt_protected_paths,
         allow_home_writable: host.allow_home_writable,
         runtime_profile_budgets: host.runtime_profile_budgets.map(from_wit_limits),

@@ -181,9 +181,11 @@ fn run(input: &DecisionInput, input_digest: String) -> Report {
         report.errors = errors.into_listed();
         return report;
     }
-    if let Err(errors) =
-        resolve::narrow_and_imply(&mut effective, input.narrow_allowed_domains.as_deref())
-    {
+    if let Err(errors) = resolve::narrow_and_imply(
+        &mut effective,
+        input.narrow_allowed_domains.as_deref(),
+        &input.host,
+    ) {
         let message = format!("policy is invalid: {}", errors.summary());
         let mut report = refusal(input_digest, RefusalCode::SandboxPolicyInvalid, message);
         report.errors = errors.into_listed();

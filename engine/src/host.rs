@@ -89,6 +89,14 @@ pub(crate) fn validate(input: &DecisionInput) -> Errors {
             &mut errors,
         );
     }
+    if let Some(keys) = &host.key_paths {
+        validate_path_list(
+            keys,
+            "host.keyPaths",
+            crate::protected::MAX_STATE_PATHS,
+            &mut errors,
+        );
+    }
     if let Some(ports) = &host.loopback_ports {
         const PATH: &str = "host.loopbackPorts";
         if ports.len() > crate::sandbox::MAX_LOOPBACK_PORTS {
@@ -314,12 +322,13 @@ pub(crate) fn unsafe_writable_roots(input: &DecisionInput) -> Errors {
             .state_paths
             .iter()
             .flatten()
+            .chain(host.key_paths.iter().flatten())
             .find(|state| paths::contains(state, root))
         {
             errors.push(
                 at,
                 format!(
-                    "{} is or lies inside Palisade's own state {} (its host configuration or caches): the command could rewrite what the next run trusts",
+                    "{} is or lies inside Palisade's own state {} (its host configuration, caches or signing keys): the command could rewrite what the next run trusts",
                     text::quote(root),
                     text::quote(state)
                 ),

@@ -47,7 +47,7 @@ pub use output::{Outcome, RefusalCode, Verdict};
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version of the WIT package this engine implements (`palisade:engine@…`).
-pub const WIT_VERSION: &str = "0.6.0";
+pub const WIT_VERSION: &str = "0.7.0";
 
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.

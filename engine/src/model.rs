@@ -273,6 +273,11 @@ pub struct HostFacts {
     /// root inside one is refused. Absent: not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_paths: Option<Vec<String>>,
+    /// Palisade's audit-signing keys as the host found them (each directory that holds one):
+    /// denied read paths in every sandbox, never exempted; they imply read containment.
+    /// Absent or empty: no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_paths: Option<Vec<String>>,
 }
 
 /// What is at a path the policy allows as a host Unix socket, symlinks followed.
@@ -347,6 +352,7 @@ impl HostFacts {
             git_dirs: None,
             exempt_protected_paths: None,
             state_paths: None,
+            key_paths: None,
         }
     }
 }

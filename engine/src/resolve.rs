@@ -149,6 +149,10 @@ fn add_host_and_built_in_denied(policy: &mut EffectivePolicy, host: &HostFacts) 
             }
         }
     }
+    // Palisade's signing keys: denied whatever the host configuration exempts.
+    for path in host.key_paths.iter().flatten() {
+        all.entry(path.clone()).or_insert(DeniedOrigin::BuiltIn);
+    }
     policy.denied_read_paths = all
         .into_iter()
         .map(|(path, origin)| DeniedPath { path, origin })
@@ -229,17 +233,32 @@ fn apply_declared(policy: &mut EffectivePolicy, sandbox: &SandboxSpec, host_orde
 }
 
 /// Applies the launcher's `narrowAllowedDomains`, which may only narrow what the policy
-/// allows, then adds the requirement filtered egress implies.
+/// allows, then adds the requirements filtered egress, Palisade's state and its keys imply.
 pub(crate) fn narrow_and_imply(
     policy: &mut EffectivePolicy,
     narrow: Option<&[String]>,
+    host: &HostFacts,
 ) -> Result<(), Errors> {
     if let Some(raw) = narrow {
         narrow_domains(policy, raw, NARROW_PATH, Origin::Launcher)?;
     }
     imply_filtered(policy);
     imply_state(policy);
+    imply_keys(policy, host);
     Ok(())
+}
+
+/// A signing key the command could read lets it sign forged records as this host: only a
+/// backend that can deny reads may run while one exists.
+fn imply_keys(policy: &mut EffectivePolicy, host: &HostFacts) {
+    if let Some(first) = host.key_paths.iter().flatten().next() {
+        add_requirement(
+            policy,
+            Capability::FilesystemReadContainment,
+            Origin::Implied,
+            &format!("implied by Palisade's audit-signing key in {first}"),
+        );
+    }
 }
 
 /// Palisade's own state inside a writable root can be kept from the command only by masking

@@ -126,6 +126,8 @@ pub enum AuditLine {
     Decision(Box<RecordLine>),
     /// A run outcome (not replayed; checked to refer to an earlier decision).
     Outcome(OutcomeRecord),
+    /// A seal: the signature over the line before it ([`crate::seal`]), or why it is not one.
+    Seal(Result<crate::seal::SealLine, String>),
 }
 
 /// The longest line read from an audit or statement file, in bytes. A record holds at most two
@@ -185,15 +187,21 @@ pub fn read_lines(mut reader: impl BufRead, max: usize) -> std::io::Result<Vec<(
 /// one line: the parser's messages quote the text, and a line break there would let an audit
 /// file forge lines of `palisade replay`'s report).
 pub fn parse_line(line: &str) -> AuditLine {
-    let is_outcome = serde_json::from_str::<serde_json::Value>(line)
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Schema {
+        #[serde(default)]
+        schema_version: Option<String>,
+    }
+    let schema = serde_json::from_str::<Schema>(line)
         .ok()
-        .and_then(|v| {
-            v.get("schemaVersion")
-                .and_then(|s| s.as_str())
-                .map(str::to_owned)
-        })
-        .is_some_and(|schema| schema == OUTCOME_SCHEMA_VERSION);
-    if is_outcome {
+        .and_then(|s| s.schema_version);
+    if schema.as_deref() == Some(crate::seal::SEAL_SCHEMA_VERSION) {
+        return AuditLine::Seal(
+            serde_json::from_str(line).map_err(|e| one_line(&format!("malformed seal: {e}"))),
+        );
+    }
+    if schema.as_deref() == Some(OUTCOME_SCHEMA_VERSION) {
         match serde_json::from_str::<OutcomeRecord>(line) {
             Ok(outcome) => AuditLine::Outcome(outcome),
             Err(e) => AuditLine::Decision(Box::new(Err(one_line(&format!(

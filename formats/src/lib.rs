@@ -1,5 +1,5 @@
-//! The host's own files as data: the host configuration, runtime profiles, audit records and
-//! in-toto statements, read and validated without I/O and without the engine runtime.
+//! The host's own files as data: the host configuration, runtime profiles, audit records, their
+//! seals and signing keys, and in-toto statements, read and validated without I/O and without the engine runtime.
 //!
 //! Key design decision: these parsers read text that someone else may have written (a per-user
 //! configuration, an audit file handed to `palisade replay`), so they live apart from the CLI,
@@ -13,5 +13,7 @@
 pub mod audit;
 pub mod chain;
 pub mod hostconfig;
+pub mod keys;
 pub mod profiles;
+pub mod seal;
 pub mod statement;

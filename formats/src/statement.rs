@@ -10,7 +10,7 @@ use palisade_engine::reader::{one_line, quote};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::audit::AuditRecord;
+use crate::audit::{AuditRecord, OutcomeRecord};
 
 /// The in-toto Statement type this palisade writes and reads.
 pub const IN_TOTO_STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -47,17 +47,36 @@ struct DigestSet<'a> {
 /// (the record's line) verbatim, so the input, the engine identity and the output bytes are
 /// exactly those recorded. One line of JSON, no trailing newline.
 pub fn statement_for(record_text: &str, record: &AuditRecord) -> Result<String, String> {
-    let predicate = RawValue::from_string(record_text.trim().to_owned())
-        .map_err(|e| format!("the record is not json: {e}"))?;
+    statement(PREDICATE_TYPE, &record.output_digest, record_text)
+}
+
+/// The predicate type of a run's outcome: the predicate is one `palisade.run-outcome/v1` line,
+/// verbatim.
+pub const OUTCOME_PREDICATE_TYPE: &str = "https://loopwright.dev/palisade/run-outcome/v1";
+
+/// The statement for one run-outcome line: subject = the decision it ran under (by its output
+/// digest), predicate = `outcome_text` verbatim. What a seal signs for an outcome line.
+pub fn outcome_statement_for(
+    outcome_text: &str,
+    outcome: &OutcomeRecord,
+) -> Result<String, String> {
+    statement(
+        OUTCOME_PREDICATE_TYPE,
+        &outcome.decision_digest,
+        outcome_text,
+    )
+}
+
+fn statement(predicate_type: &'static str, digest: &str, text: &str) -> Result<String, String> {
+    let predicate = RawValue::from_string(text.trim().to_owned())
+        .map_err(|e| format!("the line is not json: {e}"))?;
     serde_json::to_string(&StatementOut {
         statement_type: IN_TOTO_STATEMENT_TYPE,
         subject: [SubjectOut {
             name: SUBJECT_NAME,
-            digest: DigestSet {
-                sha256: &record.output_digest,
-            },
+            digest: DigestSet { sha256: digest },
         }],
-        predicate_type: PREDICATE_TYPE,
+        predicate_type,
         predicate: &predicate,
     })
     .map_err(|e| format!("cannot serialize the statement: {e}"))

@@ -61,6 +61,14 @@ fuzz_target!(
                     AuditLine::Outcome(outcome) => {
                         assert_eq!(outcome.schema_version, audit::OUTCOME_SCHEMA_VERSION);
                     }
+                    AuditLine::Seal(Err(reason)) => {
+                        assert!(!reason.is_empty());
+                        one_line(&reason);
+                    }
+                    AuditLine::Seal(Ok(seal)) => {
+                        // A seal read from anywhere checks against any line without panicking.
+                        let _ = palisade_formats::seal::verify(&seal, text, &[]);
+                    }
                 }
             }
             1 => {

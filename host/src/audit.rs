@@ -22,6 +22,9 @@ pub use palisade_formats::audit::{
     parse_record,
 };
 pub use palisade_formats::chain;
+pub use palisade_formats::seal;
+
+use crate::keys::Signer;
 
 /// The identity of a loaded component, for its records.
 pub fn engine_identity(
@@ -69,8 +72,9 @@ pub fn append(
     path: &Path,
     record: &mut AuditRecord,
     checkpoint: Option<&Path>,
+    signer: Option<&Signer>,
 ) -> Result<(), AuditError> {
-    append_line(path, record, checkpoint)
+    append_line(path, record, checkpoint, signer)
 }
 
 /// Appends a run's outcome line, linked into the file's hash chain like a record.
@@ -78,16 +82,19 @@ pub fn append_outcome(
     path: &Path,
     record: &mut OutcomeRecord,
     checkpoint: Option<&Path>,
+    signer: Option<&Signer>,
 ) -> Result<(), AuditError> {
-    append_line(path, record, checkpoint)
+    append_line(path, record, checkpoint, signer)
 }
 
-/// Appends `record`, linked; then, still under the lock (so the checkpoint names the head the
-/// file really has), replaces `checkpoint` with the new head.
+/// Appends `record`, linked, and with a `signer` its seal right after it (one write, so no
+/// other appender's line comes between a line and its seal); then, still under the lock (so the
+/// checkpoint names the head the file really has), replaces `checkpoint` with the new head.
 fn append_line<T: Serialize + Chained>(
     path: &Path,
     record: &mut T,
     checkpoint: Option<&Path>,
+    signer: Option<&Signer>,
 ) -> Result<(), AuditError> {
     let write_error = |reason: String| AuditError::Write {
         path: path.display().to_string(),
@@ -109,9 +116,19 @@ fn append_line<T: Serialize + Chained>(
         .len();
     let last = last_line(&mut file, start).map_err(|e| write_error(format!("read: {e}")))?;
     let link = chain::link_after(last.as_deref());
-    let seq = link.seq;
+    let mut seq = link.seq;
     record.set_chain(link);
     let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
+    let mut head = line.clone();
+    if let Some(signer) = signer {
+        let mut sealed = seal::seal(signer, &line).map_err(write_error)?;
+        let link = chain::link_after(Some(line.as_bytes()));
+        seq = link.seq;
+        sealed.set_chain(link);
+        head = serde_json::to_string(&sealed).map_err(|e| write_error(e.to_string()))?;
+        line.push('\n');
+        line.push_str(&head);
+    }
     line.push('\n');
     if let Err(e) = file.write_all(line.as_bytes()) {
         // A full disk or a quota: take the torn tail back off, so the file never holds a line
@@ -125,7 +142,7 @@ fn append_line<T: Serialize + Chained>(
             schema_version: chain::CHECKPOINT_SCHEMA_VERSION.to_owned(),
             audit: path.display().to_string(),
             seq,
-            sha256: palisade_engine::output::sha256_hex(line.trim_end_matches('\n').as_bytes()),
+            sha256: palisade_engine::output::sha256_hex(head.as_bytes()),
         };
         write_checkpoint(checkpoint, &head).map_err(|e| AuditError::Write {
             path: checkpoint.display().to_string(),
@@ -260,7 +277,12 @@ pub fn host_name() -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests")]
+    #![allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        reason = "tests"
+    )]
     use super::*;
 
     #[test]
@@ -275,9 +297,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
         let big = "x".repeat(200_000);
+        let signer = Signer::from_seed([5; 32]);
         std::thread::scope(|scope| {
             for writer in 0..8 {
-                let (path, big) = (&path, &big);
+                let (path, big, signer) = (&path, &big, &signer);
+                // Half the writers seal their lines: each seal must land right after its line.
+                let signer = (writer % 2 == 0).then_some(signer);
                 scope.spawn(move || {
                     for n in 0..20 {
                         let mut record = OutcomeRecord {
@@ -288,25 +313,38 @@ mod tests {
                             outcome: serde_json::json!({ "padding": big }),
                             chain: None,
                         };
-                        append_outcome(path, &mut record, None).unwrap();
+                        append_outcome(path, &mut record, None, signer).unwrap();
                     }
                 });
             }
         });
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 160);
-        for line in &lines {
-            assert!(
-                matches!(parse_line(line), AuditLine::Outcome(_)),
-                "a torn line"
-            );
+        assert_eq!(lines.len(), 240);
+        let key = signer.public();
+        let mut sealed = 0;
+        for (index, line) in lines.iter().enumerate() {
+            match parse_line(line) {
+                AuditLine::Outcome(_) => {}
+                AuditLine::Seal(seal) => {
+                    let before = lines[index - 1];
+                    assert_eq!(
+                        seal::verify(&seal.unwrap(), before, std::slice::from_ref(&key)),
+                        seal::SealVerdict::Verified {
+                            keyid: key.keyid().to_owned()
+                        }
+                    );
+                    sealed += 1;
+                }
+                AuditLine::Decision(_) => panic!("a torn line"),
+            }
         }
+        assert_eq!(sealed, 80);
         // Eight writers, one chain.
         let numbered = read_lines(&path).unwrap();
         let report = chain::verify(&numbered);
         assert!(report.breaks.is_empty(), "{:?}", report.breaks);
-        assert_eq!(report.last_seq, Some(160));
+        assert_eq!(report.last_seq, Some(240));
     }
 
     #[test]

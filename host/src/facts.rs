@@ -40,6 +40,9 @@ pub struct FactOptions {
     /// Palisade's own state (host configuration, caches, runtime profile file), absolute,
     /// existing or not; measured into the host fact `statePaths`.
     pub state_paths: Vec<PathBuf>,
+    /// The directories that hold Palisade's signing keys ([`crate::keys::present_dirs`]);
+    /// measured into the host fact `keyPaths`.
+    pub key_paths: Vec<PathBuf>,
 }
 
 /// Why host facts could not be measured.
@@ -99,6 +102,15 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
             state_paths.push(resolved);
         }
     }
+    let mut key_paths: Vec<String> = Vec::new();
+    for path in &options.key_paths {
+        if let Some(resolved) = resolve_missing(path)
+            && !key_paths.contains(&resolved)
+            && key_paths.len() < palisade_engine::protected::MAX_STATE_PATHS
+        {
+            key_paths.push(resolved);
+        }
+    }
     Ok(HostFacts {
         os: std::env::consts::OS.to_owned(),
         arch: std::env::consts::ARCH.to_owned(),
@@ -126,6 +138,7 @@ pub fn gather(options: &FactOptions) -> Result<HostFacts, FactsError> {
         ssh_auth_sock: None,
         git_dirs: Some(git_dirs),
         state_paths: Some(state_paths),
+        key_paths: Some(key_paths),
         exempt_protected_paths: options.exempt_protected_paths.clone(),
     })
 }

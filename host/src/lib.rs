@@ -28,6 +28,7 @@ pub mod facts;
 pub mod gitdirs;
 pub mod gitplanted;
 pub mod hostconfig;
+pub mod keys;
 pub mod launch;
 mod lock;
 pub mod network;

@@ -72,6 +72,13 @@ pub enum ReplayStatus {
     /// Not a verdict on a decision: the file's hash chain breaks at this line (a line changed,
     /// removed, inserted or moved; [`crate::audit::chain`]).
     ChainBroken,
+    /// Not a verdict on a decision: no seal follows this line, and trusted keys were given.
+    Unsigned,
+    /// Not a verdict on a decision: this line's seal is by a key the reader does not trust.
+    OtherKey,
+    /// Not a verdict on a decision: this line's seal does not verify (the line or the seal was
+    /// changed), or a seal seals no line.
+    BadSeal,
 }
 
 impl ReplayStatus {
@@ -83,6 +90,9 @@ impl ReplayStatus {
             ReplayStatus::Invalid => "INVALID",
             ReplayStatus::Interrupted => "INTERRUPTED",
             ReplayStatus::ChainBroken => "CHAIN_BROKEN",
+            ReplayStatus::Unsigned => "UNSIGNED",
+            ReplayStatus::OtherKey => "OTHER_KEY",
+            ReplayStatus::BadSeal => "BAD_SEAL",
         }
     }
 }

@@ -36,6 +36,9 @@ pub enum ErrorCode {
     /// `palisade replay` found the audit file's hash chain broken (a line changed, removed,
     /// inserted or moved), every record reproducing.
     AuditChainBroken,
+    /// `palisade replay --trusted-key` found a line no trusted key sealed: unsigned, signed by
+    /// another key, or a seal that does not verify (every record reproducing, the chain whole).
+    AuditSignatureInvalid,
     /// The runtime profile file is unreadable or invalid.
     DockerProfileInvalid,
     /// The chosen runtime profile pins no image ID or digest.
@@ -50,7 +53,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::SandboxPolicyInvalid,
         ErrorCode::SandboxBackendUnavailable,
         ErrorCode::SandboxCapabilityInsufficient,
@@ -66,6 +69,7 @@ impl ErrorCode {
         ErrorCode::Internal,
         ErrorCode::ReplayDiverged,
         ErrorCode::AuditChainBroken,
+        ErrorCode::AuditSignatureInvalid,
         ErrorCode::DockerProfileInvalid,
         ErrorCode::DockerImageUnpinned,
         ErrorCode::DockerImageMissing,
@@ -91,6 +95,7 @@ impl ErrorCode {
             ErrorCode::Internal => "PALISADE_INTERNAL",
             ErrorCode::ReplayDiverged => "PALISADE_REPLAY_DIVERGED",
             ErrorCode::AuditChainBroken => "PALISADE_AUDIT_CHAIN_BROKEN",
+            ErrorCode::AuditSignatureInvalid => "PALISADE_AUDIT_SIGNATURE_INVALID",
             ErrorCode::DockerProfileInvalid => "DOCKER_PROFILE_INVALID",
             ErrorCode::DockerImageUnpinned => "DOCKER_IMAGE_UNPINNED",
             ErrorCode::DockerImageMissing => "DOCKER_IMAGE_MISSING",
@@ -119,7 +124,9 @@ impl ErrorCode {
             | ErrorCode::DockerImageMissing
             | ErrorCode::DockerImageMismatch
             | ErrorCode::DockerDaemonUnavailable => Exit::Internal,
-            ErrorCode::ReplayDiverged | ErrorCode::AuditChainBroken => Exit::Diverged,
+            ErrorCode::ReplayDiverged
+            | ErrorCode::AuditChainBroken
+            | ErrorCode::AuditSignatureInvalid => Exit::Diverged,
             ErrorCode::UsageInvalid => Exit::Usage,
         }
     }

@@ -18,7 +18,7 @@ use palisade::runtime::{
 use palisade_engine::{Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode};
 use wasmparser::{ComponentExternalKind, Parser, Payload};
 
-const DECISION_EXPORT: &str = "palisade:engine/decision@0.6.0";
+const DECISION_EXPORT: &str = "palisade:engine/decision@0.7.0";
 
 /// Top-level imports and exports of a component (nested modules and components skipped).
 struct Shape {

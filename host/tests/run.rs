@@ -2624,6 +2624,129 @@ fn palisades_own_state_is_never_writable_inside() {
     }
 }
 
+/// Palisade's signing key (`palisade key init`) is never readable or replaceable inside: under
+/// bwrap and Landlock, as this user and, under root, as uid 65534, the command cannot read it
+/// plainly, through a writable root that holds it (`--writable-root ~/.config`: masked, or the
+/// backend refused), and its directory as a writable root is refused before anything runs.
+/// Outside, the same user reads it. The key is unchanged afterwards, the next decision is the
+/// same, and the run's audit lines verify against the key's public half.
+#[test]
+fn a_signing_key_is_never_readable_inside() {
+    let users: Vec<Option<u32>> = if is_root() {
+        vec![None, Some(65534)]
+    } else {
+        vec![None]
+    };
+    for user in users {
+        for backend in ["linux-bwrap", "linux-landlock"] {
+            let base = reachable::reachable_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), "keys");
+            let dir = tempfile::tempdir_in(&base).unwrap();
+            let home = dir.path().to_path_buf();
+            for sub in ["ws", ".config", "audit"] {
+                std::fs::create_dir_all(home.join(sub)).unwrap();
+            }
+            let palisade = match user {
+                None => PathBuf::from(PALISADE),
+                Some(_) => reachable::reachable_binary(Path::new(PALISADE), &base),
+            };
+            if let Some(uid) = user {
+                chown_tree(&home, uid);
+            }
+            let who = format!("{backend} as {user:?}");
+            let command = |args: &[&str]| {
+                let mut command = Command::new(&palisade);
+                command.args(args);
+                let mut command = as_user(&mut command, user);
+                command
+                    .env_clear()
+                    .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                    .env("HOME", &home)
+                    .current_dir(home.join("ws"));
+                command.output().unwrap()
+            };
+            let made = command(&["key", "init"]);
+            assert_eq!(made.status.code(), Some(0), "{who}: {made:?}");
+            let keys = home.join(".config/palisade/keys");
+            let key = std::fs::read(keys.join("audit-signing.key")).unwrap();
+            let decide = || {
+                let out = command(&["decide", "--backend", backend, "--json"]);
+                serde_json::from_slice::<Value>(&out.stdout).unwrap_or_default()
+            };
+            let before = decide();
+            assert_eq!(before["outcome"], "decision", "{who}: {before}");
+
+            let read = "cat ~/.config/palisade/keys/audit-signing.key; echo x > ~/.config/palisade/keys/audit-signing.key && echo WROTE";
+            // Outside, as this user, the key reads (and the write is not tried: it would work).
+            let mut sh = Command::new("sh");
+            sh.args(["-c", "cat ~/.config/palisade/keys/audit-signing.key"]);
+            let outside = as_user(&mut sh, user).env("HOME", &home).output().unwrap();
+            assert!(
+                text(&outside.stdout).contains("\"seed\""),
+                "{who}: {outside:?}"
+            );
+
+            let audit = home.join("audit/a.jsonl").display().to_string();
+            let config = home.join(".config").display().to_string();
+            let inside_keys = keys.display().to_string();
+            for (route, extra) in [
+                ("plain", vec![]),
+                (
+                    "--writable-root ~/.config",
+                    vec!["--writable-root", config.as_str()],
+                ),
+                (
+                    "--writable-root ~/.config/palisade/keys",
+                    vec!["--writable-root", inside_keys.as_str()],
+                ),
+            ] {
+                let mut args = vec!["run", "--backend", backend, "--audit", audit.as_str()];
+                args.extend(extra);
+                args.extend(["--", "sh", "-c", read]);
+                let out = command(&args);
+                let stdout = text(&out.stdout);
+                let stderr = text(&out.stderr);
+                assert!(
+                    !stdout.contains("seed"),
+                    "{who}: {route}: read the key: {stdout}"
+                );
+                assert!(
+                    !stdout.contains("WROTE"),
+                    "{who}: {route}: wrote the key: {stderr}"
+                );
+                match route {
+                    "plain" => assert_ne!(out.status.code(), Some(125), "{who}: {route}: {stderr}"),
+                    r if r.ends_with("/keys") => {
+                        assert_eq!(out.status.code(), Some(125), "{who}: {route}: {stderr}");
+                        assert!(
+                            stderr.contains("SANDBOX_WRITABLE_ROOT_UNSAFE"),
+                            "{who}: {route}: {stderr}"
+                        );
+                    }
+                    // Landlock cannot mask the state inside a writable root: refused.
+                    _ if backend == "linux-landlock" => {
+                        assert_eq!(out.status.code(), Some(125), "{who}: {route}: {stderr}");
+                    }
+                    _ => assert_ne!(out.status.code(), Some(125), "{who}: {route}: {stderr}"),
+                }
+                assert_eq!(
+                    std::fs::read(keys.join("audit-signing.key")).unwrap(),
+                    key,
+                    "{who}: {route}: the key changed"
+                );
+            }
+            assert_eq!(decide(), before, "{who}: the next decision changed");
+            // Every line this user's runs appended is sealed by the key.
+            let public = keys.join("audit-signing.pub").display().to_string();
+            let replayed = command(&["replay", &audit, "--trusted-key", &public]);
+            assert_eq!(replayed.status.code(), Some(0), "{who}: {replayed:?}");
+            assert!(
+                text(&replayed.stdout).contains("SEALS_OK"),
+                "{who}: {replayed:?}"
+            );
+        }
+    }
+}
+
 /// A checkpoint file the command could rewrite is refused like an audit file: it would let the
 /// command hide a cut tail. Nothing is launched.
 #[test]

@@ -90,6 +90,8 @@ export interface HostFacts {
   exemptProtectedPaths?: string[];
   /** Palisade's own state as the host measured it; masked where a writable root holds it. */
   statePaths?: string[];
+  /** The directories that hold Palisade's signing keys: denied in every sandbox. */
+  keyPaths?: string[];
 }
 
 /** What the host measured at one allowed host Unix socket (symlinks followed). */
@@ -281,7 +283,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.6.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.7.0`. */
 export const INTERFACE: string;
 
 /**

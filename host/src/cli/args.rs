@@ -53,6 +53,8 @@ pub enum Command {
     Explain(ExplainArgs),
     /// Write the engine component (WebAssembly) for other runtimes, or archive it by digest.
     Component(ComponentArgs),
+    /// Make or show the key that seals every audit line (`palisade replay --trusted-key`).
+    Key(KeyArgs),
     /// Print the engine's WIT contract.
     Wit,
     /// Print a shell completion script: `palisade completions bash > /etc/bash_completion.d/palisade`.
@@ -370,6 +372,11 @@ pub struct ReplayArgs {
     /// Write an in-toto Statement v1 (JSON Lines) for every record that reproduced to OUT.
     #[arg(long, value_name = "OUT")]
     pub export_in_toto: Option<PathBuf>,
+    /// Check every line's seal against this public key (`palisade key init` prints where it is;
+    /// repeatable): a line without a seal, sealed by another key, or whose seal does not verify
+    /// is reported, and the replay fails.
+    #[arg(long, value_name = "PUB")]
+    pub trusted_key: Vec<PathBuf>,
     /// Print one JSON object per record instead of text.
     #[arg(long)]
     pub json: bool,
@@ -394,6 +401,32 @@ pub struct ComponentArgs {
     /// `palisade replay --component-store DIR`.
     #[arg(long, value_name = "DIR")]
     pub archive: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct KeyArgs {
+    #[command(subcommand)]
+    pub action: KeyAction,
+}
+
+#[derive(clap::Subcommand)]
+pub enum KeyAction {
+    /// Make an Ed25519 key: every audit line this user's palisade appends is then sealed with
+    /// it, and no sandbox can read it. Prints the public key file to pass to `--trusted-key`.
+    Init(KeyInitArgs),
+    /// Show which key seals this user's audit lines, and its public key file.
+    Show,
+}
+
+#[derive(Args)]
+pub struct KeyInitArgs {
+    /// Make the system-wide key of a fleet host (/etc/palisade/keys), used by every user who
+    /// has none of their own and can read it.
+    #[arg(long)]
+    pub system: bool,
+    /// Replace an existing key (records it sealed then verify only with its public half).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args)]

@@ -41,6 +41,29 @@ pub(super) struct Recorded {
     pub(super) recorded: Instant,
 }
 
+/// The key that seals this process's audit lines, read once: `None` when this host has no key,
+/// or when the only key is one this user cannot read (said once on stderr: the records are then
+/// unsigned). A key file that is there and malformed is a failure, before anything runs.
+pub(super) fn audit_signer() -> Result<Option<&'static crate::keys::Signer>, Failure> {
+    static SIGNER: std::sync::OnceLock<Result<Option<crate::keys::Signer>, String>> =
+        std::sync::OnceLock::new();
+    let loaded = SIGNER.get_or_init(|| match crate::keys::signer() {
+        Ok(found) => Ok(found.map(|(signer, _)| signer)),
+        Err(error @ crate::keys::KeysError::Read { .. }) => {
+            eprintln!(
+                "palisade: warning: audit records are NOT signed: {error}; `palisade key init` makes a key of your own"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(error.to_string()),
+    });
+    match loaded {
+        Ok(signer) => Ok(signer.as_ref()),
+        Err(reason) => Err(Failure::new(ErrorCode::HostConfigInvalid, reason.clone())
+            .hint("replace it with `palisade key init --force` (records it signed then verify only with its public half)")),
+    }
+}
+
 /// Runs the input through a fresh instance of the embedded component and, when `audit` is
 /// given, appends the record (synced) before returning: `decide` and `run` share this path, so a
 /// run's decision is exactly what `decide` would have recorded.
@@ -73,7 +96,7 @@ pub(super) fn decide_recorded(
             context,
             chain: None,
         };
-        audit::append(path, &mut record, checkpoint)
+        audit::append(path, &mut record, checkpoint, audit_signer()?)
             .map_err(|e| Failure::new(ErrorCode::Internal, e.to_string()))?;
     }
     Ok(Recorded {

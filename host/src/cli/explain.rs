@@ -24,6 +24,7 @@ pub fn explain(args: &ExplainArgs) -> CommandResult {
                 }
             }
             AuditLine::Outcome(outcome) => outcomes.push(outcome),
+            AuditLine::Seal(_) => {}
         }
     }
     let outcome = match &args.run {

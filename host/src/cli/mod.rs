@@ -13,6 +13,7 @@ mod doctor;
 mod engine;
 mod explain;
 mod inputs;
+mod key;
 mod replay;
 mod run;
 mod setup;
@@ -120,6 +121,7 @@ pub fn dispatch(command: args::Command) -> ExitCode {
         Command::Replay(args) => replay(&args),
         Command::Explain(args) => explain(&args),
         Command::Component(args) => component(&args),
+        Command::Key(args) => key::key(&args),
         Command::Wit => wit(),
         Command::Completions(args) => completions(args.shell),
         Command::Man => man(),

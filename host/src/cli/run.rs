@@ -227,6 +227,19 @@ fn looser_host_facts(
             "leaves out Palisade's own state that this host measured".into(),
         );
     }
+    // A signing key is denied in every sandbox: a claim without it would hand the command it.
+    let claimed_keys = claimed.key_paths.as_deref().unwrap_or_default();
+    if here
+        .key_paths
+        .iter()
+        .flatten()
+        .any(|path| !claimed_keys.contains(path))
+    {
+        looser(
+            "keyPaths",
+            "leaves out a Palisade signing key that this host holds".into(),
+        );
+    }
     let here_rules = here.exempt_protected_paths.as_deref().unwrap_or_default();
     if claimed
         .exempt_protected_paths
@@ -469,6 +482,8 @@ pub fn run(args: &RunArgs) -> CommandResult {
     clock.end(Phase::FilesystemFacts);
     if let Some(audit) = &args.audit {
         audit_outside_writable_roots(audit, &input.host, "audit file")?;
+        // A malformed key is refused now, before anything runs.
+        super::engine::audit_signer()?;
         if let Some(checkpoint) = &args.checkpoint {
             audit_outside_writable_roots(checkpoint, &input.host, "checkpoint file")?;
         }
@@ -933,7 +948,12 @@ fn write_outcome(
     };
     let writing = std::time::Instant::now();
     if let Some(path) = &args.audit
-        && let Err(error) = audit::append_outcome(path, &mut line, args.checkpoint.as_deref())
+        && let Err(error) = audit::append_outcome(
+            path,
+            &mut line,
+            args.checkpoint.as_deref(),
+            super::engine::audit_signer().ok().flatten(),
+        )
     {
         say!("warning: {error}");
     }

@@ -276,6 +276,7 @@ pub(super) fn host_setup_deferring_profile(
     facts.runtime_profile_budgets = profile.as_ref().and_then(|p| p.budgets.clone());
     let cache = cache_dir()?;
     facts.state_paths = state_paths(host, &config, cache.as_ref());
+    facts.key_paths = crate::keys::present_dirs();
     Ok((
         HostSetup {
             config,

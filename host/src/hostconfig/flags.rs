@@ -106,6 +106,7 @@ pub fn fact_options(
         allow_root_granting_sockets: config.allow_root_granting_sockets(),
         // Measured by the caller, which knows the caches' directory (`cli::setup`).
         state_paths: Vec::new(),
+        key_paths: Vec::new(),
         budget_ceilings: config.budget_ceilings(),
     })
 }

@@ -116,6 +116,7 @@ fn to_wit_host(host: &HostFacts) -> wit::HostFacts {
         ssh_auth_sock: host.ssh_auth_sock.clone(),
         git_dirs: host.git_dirs.clone(),
         state_paths: host.state_paths.clone(),
+        key_paths: host.key_paths.clone(),
         exempt_protected_paths: host.exempt_protected_paths.clone(),
     }
 }

@@ -1,6 +1,6 @@
 """Palisade's decision engine for Python.
 
-The engine is one WebAssembly component (contract `palisade:engine@0.6.0`, `wit/palisade.wit`),
+The engine is one WebAssembly component (contract `palisade:engine@0.7.0`, `wit/palisade.wit`),
 shipped inside this package and run with wasmtime-py. Give `decide` a decision input (the JSON
 form `palisade decide --input` reads) and it returns the engine's decision or refusal: the same
 bytes, and the same digest, as the `palisade` CLI and every other runtime give for that input.

@@ -115,6 +115,7 @@ class HostFacts(_HostFactsRequired, total=False):
     gitDirs: List[str]
     exemptProtectedPaths: List[str]
     statePaths: List[str]
+    keyPaths: List[str]
 
 
 class NamedDocument(TypedDict):
