@@ -127,6 +127,26 @@ check_example python "$work/example-python.out" "$work/example-python.json"
     node decide.mjs --input-json "$work/example-node.json") >"$work/example-node.out"
 check_example node "$work/example-node.out" "$work/example-node.json"
 
+echo "== signed statements, checked by securesystemslib (tests/xruntime/dsse/verify.py)"
+# A key of its own, three sealed decisions, their DSSE envelopes exported by replay: each
+# verifies with securesystemslib against the public key file, and none does with one byte of its
+# payload, payload type or signature changed.
+dsse="$work/dsse"
+mkdir -p "$dsse/home" "$dsse/ws"
+(
+    cd "$dsse/ws"
+    export HOME="$dsse/home"
+    unset XDG_CONFIG_HOME
+    "$palisade" key init >/dev/null
+    "$palisade" decide --record "$dsse/audit.jsonl" >/dev/null
+    "$palisade" decide --network loopback-only --record "$dsse/audit.jsonl" >/dev/null
+    "$palisade" decide --deny-read '~/x' --record "$dsse/audit.jsonl" >/dev/null
+    "$palisade" replay "$dsse/audit.jsonl" --export-in-toto "$dsse/envelopes.jsonl" \
+        --trusted-key "$dsse/home/.config/palisade/keys/audit-signing.pub" >/dev/null
+) || die "could not make and export sealed records in $dsse"
+"$python" tests/xruntime/dsse/verify.py "$dsse/envelopes.jsonl" "$dsse/home/.config/palisade/keys/audit-signing.pub"
+"$python" tests/xruntime/dsse/verify.py --tampered "$dsse/envelopes.jsonl" "$dsse/home/.config/palisade/keys/audit-signing.pub"
+
 echo "== compare"
 python3 tests/xruntime/compare.py native="$work/native.txt" rust-host="$work/rust-host.txt" \
     python="$work/python.txt" node="$work/node.txt" \
