@@ -1054,3 +1054,75 @@ fn bwrap_palisades_own_state_is_out_of_reach() {
 fn docker_palisades_own_state_is_out_of_reach() {
     state_out_of_reach(Backend::Docker);
 }
+
+/// Palisade's signing key (`palisade key init`, made by the runner's user) cannot be read or
+/// replaced from inside, under bwrap and docker, as root and as uid 65534: not plainly, not
+/// through `--writable-root ~/.config` (which holds it), and its directory as a writable root is
+/// refused before anything runs. Outside, the same user reads it.
+fn signing_key_out_of_reach(backend: Backend) {
+    for runner in runners(backend) {
+        let label = runner.label();
+        let ws = runner.repository("keys", false);
+        let palisade = runner.palisade.display().to_string();
+        let made = runner
+            .command(&[palisade.as_str(), "key", "init"], &ws)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{label}: {}", text(&made.stderr));
+        let keys = runner.path("home/.config/palisade/keys");
+        let key = std::fs::read(keys.join("audit-signing.key")).unwrap();
+        let read = "cat ~/.config/palisade/keys/audit-signing.key; echo x > ~/.config/palisade/keys/audit-signing.key && echo WROTE";
+        let outside = runner.outside("cat ~/.config/palisade/keys/audit-signing.key", &ws);
+        assert!(
+            text(&outside.stdout).contains("\"seed\""),
+            "{label}: {}",
+            text(&outside.stderr)
+        );
+        let config = runner.path("home/.config").display().to_string();
+        let key_dir = keys.display().to_string();
+        for (route, extra) in [
+            ("plain", vec![]),
+            (
+                "--writable-root ~/.config",
+                vec!["--writable-root", config.as_str()],
+            ),
+            (
+                "--writable-root <keys>",
+                vec!["--writable-root", key_dir.as_str()],
+            ),
+        ] {
+            let out = runner
+                .inside_command_with(&extra, read, &ws)
+                .output()
+                .unwrap();
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            assert!(!stdout.contains("seed"), "{label}: {route}: read the key");
+            assert!(!stdout.contains("WROTE"), "{label}: {route}: {stderr}");
+            if route == "--writable-root <keys>" {
+                assert_eq!(out.status.code(), Some(125), "{label}: {route}: {stderr}");
+                assert!(
+                    stderr.contains("SANDBOX_WRITABLE_ROOT_UNSAFE"),
+                    "{label}: {route}: {stderr}"
+                );
+            } else {
+                assert_ne!(out.status.code(), Some(125), "{label}: {route}: {stderr}");
+            }
+            assert_eq!(
+                std::fs::read(keys.join("audit-signing.key")).unwrap(),
+                key,
+                "{label}: {route}: the key changed"
+            );
+        }
+        eprintln!("{label}: Palisade's signing key held");
+    }
+}
+
+#[test]
+fn bwrap_palisades_signing_key_is_out_of_reach() {
+    signing_key_out_of_reach(Backend::Bwrap);
+}
+
+#[test]
+fn docker_palisades_signing_key_is_out_of_reach() {
+    signing_key_out_of_reach(Backend::Docker);
+}
