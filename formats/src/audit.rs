@@ -68,15 +68,33 @@ pub trait Chained {
     fn set_chain(&mut self, link: ChainLink);
 }
 
+/// A line a seal can sign ([`crate::seal`]): the in-toto statement for its own text, made from
+/// what it already holds (the line is not read back).
+pub trait Sealable: Chained {
+    fn statement(&self, line: &str) -> Result<String, String>;
+}
+
 impl Chained for AuditRecord {
     fn set_chain(&mut self, link: ChainLink) {
         self.chain = Some(link);
     }
 }
 
+impl Sealable for AuditRecord {
+    fn statement(&self, line: &str) -> Result<String, String> {
+        crate::statement::statement_for(line, self)
+    }
+}
+
 impl Chained for OutcomeRecord {
     fn set_chain(&mut self, link: ChainLink) {
         self.chain = Some(link);
+    }
+}
+
+impl Sealable for OutcomeRecord {
+    fn statement(&self, line: &str) -> Result<String, String> {
+        crate::statement::outcome_statement_for(line, self)
     }
 }
 

@@ -88,9 +88,14 @@ pub fn payload_for(line_text: &str) -> Result<String, String> {
 
 /// The seal for `line_text` (its chain link is set when it is appended).
 pub fn seal(signer: &Signer, line_text: &str) -> Result<SealLine, String> {
-    let payload = payload_for(line_text)?;
+    Ok(seal_payload(signer, &payload_for(line_text)?))
+}
+
+/// The seal over a payload already made: [`payload_for`] the line it follows, or the same
+/// statement made from the typed line ([`crate::audit::Sealable`]).
+pub fn seal_payload(signer: &Signer, payload: &str) -> SealLine {
     let signature = signer.sign(&pae(PAYLOAD_TYPE, payload.as_bytes()));
-    Ok(SealLine {
+    SealLine {
         schema_version: SEAL_SCHEMA_VERSION.to_owned(),
         payload_type: PAYLOAD_TYPE.to_owned(),
         payload_sha256: sha256_hex(payload.as_bytes()),
@@ -99,7 +104,7 @@ pub fn seal(signer: &Signer, line_text: &str) -> Result<SealLine, String> {
             sig: STANDARD.encode(signature),
         }],
         chain: None,
-    })
+    }
 }
 
 /// A whole DSSE envelope (`payload`, `payloadType`, `signatures`), as any DSSE verifier reads

@@ -18,8 +18,8 @@ use crate::runtime::{DeterminismSettings, EngineInfo};
 // targets reach it without wasmtime.
 pub use palisade_formats::audit::{
     AUDIT_SCHEMA_VERSION, AuditLine, AuditRecord, Chained, EngineIdentity, LineText,
-    MAX_LINE_BYTES, OUTCOME_SCHEMA_VERSION, OutcomeRecord, RecordContext, RecordLine, parse_line,
-    parse_record,
+    MAX_LINE_BYTES, OUTCOME_SCHEMA_VERSION, OutcomeRecord, RecordContext, RecordLine, Sealable,
+    parse_line, parse_record,
 };
 pub use palisade_formats::chain;
 pub use palisade_formats::seal;
@@ -90,7 +90,7 @@ pub fn append_outcome(
 /// Appends `record`, linked, and with a `signer` its seal right after it (one write, so no
 /// other appender's line comes between a line and its seal); then, still under the lock (so the
 /// checkpoint names the head the file really has), replaces `checkpoint` with the new head.
-fn append_line<T: Serialize + Chained>(
+fn append_line<T: Serialize + Sealable>(
     path: &Path,
     record: &mut T,
     checkpoint: Option<&Path>,
@@ -121,7 +121,7 @@ fn append_line<T: Serialize + Chained>(
     let mut line = serde_json::to_string(record).map_err(|e| write_error(e.to_string()))?;
     let mut head = line.clone();
     if let Some(signer) = signer {
-        let mut sealed = seal::seal(signer, &line).map_err(write_error)?;
+        let mut sealed = seal::seal_payload(signer, &record.statement(&line).map_err(write_error)?);
         let link = chain::link_after(Some(line.as_bytes()));
         seq = link.seq;
         sealed.set_chain(link);
