@@ -19,6 +19,7 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
+    clippy::indexing_slicing,
     reason = "benchmarks fail loudly"
 )]
 
