@@ -1,6 +1,6 @@
-//! The Docker backend's host side: runtime profiles (which image a run may use, pinned), the
-//! image check right before launching, and the launch itself through
-//! [`palisade_shims::docker`].
+//! The Docker backend's host configuration: runtime profiles (which image a run may use, pinned)
+//! and the image check right before launching. The launch itself is `crate::launch`'s
+//! `docker.rs`, through [`palisade_shims::docker`].
 //!
 //! A runtime profile file is host-side configuration in the shape of Loopwright's
 //! `TrustedRegistry` (`spec.runtimeProfiles[]`): each profile names an image reference and pins
@@ -36,17 +36,6 @@ use std::time::{Duration, Instant};
 use palisade_engine::output::FieldError;
 use palisade_engine::reader::Errors;
 
-#[cfg(target_os = "linux")]
-use palisade_shims::docker as shim;
-#[cfg(target_os = "linux")]
-use palisade_shims::docker::{DockerSpec, Removal};
-#[cfg(target_os = "linux")]
-use palisade_shims::plan::LaunchPlan;
-#[cfg(target_os = "linux")]
-use palisade_shims::supervise;
-
-#[cfg(target_os = "linux")]
-use crate::launch::{LaunchError, Launched};
 use crate::probe::docker::{ImageFacts, InspectError, inspect_image};
 use crate::report::ErrorCode;
 
@@ -239,149 +228,6 @@ pub fn verify_image(
         .matches(&profile.pin)
         .map_err(|detail| ImageError::Mismatch { image, detail })?;
     Ok(facts.id)
-}
-
-#[cfg(target_os = "linux")]
-/// Removes the containers of this user's earlier runs that are over but still exist, and says
-/// so: a run killed while the daemon restarts can leave its container `Created` after the
-/// reaper has given up (the create request finished after the reaper found nothing to remove).
-/// Best effort: a daemon that does not answer now is the launch's problem, reported there.
-fn sweep_orphaned_containers(plan: &LaunchPlan, spec: &DockerSpec) -> Vec<String> {
-    let Some(runs) = plan.run_temp_dir.parent() else {
-        return Vec::new();
-    };
-    let uid = crate::probe::user_ids().0;
-    let Ok(containers) = shim::labelled(&spec.socket, uid) else {
-        return Vec::new();
-    };
-    let mut swept = Vec::new();
-    for container in containers {
-        if container.run_id == spec.run_id || !crate::launch::run_is_over(runs, &container.run_id) {
-            continue;
-        }
-        if matches!(
-            shim::remove(&spec.socket, &container.name),
-            Removal::Removed | Removal::AlreadyGone
-        ) {
-            say!(
-                "palisade: removed container {} ({}), left by run {}, which is over",
-                container.name,
-                container.state,
-                container.run_id
-            );
-            swept.push(container.name);
-        }
-    }
-    swept
-}
-
-/// Runs the plan in a container (see [`palisade_shims::docker`]) and accounts for it (Linux:
-/// the supervisor is Linux's).
-#[cfg(target_os = "linux")]
-pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchError> {
-    let swept = sweep_orphaned_containers(plan, spec);
-    let options = supervise::SuperviseOptions::default();
-    let done = match shim::run(plan, spec, &options) {
-        Ok(done) => done,
-        Err(shim::DockerError::Supervise(supervise::SuperviseError::TreeNotEmpty {
-            remaining,
-            outcome,
-        })) => {
-            let record = serde_json::to_value(&*outcome).unwrap_or_default();
-            return Err(LaunchError::TreeNotEmpty { remaining, record });
-        }
-        Err(shim::DockerError::Supervise(other)) => {
-            return Err(LaunchError::Supervise(other.to_string()));
-        }
-        Err(other) => return Err(LaunchError::Prepare(other.to_string())),
-    };
-    let mut record =
-        serde_json::to_value(&done.outcome).map_err(|e| LaunchError::Supervise(e.to_string()))?;
-    let gone = matches!(done.removal, Removal::AlreadyGone | Removal::Removed);
-    if let Some(object) = record.as_object_mut() {
-        object.insert("exitCode".into(), done.outcome.exit_code().into());
-        object.insert("mechanism".into(), "docker".into());
-        object.insert(
-            "docker".into(),
-            serde_json::json!({
-                "container": done.container,
-                "imageId": spec.image_id,
-                "removal": done.removal,
-                "limits": done.limits,
-                "seccompRules": done.seccomp_rules,
-            }),
-        );
-        if !swept.is_empty() {
-            object.insert("containersSwept".into(), serde_json::json!(swept));
-        }
-        object.insert(
-            "pid1".into(),
-            serde_json::json!({"init": "docker-init", "dumpable": false, "copyOf": spec.init}),
-        );
-        // The client's tree is the supervisor's; the container's processes are gone only if
-        // the container is.
-        let tree_empty = done.outcome.tree_empty && gone;
-        object.insert("treeEmpty".into(), tree_empty.into());
-        if !done.mountpoints_left.is_empty() {
-            object.insert(
-                "mountpointsLeft".into(),
-                serde_json::json!(done.mountpoints_left),
-            );
-        }
-        if !done.placeholders_left.is_empty() {
-            object.insert(
-                "placeholdersLeft".into(),
-                serde_json::json!(done.placeholders_left),
-            );
-        }
-    }
-    if let Removal::Failed(detail) = &done.removal {
-        return Err(LaunchError::ContainerNotRemoved {
-            container: done.container.clone(),
-            detail: detail.clone(),
-            record: {
-                let mut record = record;
-                if let Some(object) = record.as_object_mut() {
-                    object.insert("removalError".into(), detail.clone().into());
-                }
-                record
-            },
-        });
-    }
-    // The client's supervisor enforces only the wall clock; the container's own budgets are its
-    // cgroup's (a limitation the probe lists).
-    let mut denials = crate::launch::budget_denials(&done.outcome, plan);
-    if let Some(observed) = &done.observed {
-        denials.extend(crate::denials::syscall_denials(observed));
-        crate::launch::set(
-            &mut record,
-            "seccompObserver",
-            crate::launch::observer_account(observed),
-        );
-    }
-    if let Some(seen) = &done.masks_seen {
-        denials.extend(crate::denials::file_denials(
-            seen,
-            &done.denied_masks,
-            &plan.denied_read_paths,
-        ));
-    }
-    if !done.denied_masks.is_empty() {
-        crate::launch::set(
-            &mut record,
-            "fileObserver",
-            crate::launch::mask_account(done.masks_seen.as_ref(), done.mask_error.as_deref()),
-        );
-    }
-    Ok(Launched {
-        exit_code: u8::try_from(done.outcome.exit_code()).unwrap_or(125),
-        record,
-        denials,
-        dropped: done.observed.as_ref().map_or(0, |o| o.dropped)
-            + done.masks_seen.as_ref().map_or(0, |seen| seen.dropped),
-        // No start signal through `docker run`: the container's setup counts in `command`.
-        marks: done.outcome.marks,
-    })
 }
 
 #[cfg(test)]

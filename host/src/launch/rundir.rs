@@ -1,0 +1,452 @@
+//! A run's private temp dir and its lock, and the sweep of dead runs' leftovers that every new
+//! run does first (a killed supervisor's temp dir, its orphaned bwrap child, its pending lock).
+
+use std::path::PathBuf;
+
+/// A fresh id for one run: time and pid, unique on this host.
+pub fn new_run_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{nanos:x}-{}", std::process::id())
+}
+
+/// The run's private temporary directory (the sandbox's `TMPDIR`), removed when dropped.
+///
+/// It lives in `$XDG_RUNTIME_DIR` or the system temp dir, under a per-user `palisade-<uid>`
+/// directory that must be ours, a real directory and closed to others — a directory another user
+/// planted there (or a symlink) is refused rather than used.
+///
+/// A supervisor killed outright (SIGKILL, a power cut) cannot remove its directory, so each run
+/// holds an exclusive `flock` on `run-<id>.lock` beside it for as long as it lives, and every
+/// new run first removes the directories whose lock is free: the kernel drops a lock with its
+/// holder, however it died, so a live run is never swept.
+#[derive(Debug)]
+pub struct RunTempDir {
+    path: PathBuf,
+    lock_path: PathBuf,
+    /// Held for the run's lifetime (close-on-exec: no sandboxed process inherits it).
+    _lock: std::fs::File,
+}
+
+impl RunTempDir {
+    /// Creates `<base>/palisade-<uid>/run-<id>` with mode 0700, after sweeping the directories
+    /// of runs that died without removing theirs.
+    pub fn create(run_id: &str) -> Result<RunTempDir, std::io::Error> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+        let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+            None => std::env::temp_dir(),
+            Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
+            // Set but unusable: said, rather than quietly putting the run somewhere else.
+            Some(dir) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "XDG_RUNTIME_DIR `{}` is not an absolute path to a directory; fix or unset it",
+                        dir.display()
+                    ),
+                ));
+            }
+        };
+        let uid = crate::facts::current_uid();
+        let parent = base.join(format!("palisade-{uid}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&parent)?;
+        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+            return Err(std::io::Error::other(format!(
+                "`{}` is not a private directory of this user; refusing to use it",
+                parent.display()
+            )));
+        }
+        sweep_dead_runs(&parent);
+        // The lock is taken under a name sweepers ignore and then renamed into place (the lock
+        // goes with the file): a `run-<id>.lock` a sweeper can lock is a dead run's, so it must
+        // never be visible unlocked -- a concurrent run's sweep would take it for one and remove
+        // it between its creation and its lock.
+        let lock_path = run_lock_path(&parent.join(format!("run-{run_id}")));
+        let pending = parent.join(format!("{PENDING_LOCK_PREFIX}{run_id}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&pending)?;
+        if let Err(e) = lock
+            .try_lock()
+            .map_err(std::io::Error::from)
+            .and_then(|()| std::fs::rename(&pending, &lock_path))
+        {
+            let _ = std::fs::remove_file(&pending);
+            return Err(std::io::Error::other(format!(
+                "cannot lock `{}`: {e}",
+                lock_path.display()
+            )));
+        }
+        let path = parent.join(format!("run-{run_id}"));
+        let created = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .and_then(|()| std::fs::canonicalize(&path));
+        match created {
+            Ok(path) => Ok(RunTempDir {
+                path,
+                lock_path,
+                _lock: lock,
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&lock_path);
+                Err(e)
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for RunTempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+        let _ = std::fs::remove_file(&self.lock_path);
+    }
+}
+
+/// The lock of the run whose temp dir is `dir`: `run-<id>.lock` beside `run-<id>`.
+fn run_lock_path(dir: &std::path::Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    dir.with_file_name(name)
+}
+
+/// The lock of the run whose temp dir is `dir`, opened for the supervisor to record its
+/// launch in ([`palisade_shims::supervise::Launch::pid_record`]); `None` when the run has none (a temp dir
+/// that is not a [`RunTempDir`]).
+#[cfg(target_os = "linux")]
+pub(crate) fn open_run_lock_for_record(dir: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(run_lock_path(dir))
+        .ok()
+}
+
+/// How a run's lock file is named until it is locked ([`RunTempDir::create`]).
+const PENDING_LOCK_PREFIX: &str = ".pending-run-";
+
+/// Removes what dead runs left in `parent`: `run-<id>` and its siblings `run-<id>.<suffix>`
+/// (the docker backend's bound files) when `run-<id>.lock` is there and nobody holds it (its
+/// supervisor is gone), or when there is no lock file at all (made by a palisade before these
+/// locks) and the supervisor pid, the id's second part, no longer exists. Best effort: what
+/// cannot be removed now is tried again by the next run.
+fn sweep_dead_runs(parent: &std::path::Path) {
+    use std::collections::BTreeMap;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // id → the entries named after it.
+    let mut runs: BTreeMap<String, Vec<std::fs::DirEntry>> = BTreeMap::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_str().unwrap_or_default();
+        // A lock not yet renamed into place: its run is starting, unless its supervisor died
+        // in that instant.
+        if let Some(id) = name
+            .strip_prefix(PENDING_LOCK_PREFIX)
+            .and_then(|rest| rest.strip_suffix(".lock"))
+        {
+            if supervisor_gone(id) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+            continue;
+        }
+        let id = name
+            .strip_prefix("run-")
+            .map(|rest| rest.split('.').next().unwrap_or(rest).to_owned());
+        if let Some(id) = id {
+            runs.entry(id).or_default().push(entry);
+        }
+    }
+    for (id, entries) in runs {
+        let lock_path = parent.join(format!("run-{id}.lock"));
+        // Held until the entries are gone, so a sweeper that starts now waits out this one.
+        let lock = if entries.iter().any(|e| e.path() == lock_path) {
+            let Ok(Some(lock)) = take_free_lock(&lock_path) else {
+                continue;
+            };
+            kill_leftovers(&id, &lock);
+            Some(lock)
+        } else {
+            if !supervisor_gone(&id) {
+                continue;
+            }
+            None
+        };
+        for entry in entries.iter().filter(|e| e.path() != lock_path) {
+            // The dead run's observed masks: unmounted before their mountpoint can go.
+            #[cfg(target_os = "linux")]
+            if entry.file_name().to_string_lossy().ends_with(".masks") {
+                palisade_shims::fusemask::unmount_stale(&entry.path());
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            } else {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+        if lock.is_some() {
+            let _ = std::fs::remove_file(&lock_path);
+        }
+    }
+}
+
+/// Kills what the launch recorded in dead run `id`'s lock left running (bwrap's child orphaned
+/// in setup, [`palisade_shims::supervise::kill_group_leftovers`]), and says so.
+fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
+    let mut record = String::new();
+    if std::io::Read::read_to_string(&mut lock, &mut record).is_err() || record.is_empty() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let killed = palisade_shims::supervise::kill_group_leftovers(&record, run_start_ticks(id));
+        if killed > 0 {
+            say!(
+                "palisade: killed {killed} process{} left by run {id}, whose supervisor was killed while bwrap set the sandbox up",
+                if killed == 1 { "" } else { "es" }
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = id;
+}
+
+/// Whether run `id`, whose temp dir would be in `parent`, is over: its lock is there and
+/// nobody holds it, or there is no lock (a sweep removed it, or the run kept it elsewhere) and
+/// its supervisor is gone. What outlives a run (a container) may then be removed.
+#[cfg(target_os = "linux")]
+pub(crate) fn run_is_over(parent: &std::path::Path, id: &str) -> bool {
+    match take_free_lock(&parent.join(format!("run-{id}.lock"))) {
+        Ok(free) => free.is_some(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => supervisor_gone(id),
+        Err(_) => false,
+    }
+}
+
+/// A run's lock, locked, if nobody holds it (its run is over); `Ok(None)` while its run holds
+/// it. The lock stays taken as long as the file is open.
+fn take_free_lock(lock_path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(lock_path)?;
+    Ok(lock.try_lock().is_ok().then_some(lock))
+}
+
+/// Whether the supervisor of run `<nanos hex>-<pid>[-…]` is gone: no process has its pid, or
+/// the one that has it started after the run did (the pid was reused). An id in another form
+/// is never judged gone.
+fn supervisor_gone(id: &str) -> bool {
+    let Some(Ok(pid)) = id.split('-').nth(1).map(str::parse::<u32>) else {
+        return false;
+    };
+    let Some(run_secs) = run_started_secs(id) else {
+        return false;
+    };
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return pid > 0;
+    };
+    // Field 22, counted after the command name's closing parenthesis: start time in clock
+    // ticks after boot.
+    let ticks = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(19))
+        .and_then(|t| t.parse::<u64>().ok());
+    let (Some(ticks), Some(boot)) = (ticks, boot_time_secs()) else {
+        return false;
+    };
+    let hz = crate::facts::clock_ticks_per_second().max(1);
+    let started_secs = boot.saturating_add(ticks / hz);
+    // Whole seconds on both sides: a process started two seconds after the run is another.
+    started_secs > run_secs.saturating_add(1)
+}
+
+/// When run `<nanos hex>-<pid>[-…]` started, in clock ticks after boot, less a second (the
+/// clocks' whole seconds): no process of the run started before it.
+#[cfg(target_os = "linux")]
+fn run_start_ticks(id: &str) -> Option<u64> {
+    let hz = crate::facts::clock_ticks_per_second().max(1);
+    Some(
+        run_started_secs(id)?
+            .checked_sub(boot_time_secs()?)?
+            .saturating_sub(1)
+            .saturating_mul(hz),
+    )
+}
+
+/// The run id's own clock: the whole second (since the epoch) in which run
+/// `<nanos hex>-<pid>[-…]` started.
+fn run_started_secs(id: &str) -> Option<u64> {
+    let nanos = u128::from_str_radix(id.split('-').next()?, 16).ok()?;
+    u64::try_from(nanos / 1_000_000_000).ok()
+}
+
+/// When the machine booted, in seconds since the epoch (`btime` of `/proc/stat`).
+fn boot_time_secs() -> Option<u64> {
+    std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("btime "))
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    })
+}
+
+/// An empty directory of this run's (mode 0700), removed when dropped: the mountpoint a
+/// Landlock sandbox's init mounts the observed masks on, in its own mount namespace.
+#[cfg(target_os = "linux")]
+pub(crate) struct EmptyDir(PathBuf);
+
+#[cfg(target_os = "linux")]
+impl EmptyDir {
+    pub(crate) fn create(path: &std::path::Path) -> std::io::Result<EmptyDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(path)?;
+        Ok(EmptyDir(path.to_path_buf()))
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for EmptyDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing, reason = "tests")]
+    use super::*;
+
+    /// A run's lock is visible only once it is held, so a concurrent run's sweep never takes a
+    /// starting run for a dead one; a pending lock left by a supervisor that died at that very
+    /// instant is swept by the pid check.
+    #[test]
+    fn a_starting_runs_lock_is_never_swept_and_a_dead_ones_pending_lock_is() {
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        // A dead run's pending lock: its pid does not exist.
+        let dead = parent.join(format!("{PENDING_LOCK_PREFIX}1-2147483646.lock"));
+        std::fs::write(&dead, b"").unwrap();
+        // A live one's: this process.
+        let live = parent.join(format!("{PENDING_LOCK_PREFIX}{}.lock", new_run_id()));
+        std::fs::write(&live, b"").unwrap();
+        // A run's held lock, as `create` leaves it.
+        let held = parent.join("run-2-1.lock");
+        let file = std::fs::File::create(&held).unwrap();
+        file.try_lock().unwrap();
+        sweep_dead_runs(parent);
+        assert!(!dead.exists());
+        assert!(live.exists());
+        assert!(held.exists());
+        drop(file);
+        sweep_dead_runs(parent);
+        assert!(!held.exists(), "a lock nobody holds is a dead run's");
+    }
+
+    /// Start time of `pid` in clock ticks after boot (`/proc/<pid>/stat` field 22).
+    #[cfg(target_os = "linux")]
+    fn start_ticks(pid: u32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let (_, rest) = stat.rsplit_once(')').unwrap();
+        rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_dead_runs_orphaned_bwrap_child_is_killed_by_the_next_sweep_and_nothing_else() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        use std::process::Command;
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path().join("runs");
+        std::fs::create_dir(&parent).unwrap();
+        // The kernel names a process after the path it was executed by: stand-ins for bwrap.
+        let bwrap = base.path().join("bwrap");
+        std::os::unix::fs::symlink("/bin/sleep", &bwrap).unwrap();
+        let spawn = |program: &std::path::Path, group: i32| {
+            Command::new(program)
+                .arg("60")
+                .process_group(group)
+                .spawn()
+                .unwrap()
+        };
+        // A dead run: its launch (the group's leader, bwrap) and bwrap's child left in the
+        // group, next to a process of another name in the group and a bwrap in another group.
+        let mut launched = spawn(&bwrap, 0);
+        let group = i32::try_from(launched.id()).unwrap();
+        let mut orphan = spawn(&bwrap, group);
+        let mut other_name = spawn(std::path::Path::new("/bin/sleep"), group);
+        let mut other_group = spawn(&bwrap, 0);
+        let record = format!("{group} {}", start_ticks(launched.id()));
+        std::fs::write(parent.join("run-1-2147483646.lock"), &record).unwrap();
+        // A live run with the same record (its lock held), and a dead one whose launch
+        // started after these processes did.
+        let held = parent.join("run-2-1.lock");
+        std::fs::write(&held, &record).unwrap();
+        let lock = std::fs::File::open(&held).unwrap();
+        lock.try_lock().unwrap();
+        sweep_dead_runs(&parent);
+        assert_eq!(launched.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert_eq!(orphan.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for survivor in [&mut other_name, &mut other_group] {
+            assert!(survivor.try_wait().unwrap().is_none());
+        }
+        let mut later = spawn(&bwrap, 0);
+        let later_group = i32::try_from(later.id()).unwrap();
+        let after = start_ticks(later.id()) + 1_000_000;
+        std::fs::write(
+            parent.join("run-3-2147483646.lock"),
+            format!("{later_group} {after}"),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert!(later.try_wait().unwrap().is_none());
+        assert!(held.exists());
+        // A supervisor killed right after the exec wrote no start time, only the child's pid:
+        // the run id's clock bounds the start instead (a run of the future finds nothing).
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let future = now + 3_600_000_000_000;
+        std::fs::write(
+            parent.join(format!("run-{future:x}-2147483646.lock")),
+            later_group.to_string(),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert!(later.try_wait().unwrap().is_none());
+        std::fs::write(
+            parent.join(format!("run-{now:x}-2147483646.lock")),
+            later_group.to_string(),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert_eq!(later.wait().unwrap().signal(), Some(libc::SIGKILL));
+        for mut process in [other_name, other_group] {
+            process.kill().unwrap();
+            process.wait().unwrap();
+        }
+        drop(lock);
+    }
+}
