@@ -225,7 +225,7 @@ pub fn exec_main(routes: &[BridgeRoute], command: &[OsString]) -> ExecFailure {
         return ExecFailure::not_launched("no command after `--`");
     };
     let to_c = |bytes: &[u8]| CString::new(bytes.to_vec()).ok();
-    let resolved = match resolve_program(program, std::env::var_os("PATH").as_deref()) {
+    let resolved = match resolve_program(program, &palisade_shims::path::of_process()) {
         Ok(path) => path,
         Err(message) => {
             return ExecFailure {
@@ -261,19 +261,18 @@ pub fn environ() -> Option<Vec<CString>> {
 }
 
 /// `program` itself when it names a path (has a `/`), else the first executable regular file
-/// called `program` in `path` (`execvp`'s rule; empty entries mean the current directory), else
-/// in [`palisade_shims::path::DEFAULT_PATH`] when there is no `PATH`: the workspace's one search.
-pub fn resolve_program(program: &OsStr, path: Option<&OsStr>) -> Result<PathBuf, String> {
+/// called `program` in `path` (`execvp`'s rule; empty entries mean the current directory): the
+/// workspace's one search, in the path [`palisade_shims::path::of_process`] chose.
+pub fn resolve_program(program: &OsStr, path: &OsStr) -> Result<PathBuf, String> {
     if program.is_empty() {
         return Err(String::from("the command is empty"));
     }
-    let search = path.unwrap_or(OsStr::new(palisade_shims::path::DEFAULT_PATH));
-    palisade_shims::path::find_program(program, &palisade_shims::path::Search::execvp(search))
+    palisade_shims::path::find_program(program, &palisade_shims::path::Search::execvp(path))
         .map_err(|_| {
             format!(
                 "`{}` not found in PATH `{}`",
                 program.to_string_lossy(),
-                search.to_string_lossy()
+                path.to_string_lossy()
             )
         })
 }
@@ -521,19 +520,16 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = OsString::from(format!("/nonexistent:{}", dir.path().display()));
-        assert_eq!(
-            resolve_program(OsStr::new("tool"), Some(&path)).unwrap(),
-            tool
-        );
+        assert_eq!(resolve_program(OsStr::new("tool"), &path).unwrap(), tool);
         assert!(
-            resolve_program(OsStr::new("plain"), Some(&path)).is_err(),
+            resolve_program(OsStr::new("plain"), &path).is_err(),
             "not executable"
         );
-        assert!(resolve_program(OsStr::new("absent"), Some(&path)).is_err());
+        assert!(resolve_program(OsStr::new("absent"), &path).is_err());
         assert_eq!(
-            resolve_program(OsStr::new("./x"), Some(&path)).unwrap(),
+            resolve_program(OsStr::new("./x"), &path).unwrap(),
             PathBuf::from("./x")
         );
-        assert!(resolve_program(OsStr::new(""), Some(&path)).is_err());
+        assert!(resolve_program(OsStr::new(""), &path).is_err());
     }
 }

@@ -7,7 +7,9 @@
 //! [`Search`] states: whether relative entries (an empty entry means `.`) are searched, as
 //! `execvp` does, or skipped, for a search made on behalf of a sandbox or a probe, where the
 //! launcher's working directory means nothing; and which directory a relative name with a `/`
-//! is taken in. With no `PATH` at all, every caller searches [`DEFAULT_PATH`].
+//! is taken in. Which search path is one choice too: a launched command's is its own `PATH`
+//! ([`of_env`]), the launcher's and the bridge's their process's ([`of_process`]); with no `PATH`
+//! at all, every caller searches [`DEFAULT_PATH`].
 //!
 //! Callers: the Linux supervisor ([`crate::supervise::run`]), the sandbox init's candidates
 //! ([`crate::init`]), the host's command resolution and backend probes, and the proxy's egress
@@ -21,6 +23,21 @@ use crate::sys;
 
 /// `PATH` when none is set: the value `env`, `sudo` and systemd use.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The search path of a command run with `env`: its `PATH`, else [`DEFAULT_PATH`] — never the
+/// launcher's own `PATH`, which the command does not see. The one choice for every launch (the
+/// host's command resolution, the supervisor, the sandbox init).
+pub fn of_env(env: &[(std::ffi::OsString, std::ffi::OsString)]) -> &OsStr {
+    env.iter()
+        .find(|(key, _)| key == "PATH")
+        .map_or(OsStr::new(DEFAULT_PATH), |(_, value)| value.as_os_str())
+}
+
+/// The search path of this process (the launcher's probes, the bridge inside a sandbox): its
+/// `PATH`, else [`DEFAULT_PATH`].
+pub fn of_process() -> std::ffi::OsString {
+    std::env::var_os("PATH").unwrap_or_else(|| std::ffi::OsString::from(DEFAULT_PATH))
+}
 
 /// Why a command cannot be executed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -17,14 +17,8 @@ pub(crate) fn resolve_command(plan: &LaunchPlan) -> Result<PathBuf, u8> {
     let Some(name) = plan.command.first() else {
         return Err(127);
     };
-    let search_path = plan
-        .env
-        .iter()
-        .find(|(key, _)| key == "PATH")
-        .map_or(std::ffi::OsStr::new(path::DEFAULT_PATH), |(_, value)| {
-            value.as_os_str()
-        });
-    let search = Search::absolute_entries(search_path).names_relative_to(&plan.workspace);
+    let search =
+        Search::absolute_entries(path::of_env(&plan.env)).names_relative_to(&plan.workspace);
     let found = path::find_program(name, &search).map_err(NotRunnable::exit_status)?;
     // A name with a `/` is taken as it is: check it as `execve` would.
     path::runnable(&found).map_err(NotRunnable::exit_status)?;

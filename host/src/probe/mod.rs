@@ -31,7 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use palisade_engine::model::{Backend, BackendProbe};
-use palisade_shims::path::{DEFAULT_PATH, Search, find_program};
+use palisade_shims::path::{Search, find_program};
 use serde::Serialize;
 
 pub use cache::{CACHE_FILE_NAME, CacheError};
@@ -199,13 +199,12 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
 }
 
 /// Where the probe, [`locate_bwrap`] and [`locate_docker`] search: the options' path, else
-/// `PATH`, else the workspace's default ([`DEFAULT_PATH`]).
+/// `PATH`, else the workspace's default ([`palisade_shims::path::of_process`]).
 fn launch_search_path(options: &ProbeOptions) -> OsString {
     options
         .search_path
         .clone()
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from(DEFAULT_PATH))
+        .unwrap_or_else(palisade_shims::path::of_process)
 }
 
 /// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that

@@ -747,12 +747,7 @@ impl Prepared {
         let candidates = if name.as_bytes().contains(&b'/') {
             vec![cstring(name.as_bytes(), "command")?]
         } else {
-            let path = spec
-                .env
-                .iter()
-                .find(|(k, _)| k == "PATH")
-                .map_or_else(|| OsString::from(path::DEFAULT_PATH), |(_, v)| v.clone());
-            path::Search::execvp(&path)
+            path::Search::execvp(path::of_env(&spec.env))
                 .candidates(&name)
                 .map(|full| cstring(full.as_os_str().as_bytes(), "command path"))
                 .collect::<Result<Vec<_>, _>>()?

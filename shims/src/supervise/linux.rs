@@ -698,14 +698,11 @@ fn resolve_program(
     if program.as_os_str().is_empty() {
         return Err(SuperviseError::InvalidLaunch("empty program".into()));
     }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var_os("PATH"))
-        .unwrap_or_else(|| OsString::from(path::DEFAULT_PATH));
-    path::find_program(program.as_os_str(), &path::Search::execvp(&path))
-        .map_err(|_| SuperviseError::ProgramNotFound(program.to_path_buf()))
+    path::find_program(
+        program.as_os_str(),
+        &path::Search::execvp(path::of_env(env)),
+    )
+    .map_err(|_| SuperviseError::ProgramNotFound(program.to_path_buf()))
 }
 
 /// The supervisor as child subreaper for the duration of a run.
