@@ -7,6 +7,7 @@
 //! embedded engine, recording first). [`main`] is the whole of the binary.
 
 pub mod args;
+mod claims;
 mod component;
 mod decide;
 mod doctor;
