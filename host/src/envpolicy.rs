@@ -151,7 +151,7 @@ impl CommandEnv {
 pub fn scrub_own_environ() -> Result<(), String> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        scrub_linux_gnu()
+        crate::sys::scrub_initial_environ()
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
@@ -159,105 +159,12 @@ pub fn scrub_own_environ() -> Result<(), String> {
     }
 }
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn scrub_linux_gnu() -> Result<(), String> {
-    let vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    for (name, value) in &vars {
-        if name.is_empty() {
-            continue;
-        }
-        #[allow(unsafe_code)]
-        // SAFETY: `palisade run` calls this before it starts any thread, so no other thread
-        // reads or writes the environment meanwhile (what `set_var` requires). Names and values
-        // come from the environment itself: no `=` in a name, no NUL anywhere.
-        unsafe {
-            std::env::set_var(name, value)
-        };
-    }
-    let (start, end) = initial_environment_range()?;
-    let mut entry;
-    #[allow(unsafe_code)]
-    // SAFETY: reading libc's `environ` pointer; single-threaded, as above.
-    unsafe {
-        entry = libc::environ;
-    }
-    if entry.is_null() {
-        return Err("the process has no environ array".into());
-    }
-    loop {
-        let item;
-        #[allow(unsafe_code)]
-        // SAFETY: `environ` is a NULL-terminated array of pointers maintained by libc; `entry`
-        // walks it from the start and stops at the terminator.
-        unsafe {
-            item = *entry;
-        }
-        if item.is_null() {
-            break;
-        }
-        let address = item as usize;
-        if (start..end).contains(&address) {
-            return Err("an environment string still lives in the initial block".into());
-        }
-        #[allow(unsafe_code)]
-        // SAFETY: `item` was not the terminator, so the next slot exists.
-        unsafe {
-            entry = entry.add(1);
-        }
-    }
-    #[allow(unsafe_code)]
-    // SAFETY: `start..end` is this process's initial environment block, which the kernel placed
-    // on the (read-write) initial stack and reports in `/proc/self/stat`. After the loop above
-    // no pointer in `environ` refers to it, and nothing else in Palisade keeps one (every read
-    // of the environment goes through `environ`). Writing zeros changes what
-    // `/proc/<pid>/environ` shows, not any live data.
-    unsafe {
-        std::ptr::write_bytes(start as *mut u8, 0, end - start);
-    }
-    Ok(())
-}
-
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-/// `env_start` and `env_end` of this process (fields 50 and 51 of `/proc/self/stat`).
-fn initial_environment_range() -> Result<(usize, usize), String> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
-    // Fields after the command name, which may itself hold spaces and `)`: field 3 is index 0.
-    let rest = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("malformed /proc/self/stat")?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |n: usize| -> Result<usize, String> {
-        fields
-            .get(n - 3)
-            .and_then(|f| f.parse::<usize>().ok())
-            .ok_or_else(|| format!("/proc/self/stat has no field {n}"))
-    };
-    let (start, end) = (field(50)?, field(51)?);
-    if start == 0 || end < start {
-        return Err(format!(
-            "implausible environment range {start:#x}..{end:#x}"
-        ));
-    }
-    Ok((start, end))
-}
-
 /// `PR_SET_DUMPABLE 0`: another process's `environ`, `mem` and ptrace need ptrace access, which
 /// for a non-dumpable process needs `CAP_SYS_PTRACE` — an unprivileged command has none. Returns
 /// whether it took.
 /// Elsewhere there is no such flag to set; the record then says "dumpable".
 pub fn make_undumpable() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        let zero: libc::c_ulong = 0;
-        #[allow(unsafe_code)]
-        // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers (passed at the width the
-        // kernel reads) and changes only this process's dumpable flag.
-        let done = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, zero, zero, zero, zero) } == 0;
-        done
-    }
-    #[cfg(not(target_os = "linux"))]
-    false
+    crate::sys::set_undumpable()
 }
 
 /// The `supervisorEnviron` entry of the record: what [`scrub_own_environ`] and
@@ -361,7 +268,7 @@ mod tests {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn the_initial_environment_range_is_found() {
-        let (start, end) = initial_environment_range().unwrap();
+        let (start, end) = crate::sys::initial_environment_range().unwrap();
         assert!(start < end);
     }
 

@@ -6,6 +6,9 @@ use std::path::{Component, Path, PathBuf};
 
 use palisade_engine::{Backend, HostFacts, SessionKind};
 
+// The process's own ids and clocks (their system calls are `crate::sys`'s).
+pub use crate::sys::{clock_ticks_per_second, current_uid, process_cpu_time};
+
 /// What the command line says about the host.
 #[derive(Clone, Debug, Default)]
 pub struct FactOptions {
@@ -172,39 +175,6 @@ fn passwd_home() -> Option<PathBuf> {
             _ => None,
         }
     })
-}
-
-/// The real user id of this process.
-pub fn current_uid() -> u32 {
-    #[allow(unsafe_code)]
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe {
-        libc::getuid()
-    }
-}
-
-/// The kernel's clock ticks per second (`/proc/<pid>/stat` times), 100 if it cannot be read.
-pub fn clock_ticks_per_second() -> u64 {
-    #[allow(unsafe_code)]
-    // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    u64::try_from(hz).ok().filter(|&hz| hz > 0).unwrap_or(100)
-}
-
-/// The CPU time this process has used so far (`CLOCK_PROCESS_CPUTIME_ID`; across `execve`, so
-/// at `main` it is what exec, dynamic loading and the runtime's start took), `None` if the
-/// clock cannot be read.
-pub fn process_cpu_time() -> Option<std::time::Duration> {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: clock_gettime writes one timespec to a valid, exclusively borrowed pointer.
-    let status = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut now) };
-    let secs = u64::try_from(now.tv_sec).ok()?;
-    let nanos = u32::try_from(now.tv_nsec).ok()?;
-    (status == 0).then(|| std::time::Duration::new(secs, nanos))
 }
 
 /// An absolute path with its deepest existing part resolved (symlinks followed) and the rest as

@@ -37,6 +37,7 @@ pub mod replay;
 pub mod report;
 pub mod runtime;
 pub mod store;
+pub mod sys;
 pub mod timings;
 pub mod translate;
 pub mod unix_sockets;

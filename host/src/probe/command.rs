@@ -100,19 +100,12 @@ fn spawn(program: &Path, args: &[String], deadline: Instant) -> Result<Child, Ru
 /// SIGKILLs the child's whole process group, then reaps the child.
 fn kill_group(child: &mut Child) {
     match i32::try_from(child.id()) {
-        Ok(pid) if pid > 0 => signal_group(pid),
+        Ok(pid) if pid > 0 => crate::sys::kill_group(pid),
         _ => {}
     }
     // Also covers a group that could not be signalled; an error means it is already gone.
     let _ = child.kill();
     let _ = child.wait();
-}
-
-#[allow(unsafe_code)]
-fn signal_group(pgid: i32) {
-    // SAFETY: kill(2) with a negative pid only sends a signal; it touches no memory. The child
-    // leads this group (process_group(0)) and is not yet reaped, so the id is still ours.
-    let _ = unsafe { libc::kill(-pgid, libc::SIGKILL) };
 }
 
 fn drain<R: Read + Send + 'static>(stream: R) -> mpsc::Receiver<Vec<u8>> {

@@ -102,7 +102,7 @@ impl AbiQuery {
     #[cfg(target_os = "linux")]
     pub(crate) fn query() -> AbiQuery {
         const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-        let result = raw_abi_query(LANDLOCK_CREATE_RULESET_VERSION);
+        let result = crate::sys::landlock_abi_query(LANDLOCK_CREATE_RULESET_VERSION);
         if result < 0 {
             let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
             AbiQuery::Errno(errno)
@@ -115,24 +115,6 @@ impl AbiQuery {
     pub(crate) fn query() -> AbiQuery {
         AbiQuery::NotLinux
     }
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn raw_abi_query(flags: libc::c_uint) -> i64 {
-    // SAFETY: with a NULL attribute pointer, size 0 and only the VERSION flag, the kernel reads
-    // no user memory, creates no file descriptor and just returns the ABI version (or -1 and
-    // errno). No Rust memory is involved.
-    let result = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            flags,
-        )
-    };
-    #[allow(clippy::useless_conversion, reason = "c_long is i32 on 32-bit targets")]
-    i64::from(result)
 }
 
 /// Whether this process can install seccomp filters.
@@ -158,7 +140,7 @@ impl SeccompState {
                     .map(|value| value.trim().to_owned())
             });
         SeccompState {
-            prctl: prctl_get_seccomp(),
+            prctl: crate::sys::seccomp_mode_readable(),
             status_field,
             actions: std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail")
                 .ok()
@@ -175,21 +157,6 @@ impl SeccompState {
                 .as_deref()
                 .is_some_and(|actions| actions.split_whitespace().any(|a| a == "errno"))
     }
-}
-
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn prctl_get_seccomp() -> bool {
-    // SAFETY: PR_GET_SECCOMP only reads this thread's seccomp mode; the extra arguments are
-    // ignored zeros and no memory is passed. (In strict mode it would kill us, but then we
-    // could not be running this code.)
-    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
-    mode >= 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn prctl_get_seccomp() -> bool {
-    false
 }
 
 /// The probe: the kernel's answers (in the inputs), then the `/proc` trial.

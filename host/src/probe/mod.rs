@@ -34,6 +34,8 @@ use palisade_engine::model::{Backend, BackendProbe};
 use palisade_shims::path::{Search, find_program};
 use serde::Serialize;
 
+pub use crate::sys::user_ids;
+
 pub use cache::{CACHE_FILE_NAME, CacheError};
 
 /// How long one probe may take unless the caller says otherwise: generous, because a probe that
@@ -725,13 +727,6 @@ fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|text| text.trim().to_owned())
-}
-
-#[allow(unsafe_code)]
-/// The real and effective user ids of this process.
-pub fn user_ids() -> (u32, u32) {
-    // SAFETY: getuid(2) and geteuid(2) take no arguments, always succeed and touch no memory.
-    unsafe { (libc::getuid(), libc::geteuid()) }
 }
 
 #[cfg(test)]

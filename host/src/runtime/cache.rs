@@ -224,11 +224,7 @@ fn read_entry(engine: &Engine, path: &Path) -> Result<Option<Component>, String>
     // truncated or altered file is rejected before wasmtime sees it. It is mapped through the
     // descriptor opened and checked above (`/proc/self/fd`), so the file checked is the file
     // mapped. Wasmtime itself rejects artefacts from another version or configuration.
-    #[expect(
-        unsafe_code,
-        reason = "deserializing a compiled artefact maps native code"
-    )]
-    let component = unsafe { Component::deserialize_file(engine, fd_path(&file)) };
+    let component = crate::sys::deserialize_verified_component(engine, fd_path(&file));
     component
         .map(Some)
         .map_err(|e| format!("cannot load `{}`: {}", path.display(), one_line(&e)))
@@ -418,9 +414,7 @@ fn ensure_private_dir(dir: &Path) -> Result<(), String> {
 #[cfg(unix)]
 fn check_private(path: &Path, metadata: &fs::Metadata) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt as _;
-    // SAFETY: `geteuid` takes no arguments, touches no memory and cannot fail.
-    #[expect(unsafe_code, reason = "libc::geteuid is an extern function")]
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::sys::geteuid();
     if metadata.uid() != euid {
         return Err(format!(
             "`{}` belongs to uid `{}`, not to this user",
