@@ -692,8 +692,9 @@ fn a_timeout_removes_the_container() {
 fn the_process_budget_is_the_containers() {
     let Some(s) = setup() else { return };
     // 20 processes at most (plus docker-init): the 30th background sleep cannot start.
+    let json = s.dir.path().join("process-budget.json");
     let out = s.run(
-        &["--max-procs", "20"],
+        &["--max-procs", "20", "--json", json.to_str().unwrap()],
         &[
             "sh",
             "-c",
@@ -706,6 +707,16 @@ fn the_process_budget_is_the_containers() {
         stderr(&out)
     );
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
+    // The limit the container really had is recorded, and why it is not the budget.
+    let outcome: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let enforcement = outcome["outcome"]["enforcement"].as_array().unwrap();
+    assert!(
+        enforcement.contains(&serde_json::json!({
+            "budget": "processes", "by": "container", "applied": 21, "because": "docker-init"
+        })),
+        "{enforcement:?}"
+    );
 }
 
 /// A memory budget reached inside the container: the kernel's out-of-memory killer acts in the

@@ -544,6 +544,18 @@ fn a_process_budget_that_ends_the_run_is_a_denial() {
     assert_eq!(event["rule"], "plan.budgets.maxProcesses", "{event}");
     assert_eq!(event["limit"], 4);
     assert!(text(&out.stderr).contains("the processes limit of 4 processes ended the run"));
+    // What the kernel applied is recorded: bwrap's monitor and PID 1 count in the tree, so the
+    // limit is 4 + 2, and the outcome says so and why.
+    let enforcement = lines[1]["outcome"]["enforcement"].as_array().unwrap();
+    let processes: Vec<&Value> = enforcement
+        .iter()
+        .filter(|e| e["budget"] == "processes")
+        .collect();
+    assert!(!processes.is_empty(), "{enforcement:?}");
+    for entry in processes {
+        assert_eq!(entry["applied"], 6, "{entry}");
+        assert_eq!(entry["because"], "launcher-processes", "{entry}");
+    }
 }
 
 #[test]

@@ -96,7 +96,7 @@ pub fn run(
     }
 
     let mut enforcement = Vec::new();
-    let mut add = |budget, by| enforcement.push(Enforcement { budget, by });
+    let mut add = |budget, by| enforcement.push(Enforcement::as_given(budget, by));
     if budgets.wall_clock.is_some() {
         add(Budget::WallClock, Enforcer::Timer);
     }
@@ -691,10 +691,11 @@ mod tests {
         assert_eq!(outcome.status, ExitStatus::Signal(libc::SIGTERM));
         assert!(outcome.tree_empty);
         assert!(!alive("sleep 9872"));
-        assert!(outcome.enforcement.contains(&Enforcement {
-            budget: Budget::WallClock,
-            by: Enforcer::Timer
-        }));
+        assert!(
+            outcome
+                .enforcement
+                .contains(&Enforcement::as_given(Budget::WallClock, Enforcer::Timer))
+        );
     }
 
     #[test]

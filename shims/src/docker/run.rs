@@ -179,6 +179,13 @@ pub fn run(
         ..Budgets::default()
     };
     let mut supervised = supervise::run(launch, &budgets, options);
+    // What the container's limits apply (the daemon sets them from `limits`): recorded as
+    // applied, beside the client's timer.
+    if let Ok(outcome) = &mut supervised {
+        outcome
+            .enforcement
+            .extend(container_enforcement(&plan.budgets));
+    }
     // A memory budget reached inside the container: the kernel's out-of-memory killer acted
     // in its cgroup, which the daemon recorded from the cgroup's own events. Asked before the
     // container is removed, and only when there is a budget it could have been.
@@ -482,4 +489,28 @@ impl Reaper {
             let _ = writer.write_all(b"done\n");
         }
     }
+}
+
+/// The container's own limits as [`super::limits`] gives them to the daemon: memory by its
+/// cgroup, processes by its pids limit (docker-init counts: one more than the budget), CPU by a
+/// per-process rlimit.
+#[cfg(target_os = "linux")]
+fn container_enforcement(budgets: &Budgets) -> Vec<supervise::Enforcement> {
+    use supervise::{AppliedBecause, Budget, Enforcement, Enforcer};
+    let limits = super::limits(budgets);
+    let mut list = Vec::new();
+    if limits.memory_bytes.is_some() {
+        list.push(Enforcement::as_given(Budget::Memory, Enforcer::Container));
+    }
+    if let Some(pids) = limits.pids {
+        list.push(Enforcement {
+            applied: Some(pids),
+            because: Some(AppliedBecause::DockerInit),
+            ..Enforcement::as_given(Budget::Processes, Enforcer::Container)
+        });
+    }
+    if limits.cpu_seconds_per_process.is_some() {
+        list.push(Enforcement::as_given(Budget::Cpu, Enforcer::Rlimit));
+    }
+    list
 }

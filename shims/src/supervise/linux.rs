@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use super::child::ChildPlan;
 use super::procfs::proc_tree;
 use super::{
-    Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch, LaunchKind,
-    Marks, Outcome, RUN_LOCK, StartWatch, SuperviseError, SuperviseOptions, Supervised, Usage,
-    supervise_until_exit,
+    AppliedBecause, Budget, Cleanup, EndReason, Ending, Enforcement, Enforcer, ExitStatus, Launch,
+    LaunchKind, Marks, Outcome, RUN_LOCK, StartWatch, SuperviseError, SuperviseOptions, Supervised,
+    Usage, supervise_until_exit,
 };
 use crate::cgroup::{self, Controller, RunCgroup};
 use crate::path;
@@ -64,7 +64,7 @@ pub fn run(
             }
         },
     };
-    let plan = Enforcing::new(budgets, cgroup.as_ref());
+    let plan = Enforcing::new(budgets, cgroup.as_ref(), launch.kind);
 
     let subreaper = Subreaper::enable().map_err(|source| SuperviseError::Setup {
         what: "PR_SET_CHILD_SUBREAPER",
@@ -246,7 +246,7 @@ struct Enforcing {
 }
 
 impl Enforcing {
-    fn new(budgets: &Budgets, cgroup: Option<&RunCgroup>) -> Self {
+    fn new(budgets: &Budgets, cgroup: Option<&RunCgroup>, kind: LaunchKind) -> Self {
         let mut e = Enforcing::default();
         let has = |c| cgroup.is_some_and(|cg| cg.has(c));
         if budgets.wall_clock.is_some() {
@@ -262,11 +262,11 @@ impl Enforcing {
                 e.poll_memory = true;
             }
         }
-        if budgets.max_processes.is_some() {
+        if let Some(max) = budgets.max_processes {
             if has(Controller::Pids) {
-                e.add(Budget::Processes, Enforcer::Cgroup);
+                e.add_raised(Budget::Processes, Enforcer::Cgroup, max, kind);
             } else {
-                e.add(Budget::Processes, Enforcer::Poll);
+                e.add_raised(Budget::Processes, Enforcer::Poll, max, kind);
                 e.poll_processes = true;
             }
         }
@@ -289,7 +289,17 @@ impl Enforcing {
     }
 
     fn add(&mut self, budget: Budget, by: Enforcer) {
-        self.list.push(Enforcement { budget, by });
+        self.list.push(Enforcement::as_given(budget, by));
+    }
+
+    /// A process limit, which the launcher's own processes raise (recorded as applied).
+    fn add_raised(&mut self, budget: Budget, by: Enforcer, max: u64, kind: LaunchKind) {
+        let helpers = kind.helper_processes();
+        self.list.push(Enforcement {
+            applied: (helpers > 0).then(|| max.saturating_add(helpers)),
+            because: (helpers > 0).then_some(AppliedBecause::LauncherProcesses),
+            ..Enforcement::as_given(budget, by)
+        });
     }
 
     fn polls_tree(&self) -> bool {

@@ -351,6 +351,8 @@ pub enum Enforcer {
     Rlimit,
     /// The supervisor polling the tree through `/proc` every `poll_interval`.
     Poll,
+    /// The container's own limits, which the Docker daemon sets (its cgroup, its rlimits).
+    Container,
 }
 
 /// One budget and one mechanism enforcing it (a budget may have several).
@@ -358,6 +360,37 @@ pub enum Enforcer {
 pub struct Enforcement {
     pub budget: Budget,
     pub by: Enforcer,
+    /// The limit this mechanism really applies, where it is not the plan's budget as given
+    /// (what was applied is what is recorded): e.g. a process limit of 64 applied as 66.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
+    /// Why `applied` differs from the plan's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub because: Option<AppliedBecause>,
+}
+
+impl Enforcement {
+    /// The plan's budget, applied as given.
+    pub fn as_given(budget: Budget, by: Enforcer) -> Enforcement {
+        Enforcement {
+            budget,
+            by,
+            applied: None,
+            because: None,
+        }
+    }
+}
+
+/// Why a mechanism applies another limit than the plan's budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppliedBecause {
+    /// The launcher's own processes run in the tree and count (bwrap's monitor and PID 1, or
+    /// init's outer process and PID 1): the limit is raised by them, so that the command keeps
+    /// the number it was given.
+    LauncherProcesses,
+    /// docker-init is PID 1 of the container and counts: the limit is raised by one.
+    DockerInit,
 }
 
 /// How leftover processes were removed.

@@ -35,10 +35,7 @@ fn outcome_serializes_for_the_audit_record() {
         processes_killed: 1,
         grace_expired: false,
         tree_empty: true,
-        enforcement: vec![Enforcement {
-            budget: Budget::Memory,
-            by: Enforcer::Cgroup,
-        }],
+        enforcement: vec![Enforcement::as_given(Budget::Memory, Enforcer::Cgroup)],
         cleanup_mechanisms: vec![Cleanup::PidNamespace, Cleanup::CgroupFreezer],
         cleanup: Duration::from_millis(4),
         usage: Usage::default(),
