@@ -153,5 +153,59 @@ fn whole_process(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, in_process, whole_process);
+/// The decision cache (#38), interleaved: a whole `palisade decide` whose decision is in the
+/// cache (wasmtime never starts) against the same with the decision cache emptied before it
+/// (the probe cache and compiled component warm in both), medians over the rounds.
+fn decision_cache(_: &mut Criterion) {
+    let Some(binary) = palisade_binary() else {
+        return;
+    };
+    let measuring = support::benchmarking();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let taskpack = dir.path().join("taskpack.yaml");
+    std::fs::write(&taskpack, TASKPACK).unwrap();
+    let decide = || {
+        let started = std::time::Instant::now();
+        let status = Command::new(&binary)
+            .args(["decide", "--json", "--taskpack"])
+            .arg(&taskpack)
+            .arg("--workspace")
+            .arg(dir.path())
+            .env("PALISADE_CACHE_DIR", &cache)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        started.elapsed().as_secs_f64() * 1e3
+    };
+    decide(); // warm every cache
+    let rounds = if measuring { 60 } else { 1 };
+    let (mut hits, mut misses) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        for hit in if round % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        } {
+            if hit {
+                decide(); // the decision is cached (again, after a miss)
+                hits.push(decide());
+            } else {
+                let _ = std::fs::remove_dir_all(cache.join("decisions"));
+                misses.push(decide());
+            }
+        }
+    }
+    if measuring {
+        println!(
+            "whole `palisade decide`, interleaved over {rounds} rounds (medians): decision cache hit {:.2} ms (target ≤ 2 ms), miss {:.2} ms (target ≤ 4 ms); load {}",
+            support::median(&mut hits).unwrap(),
+            support::median(&mut misses).unwrap(),
+            support::load()
+        );
+    }
+}
+
+criterion_group!(benches, in_process, whole_process, decision_cache);
 criterion_main!(benches);

@@ -48,6 +48,25 @@ fn corpus_is_well_formed() {
 /// `palisade::translate` (the one host module that does it) into the shims' `LaunchPlan`, with a
 /// fixed command, environment and run directory. Any change to what a decision applies shows in
 /// review as a change to `snapshots/conformance__launch_plans.snap`.
+/// The decision cache reads a decision's plan back from its canonical JSON: for every corpus
+/// decision that gives the very plan the engine returned.
+#[test]
+fn every_corpus_plan_reads_back_from_its_canonical_json() {
+    let mut decisions = 0;
+    for case in load() {
+        let outcome = palisade_engine::decide(&case.input);
+        let palisade_engine::Verdict::Decision(plan) = &outcome.verdict else {
+            continue;
+        };
+        let json: serde_json::Value = serde_json::from_str(&outcome.canonical_json).unwrap();
+        let read: palisade_engine::output::ConfinementPlan =
+            serde_json::from_value(json["plan"].clone()).unwrap();
+        assert_eq!(&read, &**plan, "{}", case.name);
+        decisions += 1;
+    }
+    assert!(decisions > 50, "{decisions}");
+}
+
 #[test]
 fn launch_plan_of_every_corpus_decision() {
     use std::ffi::OsString;

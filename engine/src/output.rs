@@ -5,7 +5,7 @@
 //! SHA-256 is the digest. Every runtime that loads the
 //! component must produce these exact bytes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::model::{Backend, Capability, ExecutionMode, NetworkMode};
@@ -332,7 +332,7 @@ pub struct CandidateTrace {
 
 /// What the launcher applies, with nothing left to interpret: resolved absolute paths, the
 /// network as it will be applied, the budgets it will enforce, the environment allowlist.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfinementPlan {
     pub backend: Backend,
@@ -360,7 +360,7 @@ pub struct ConfinementPlan {
     /// Host pathname Unix sockets the command may connect to, each bound into the sandbox at
     /// its path (sorted by path); every other host socket stays out of reach. Omitted when
     /// empty.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unix_sockets: Vec<UnixSocketGrant>,
     /// What the launcher says on stderr before the command starts, one line each: every budget
     /// request that was clamped, protections this backend does not apply (protected or denied
@@ -369,7 +369,7 @@ pub struct ConfinementPlan {
 }
 
 /// One host Unix socket the command may connect to.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UnixSocketGrant {
     /// Where the command connects: the allowed path, resolved.
@@ -383,7 +383,7 @@ pub struct UnixSocketGrant {
 }
 
 /// The network as the launcher applies it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum PlanNetwork {
     /// No network at all.
@@ -427,7 +427,7 @@ impl PlanNetwork {
 }
 
 /// A protected path and whether the chosen backend keeps it read-only.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProtectedPath {
     pub path: String,
@@ -435,7 +435,7 @@ pub struct ProtectedPath {
 }
 
 /// Who set an effective budget or asked for one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BudgetOrigin {
     /// The policy's `spec.budgets`.
@@ -461,7 +461,7 @@ impl BudgetOrigin {
 }
 
 /// Which budget.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BudgetKind {
     Timeout,
@@ -473,7 +473,7 @@ pub enum BudgetKind {
 /// One effective budget: the limit enforced and who set it (the tightest of the policy, the
 /// launcher's flag, the task contract, the runtime profile and the host's ceiling; on a tie,
 /// the first of those).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetLimit {
     pub value: u64,
@@ -481,7 +481,7 @@ pub struct BudgetLimit {
 }
 
 /// A budget asked for and not granted: a looser value than the one enforced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetClamp {
     pub budget: BudgetKind,
@@ -494,7 +494,7 @@ pub struct BudgetClamp {
 }
 
 /// The budgets the launcher enforces on the whole process tree; `null` means no limit.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EffectiveBudgets {
     pub timeout_millis: Option<BudgetLimit>,
@@ -509,7 +509,7 @@ pub struct EffectiveBudgets {
 }
 
 /// The environment allowlist the launcher applies.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentPolicy {
     /// The entries: exact names and `PREFIX*` patterns (the host's, in its order, or the
@@ -522,7 +522,7 @@ pub struct EnvironmentPolicy {
 }
 
 /// Where the environment allowlist came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum EnvironmentOrigin {
     /// The built-in default list.

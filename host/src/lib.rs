@@ -19,6 +19,7 @@ pub mod approve;
 pub mod audit;
 pub mod caches;
 pub mod cli;
+pub mod decisions;
 pub mod denials;
 pub mod docker;
 pub mod envpolicy;

@@ -254,7 +254,7 @@ pub struct DeterminismSettings {
 }
 
 impl DeterminismSettings {
-    fn new(fuel_per_call: u64) -> DeterminismSettings {
+    pub fn new(fuel_per_call: u64) -> DeterminismSettings {
         DeterminismSettings {
             wasmtime_version: String::from(WASMTIME_VERSION),
             compiler: String::from("cranelift"),

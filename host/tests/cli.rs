@@ -2056,3 +2056,107 @@ fn a_malformed_input_names_its_field_path() {
         "{err}"
     );
 }
+
+/// The decision cache (#38): `decide` twice and once with `--no-cache` give the same record
+/// (its context and chain aside), each REPRODUCED by replay; the second came from the cache.
+/// An entry whose bytes changed is not used (said on stderr), the decision is made afresh and
+/// the entry rewritten; an entry of another engine is not used; another input misses.
+#[test]
+fn the_decision_cache_gives_the_engines_bytes_and_is_never_trusted_blindly() {
+    let env = Env::new();
+    let audit = env.path("decisions.jsonl");
+    let audit_arg = audit.to_str().unwrap();
+    let decide = |extra: &[&str]| {
+        let mut args = vec!["decide", "--json", "--record", audit_arg];
+        args.extend(extra);
+        env.run(&args)
+    };
+    let first = decide(&[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let entries = || -> Vec<PathBuf> {
+        let dir = env.path("cache/decisions");
+        let mut list: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map(|read| read.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        list.retain(|p| p.extension().is_some_and(|e| e == "json"));
+        list.sort();
+        list
+    };
+    assert_eq!(entries().len(), 1, "the decision was kept");
+    let entry = entries()[0].clone();
+    let second = decide(&[]);
+    let third = decide(&["--no-cache"]);
+    assert_eq!(stdout(&second), stdout(&first));
+    assert_eq!(stdout(&third), stdout(&first));
+    assert!(stderr(&second).is_empty(), "{}", stderr(&second));
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut record: Value = serde_json::from_str(l).unwrap();
+            let map = record.as_object_mut().unwrap();
+            map.remove("context");
+            map.remove("chain");
+            record
+        })
+        .collect();
+    assert_eq!(records.len(), 3);
+    assert!(records.iter().all(|r| *r == records[0]), "{records:?}");
+    let (code, results) = replay_json(&env, &[audit_arg]);
+    assert_eq!(code, Some(0), "{results:?}");
+
+    // The second decision was read from the cache: an entry consistent with itself (its digest
+    // recomputed) but whose plan says something else is what `decide` then prints — and replay
+    // shows it is not the engine's.
+    let original = std::fs::read_to_string(&entry).unwrap();
+    let mut forged: Value = serde_json::from_str(&original).unwrap();
+    let canonical = forged["canonicalJson"].as_str().unwrap().replacen(
+        "\"warnings\":[]",
+        "\"warnings\":[\"from the cache\"]",
+        1,
+    );
+    assert_ne!(canonical, forged["canonicalJson"].as_str().unwrap());
+    forged["digest"] = json!(sha256_bytes(canonical.as_bytes()));
+    forged["canonicalJson"] = json!(canonical);
+    std::fs::write(&entry, forged.to_string()).unwrap();
+    let hit = decide(&[]);
+    assert!(stdout(&hit).contains("from the cache"), "{}", stdout(&hit));
+    let (code, results) = replay_json(&env, &[audit_arg]);
+    assert_eq!(code, Some(5));
+    assert_eq!(results[3]["status"], "DIVERGED", "{results:?}");
+
+    // A byte changed without its digest: not used, said, decided afresh, rewritten.
+    let mut altered: Value = serde_json::from_str(&original).unwrap();
+    altered["canonicalJson"] = json!(altered["canonicalJson"].as_str().unwrap().replacen(
+        "\"warnings\":[]",
+        "\"warnings\":[\"x\"]",
+        1
+    ));
+    assert_ne!(altered.to_string(), original);
+    std::fs::write(&entry, altered.to_string()).unwrap();
+    let afresh = decide(&[]);
+    assert_eq!(stdout(&afresh), stdout(&first));
+    assert!(
+        stderr(&afresh).contains("decision cache") && stderr(&afresh).contains("not used"),
+        "{}",
+        stderr(&afresh)
+    );
+    assert_eq!(std::fs::read_to_string(&entry).unwrap(), original);
+
+    // Made by another engine (its identity changed, its digest kept): not used.
+    let mut other: Value = serde_json::from_str(&original).unwrap();
+    other["engine"]["engineVersion"] = json!("0.0.0-other");
+    std::fs::write(&entry, other.to_string()).unwrap();
+    let afresh = decide(&[]);
+    assert_eq!(stdout(&afresh), stdout(&first));
+    assert!(
+        stderr(&afresh).contains("another engine"),
+        "{}",
+        stderr(&afresh)
+    );
+
+    // Another input (one more denied path) misses: a second entry.
+    let other_input = decide(&["--deny-read", "~/y"]);
+    assert!(other_input.status.success(), "{}", stderr(&other_input));
+    assert_eq!(entries().len(), 2);
+}

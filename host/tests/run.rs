@@ -212,8 +212,16 @@ fn every_outcome_has_its_timings_and_timings_prints_them_after_the_command() {
                 "cleanup",
                 "total",
                 "outcome write",
+                "decision cache",
             ],
             "{backend}: {stderr}"
+        );
+        // A fresh cache directory: the decision was the engine's (and is now kept).
+        assert!(rows.last().unwrap().contains("miss"), "{backend}: {stderr}");
+        assert_eq!(
+            env.audit_lines()[1]["outcome"]["decisionCache"],
+            "miss",
+            "{backend}"
         );
 
         // The record holds the same figures: whole microseconds, every phase observed on these

@@ -272,7 +272,7 @@ pub struct DecideArgs {
     /// apart from it: `replay --checkpoint FILE` then finds a cut-off tail.
     #[arg(long, value_name = "FILE", requires = "record")]
     pub checkpoint: Option<PathBuf>,
-    /// Probe afresh instead of using the probe cache.
+    /// Probe afresh and decide afresh: neither the probe cache nor the decision cache.
     #[arg(long)]
     pub no_cache: bool,
     #[command(flatten)]
@@ -316,7 +316,7 @@ pub struct RunArgs {
     pub timings: bool,
     #[command(flatten)]
     pub budgets: BudgetArgs,
-    /// Probe afresh instead of using the probe cache.
+    /// Probe afresh and decide afresh: neither the probe cache nor the decision cache.
     #[arg(long)]
     pub no_cache: bool,
     #[command(flatten)]

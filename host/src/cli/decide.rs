@@ -120,6 +120,7 @@ fn decided(args: &DecideArgs) -> Result<Outcome, Failure> {
         args.checkpoint.as_deref(),
         context,
         cache.as_deref(),
+        !args.no_cache,
     )
     .map(|recorded| recorded.outcome)
 }

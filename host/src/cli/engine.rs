@@ -39,6 +39,47 @@ pub(super) struct Recorded {
     pub(super) decided: Instant,
     /// The record was appended and synced (or, with no audit file, the decision was made).
     pub(super) recorded: Instant,
+    /// Where the decision came from: the decision cache, or the engine (the cache missed, or
+    /// is off).
+    pub(super) source: DecisionSource,
+}
+
+/// Where a decision came from, as the outcome and `--timings` say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum DecisionSource {
+    /// Read back from the decision cache: wasmtime was not started.
+    Cache,
+    /// Made by the engine; the cache missed (and now holds it, if it is a decision).
+    EngineCacheMissed,
+    /// Made by the engine; no decision cache (`--no-cache`, or no caches' directory).
+    Engine,
+}
+
+impl DecisionSource {
+    /// The outcome's `decisionCache`: `hit`, `miss` or `off`.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            DecisionSource::Cache => "hit",
+            DecisionSource::EngineCacheMissed => "miss",
+            DecisionSource::Engine => "off",
+        }
+    }
+}
+
+/// The identity the embedded engine gives its records, known without starting wasmtime: its
+/// digest, the engine crate's versions (the component is built from the same source), this
+/// build's wasmtime and determinism settings. A cached decision is used only if it is this.
+fn embedded_identity() -> audit::EngineIdentity {
+    let settings = runtime::DeterminismSettings::new(runtime::DEFAULT_FUEL_PER_CALL);
+    audit::engine_identity(
+        runtime::EMBEDDED_COMPONENT_SHA256,
+        &runtime::EngineInfo {
+            engine_version: palisade_engine::ENGINE_VERSION.to_owned(),
+            wit_version: palisade_engine::WIT_VERSION.to_owned(),
+            schema_version: palisade_engine::output::SCHEMA_VERSION.to_owned(),
+        },
+        &settings,
+    )
 }
 
 /// The key that seals this process's audit lines, read once: `None` when this host has no key,
@@ -64,33 +105,70 @@ pub(super) fn audit_signer() -> Result<Option<&'static crate::keys::Signer>, Fai
     }
 }
 
-/// Runs the input through a fresh instance of the embedded component and, when `audit` is
-/// given, appends the record (synced) before returning: `decide` and `run` share this path, so a
-/// run's decision is exactly what `decide` would have recorded.
+/// Decides the input — from the decision cache in `cache_dir` when `use_decisions` and it holds
+/// this input's decision by this engine, else through a fresh instance of the embedded component
+/// — and, when `audit` is given, appends the record (synced) before returning: `decide` and `run`
+/// share this path, so a run's decision is exactly what `decide` would have recorded, cached or
+/// not.
 pub(super) fn decide_recorded(
     input: &DecisionInput,
     audit: Option<&Path>,
     checkpoint: Option<&Path>,
     context: RecordContext,
     cache_dir: Option<&Path>,
+    use_decisions: bool,
 ) -> Result<Recorded, Failure> {
     let engine_failed = |e: runtime::RuntimeError| {
         Failure::new(ErrorCode::Internal, format!("the engine failed: {e}"))
     };
-    let engine = load_runtime(None, cache_dir)?;
-    let loaded = Instant::now();
-    let mut instance = engine.instantiate().map_err(engine_failed)?;
-    let outcome = instance.decide(input).map_err(engine_failed)?;
-    let decided = Instant::now();
+    let input_value = serde_json::to_value(input)
+        .map_err(|e| Failure::new(ErrorCode::Internal, format!("cannot record the input: {e}")))?;
+    let cache = cache_dir
+        .filter(|_| use_decisions)
+        .map(crate::decisions::DecisionCache::in_caches);
+    let expected = embedded_identity();
+    let key = crate::decisions::key(runtime::EMBEDDED_COMPONENT_SHA256, &input_value);
+    let hit = match cache.as_ref().map(|cache| cache.get(&key, &expected)) {
+        Some(Ok(hit)) => hit,
+        Some(Err(reason)) => {
+            eprintln!("palisade: warning: decision cache: {reason}; deciding afresh");
+            None
+        }
+        None => None,
+    };
+    let (outcome, identity, loaded, decided, source) = match hit {
+        Some(hit) => {
+            let now = Instant::now();
+            (hit.outcome, hit.engine, now, now, DecisionSource::Cache)
+        }
+        None => {
+            let engine = load_runtime(None, cache_dir)?;
+            let loaded = Instant::now();
+            let mut instance = engine.instantiate().map_err(engine_failed)?;
+            let outcome = instance.decide(input).map_err(engine_failed)?;
+            let decided = Instant::now();
+            let info = instance.info().map_err(engine_failed)?;
+            let identity =
+                audit::engine_identity(engine.component_sha256(), &info, engine.settings());
+            let source = match &cache {
+                // Kept only when the engine is the one a later read expects.
+                Some(cache) if identity == expected => {
+                    if let Err(reason) = cache.put(&key, &identity, &outcome) {
+                        eprintln!("palisade: warning: decision cache: {reason}");
+                    }
+                    DecisionSource::EngineCacheMissed
+                }
+                Some(_) => DecisionSource::EngineCacheMissed,
+                None => DecisionSource::Engine,
+            };
+            (outcome, identity, loaded, decided, source)
+        }
+    };
     if let Some(path) = audit {
-        let info = instance.info().map_err(engine_failed)?;
-        let input = serde_json::to_value(input).map_err(|e| {
-            Failure::new(ErrorCode::Internal, format!("cannot record the input: {e}"))
-        })?;
         let mut record = AuditRecord {
             schema_version: audit::AUDIT_SCHEMA_VERSION.to_owned(),
-            engine: audit::engine_identity(engine.component_sha256(), &info, engine.settings()),
-            input,
+            engine: identity,
+            input: input_value,
             output: outcome.canonical_json.clone(),
             output_digest: outcome.digest.clone(),
             context,
@@ -104,6 +182,7 @@ pub(super) fn decide_recorded(
         loaded,
         decided,
         recorded: Instant::now(),
+        source,
     })
 }
 

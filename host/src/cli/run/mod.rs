@@ -28,7 +28,7 @@ use crate::translate;
 use crate::cli::CommandResult;
 use crate::cli::args::RunArgs;
 use crate::cli::claims::confirm_claims;
-use crate::cli::engine::{decide_recorded, refusal_failure};
+use crate::cli::engine::{DecisionSource, decide_recorded, refusal_failure};
 use crate::cli::inputs::{
     budget_flags, execution, policy_flags, read_document, read_input, read_task_contract,
 };
@@ -49,7 +49,7 @@ pub fn run(args: &RunArgs) -> CommandResult {
         clock.end(Phase::Configuration);
         let measured = measure(args, &mut run, &mut clock)?;
         let mut recorder = Recorder::open(args, &run.run_id)?;
-        let outcome = decide(args, &mut run, &measured, &mut recorder, &mut clock)?;
+        let (outcome, source) = decide(args, &mut run, &measured, &mut recorder, &mut clock)?;
         let plan = plan_of(&outcome)?;
         let digest = outcome.digest.as_str();
         let prepared = prepare(
@@ -62,12 +62,16 @@ pub fn run(args: &RunArgs) -> CommandResult {
             &mut clock,
         )?;
         let supervised = launch_and_supervise(&measured, prepared, &mut clock);
+        let decided = Decided {
+            digest,
+            plan,
+            source,
+        };
         report(
             args,
             run,
             &measured,
-            digest,
-            plan,
+            &decided,
             supervised,
             &mut recorder,
             &mut clock,
@@ -239,7 +243,7 @@ fn decide(
     measured: &Measured,
     recorder: &mut Recorder<'_>,
     clock: &mut Clock,
-) -> Result<Outcome, Ended> {
+) -> Result<(Outcome, DecisionSource), Ended> {
     let mut context = audit::context_now("run", measured.probe_source);
     context.run_id = Some(run.run_id.clone());
     context.host_config = Some(run.setup.config.record());
@@ -250,6 +254,7 @@ fn decide(
         args.checkpoint.as_deref(),
         context,
         run.setup.cache.as_ref().map(|c| c.path.as_path()),
+        !args.no_cache,
     )?;
     clock.end_at(Phase::ComponentLoad, Some(recorded.loaded));
     clock.end_at(Phase::Decide, Some(recorded.decided));
@@ -258,7 +263,15 @@ fn decide(
     if let Some(signal) = run.interrupts.received() {
         return Err(recorder.stopped(&outcome.digest, signal, clock));
     }
-    Ok(outcome)
+    Ok((outcome, recorded.source))
+}
+
+/// The decision a run launches: its digest (what the outcome names), its plan, and where it
+/// came from (the decision cache or the engine).
+struct Decided<'a> {
+    digest: &'a str,
+    plan: &'a ConfinementPlan,
+    source: DecisionSource,
 }
 
 /// The plan of a decision; a refusal ends the run with its failure.
@@ -463,12 +476,16 @@ fn report(
     args: &RunArgs,
     run: Configured,
     measured: &Measured,
-    digest: &str,
-    plan: &ConfinementPlan,
+    decided: &Decided<'_>,
     supervised: Supervised,
     recorder: &mut Recorder<'_>,
     clock: &mut Clock,
 ) -> Result<Exit, Ended> {
+    let Decided {
+        digest,
+        plan,
+        source,
+    } = *decided;
     let Supervised {
         mut result,
         bridge_account,
@@ -552,6 +569,7 @@ fn report(
             "environment".to_owned(),
             serde_json::to_value(&environment).unwrap_or_default(),
         );
+        map.insert("decisionCache".to_owned(), source.as_str().into());
         if let Some(requester) = &requester {
             map.insert(
                 "executionMode".to_owned(),
@@ -586,6 +604,16 @@ fn report(
             }
         }
         print_timings(args, &written);
+        if args.timings {
+            say!(
+                "  decision cache    {:>9}        the decision came from {}",
+                source.as_str(),
+                match source {
+                    DecisionSource::Cache => "the cache: wasmtime was not started",
+                    DecisionSource::EngineCacheMissed | DecisionSource::Engine => "the engine",
+                }
+            );
+        }
     };
     match result {
         Ok(launched) => {
