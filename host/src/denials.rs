@@ -500,6 +500,11 @@ fn file_suggestion(denial: &Denial, decision: &Value) -> String {
         "host" => format!(
             "the host configuration's `deniedReadPaths` lists `{path}`; only the host's configuration lifts it"
         ),
+        // Palisade's signing key (`palisade key init`): never readable inside, whatever the
+        // configuration.
+        "built-in" if path.ends_with("/palisade/keys") => format!(
+            "not allowed by any policy or configuration: `{path}` holds Palisade's audit-signing key, which no sandbox may read"
+        ),
         "built-in" => format!(
             "`{path}` is a built-in credential store, denied to every sandbox; only the host configuration's `exemptDeniedReadPaths` exempts it"
         ),
@@ -530,11 +535,18 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
             } else {
                 host
             };
-            let mut text = format!("add `{entry}` to `spec.sandbox.allowedDomains`");
-            if narrowed {
-                text.push_str(" and to the `--allow-domain` flags, which narrowed the list");
+            // Who formed the list says where the entry goes: the Taskpack, or the flags alone.
+            match at(decision, "/policy/allowedDomainsOrigin").as_str() {
+                Some("flag") => format!(
+                    "pass `--allow-domain {entry}` as well (the `--allow-domain` flags formed the list)"
+                ),
+                _ if narrowed => format!(
+                    "add `{entry}` to `spec.sandbox.allowedDomains` and pass `--allow-domain {entry}` too (the flags narrowed the list)"
+                ),
+                _ => format!(
+                    "add `{entry}` to `spec.sandbox.allowedDomains` in the Taskpack (without one, `--allow-domain {entry}`)"
+                ),
             }
-            text
         }
         "plan.network.mode" if matches!(denial.operation.as_str(), "connect" | "sendto") => {
             let mode = at(decision, "/plan/network/mode").as_str().unwrap_or("none");
@@ -674,6 +686,273 @@ mod tests {
         assert_eq!(lines.len(), 1 + SHOWN_ON_STDERR + 1);
         assert!(lines[1].contains("a.example:443 refused by `plan.network.allowlist` (3 times)"));
         assert!(lines.last().unwrap().contains("… and 70 more"));
+    }
+
+    /// Every kind of denial, with every rule that can cause it, names its fix — a flag or a
+    /// policy field to change, or who alone can lift it — or says that no policy allows it.
+    #[test]
+    fn every_denial_names_its_fix_or_says_nothing_allows_it() {
+        let denial = |kind, operation: &str, target: &str, rule: &str, reason: &str, by| Denial {
+            kind,
+            operation: operation.into(),
+            target: target.into(),
+            rule: rule.into(),
+            reason: reason.into(),
+            observed_by: by,
+            limit: None,
+            measured: None,
+            unit: None,
+            count: 1,
+        };
+        let declared = serde_json::json!({
+            "plan": {"network": {"mode": "filtered", "allowlist": ["pypi.org"]},
+                     "deniedReadPaths": ["/h/.ssh", "/h/x", "/h/y", "/h/.aws", "/h/.config/palisade/keys"],
+                     "budgets": {"clamped": [], "maxProcesses": {"origin": "flag", "value": 4}}},
+            "policy": {"allowedDomainsOrigin": "declared",
+                       "deniedReadPaths": [
+                           {"path": "/h/.ssh", "origin": "built-in"},
+                           {"path": "/h/x", "origin": "declared"},
+                           {"path": "/h/y", "origin": "flag"},
+                           {"path": "/h/.aws", "origin": "host"},
+                           {"path": "/h/.config/palisade/keys", "origin": "built-in"}]}
+        });
+        let flags = serde_json::json!({
+            "plan": {"network": {"mode": "filtered", "allowlist": ["pypi.org"]}},
+            "policy": {"allowedDomainsOrigin": "flag"}
+        });
+        let loopback =
+            serde_json::json!({"plan": {"network": {"mode": "loopback-only", "hostPorts": []}}});
+        let no_network = serde_json::json!({"plan": {"network": {"mode": "none"}}});
+        use DenialKind::{Budget, File, Network, Syscall};
+        let cases: Vec<(Denial, &Value, &[&str])> = vec![
+            (
+                denial(
+                    Network,
+                    "CONNECT",
+                    "evil.example:443",
+                    "plan.network.allowlist",
+                    "domain-not-allowed",
+                    Observer::Proxy,
+                ),
+                &declared,
+                &["spec.sandbox.allowedDomains", "--allow-domain evil.example"],
+            ),
+            (
+                denial(
+                    Network,
+                    "CONNECT",
+                    "evil.example:443",
+                    "plan.network.allowlist",
+                    "domain-not-allowed",
+                    Observer::Proxy,
+                ),
+                &flags,
+                &["--allow-domain evil.example"],
+            ),
+            (
+                denial(
+                    Network,
+                    "CONNECT",
+                    "intra.example:443",
+                    "plan.network.allowlist",
+                    "address-not-allowed",
+                    Observer::Proxy,
+                ),
+                &declared,
+                &["allowedDomains"],
+            ),
+            (
+                denial(
+                    Network,
+                    "connect",
+                    "1.2.3.4:443",
+                    "plan.network.mode",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["networkMode: allow-outbound"],
+            ),
+            (
+                denial(
+                    Network,
+                    "connect",
+                    "1.2.3.4:443",
+                    "plan.network.mode",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &declared,
+                &["HTTPS_PROXY", "allowedDomains"],
+            ),
+            (
+                denial(
+                    Network,
+                    "socket",
+                    "AF_INET",
+                    "plan.network.mode",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &no_network,
+                &["networkMode: loopback-only"],
+            ),
+            (
+                denial(
+                    Network,
+                    "connect",
+                    "127.0.0.1:18555",
+                    "plan.network.hostPorts",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["loopbackPorts", "--allow-host-port 18555"],
+            ),
+            (
+                denial(
+                    Network,
+                    "connect",
+                    "/run/agent.sock",
+                    MASKED_HOST_SOCKETS,
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["--allow-unix-socket /run/agent.sock", "allowedUnixSockets"],
+            ),
+            (
+                denial(
+                    Network,
+                    "connect",
+                    "@abstract",
+                    MASKED_HOST_SOCKETS,
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["whatever the policy"],
+            ),
+            (
+                denial(
+                    Network,
+                    "socket",
+                    "SOCK_RAW",
+                    NO_CAPABILITIES,
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["not allowed by any policy"],
+            ),
+            (
+                denial(
+                    Network,
+                    "socket",
+                    "AF_NETLINK",
+                    "plan.syscallFilter",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["not allowed in any mode"],
+            ),
+            (
+                denial(
+                    Syscall,
+                    "ptrace",
+                    "",
+                    "plan.syscallFilter",
+                    "",
+                    Observer::Seccomp,
+                ),
+                &loopback,
+                &["whatever the policy"],
+            ),
+            (
+                denial(
+                    Budget,
+                    "processes",
+                    "maxProcesses",
+                    "plan.budgets.maxProcesses",
+                    "",
+                    Observer::Supervisor,
+                ),
+                &declared,
+                &["--max-procs"],
+            ),
+            (
+                denial(
+                    File,
+                    "open",
+                    "/h/x/a",
+                    "plan.deniedReadPaths[1]",
+                    "",
+                    Observer::Mask,
+                ),
+                &declared,
+                &["spec.sandbox.deniedReadPaths"],
+            ),
+            (
+                denial(
+                    File,
+                    "open",
+                    "/h/y/a",
+                    "plan.deniedReadPaths[2]",
+                    "",
+                    Observer::Mask,
+                ),
+                &declared,
+                &["--deny-read /h/y"],
+            ),
+            (
+                denial(
+                    File,
+                    "open",
+                    "/h/.aws/c",
+                    "plan.deniedReadPaths[3]",
+                    "",
+                    Observer::Mask,
+                ),
+                &declared,
+                &["host configuration"],
+            ),
+            (
+                denial(
+                    File,
+                    "open",
+                    "/h/.ssh/id",
+                    "plan.deniedReadPaths[0]",
+                    "",
+                    Observer::Mask,
+                ),
+                &declared,
+                &["exemptDeniedReadPaths"],
+            ),
+            (
+                denial(
+                    File,
+                    "open",
+                    "/h/.config/palisade/keys/k",
+                    "plan.deniedReadPaths[4]",
+                    "",
+                    Observer::Mask,
+                ),
+                &declared,
+                &["not allowed by any policy"],
+            ),
+        ];
+        for (denial, decision, expected) in cases {
+            let line = suggestion(&denial, decision);
+            for part in expected {
+                assert!(
+                    line.contains(part),
+                    "{} {}: `{line}` lacks `{part}`",
+                    denial.rule,
+                    denial.target
+                );
+            }
+        }
     }
 
     #[test]
