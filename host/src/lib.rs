@@ -38,6 +38,7 @@ pub mod replay;
 pub mod report;
 pub mod runtime;
 pub mod store;
+pub mod suggest;
 pub mod sys;
 pub mod timings;
 pub mod translate;

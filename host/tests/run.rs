@@ -2801,3 +2801,140 @@ fn a_checkpoint_the_command_could_rewrite_is_refused() {
     assert_eq!(head["seq"], 2, "{head}");
     assert_eq!(head["schemaVersion"], "palisade.checkpoint/v1");
 }
+
+/// `explain --suggest` (#39): a run denied a host port, a host socket and a denied read, under
+/// a policy formed by flags; the suggestion's `add flags:` / `drop flags:` applied to the same
+/// command, it runs again and is denied nothing, and each of the three works.
+#[test]
+#[cfg(target_os = "linux")]
+fn applying_explain_suggest_allows_what_was_denied() {
+    use std::io::Read as _;
+    let env = Env::new();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in tcp.incoming().flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, b"tcp-ok");
+        }
+    });
+    let socket_path = env.path("host.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&socket_path).unwrap();
+    std::thread::spawn(move || {
+        for stream in unix.incoming().flatten() {
+            let mut stream = stream;
+            let _ = std::io::Write::write_all(&mut stream, b"unix-ok");
+        }
+    });
+    let secret = env.path("secret");
+    std::fs::create_dir_all(&secret).unwrap();
+    std::fs::write(secret.join("f"), "read-ok").unwrap();
+    let script = format!(
+        r#"
+import socket
+def attempt(name, f):
+    try:
+        print(name, f())
+    except Exception as e:
+        print(name, "failed", type(e).__name__)
+def tcp():
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=5)
+    return s.recv(16).decode()
+def unix():
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect("{sock}")
+    return s.recv(16).decode()
+attempt("tcp", tcp)
+attempt("unix", unix)
+attempt("file", lambda: open("{secret}/f").read())
+"#,
+        sock = socket_path.display(),
+        secret = secret.display()
+    );
+    let run = |audit: &str, extra: &[String]| {
+        let mut args: Vec<String> = [
+            "--backend",
+            "linux-bwrap",
+            "--network",
+            "loopback-only",
+            "--audit",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.push(env.path(audit).display().to_string());
+        args.extend(extra.iter().cloned());
+        args.extend(["--".into(), "python3".into(), "-c".into(), script.clone()]);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        env.run(&refs)
+    };
+    let first_flags = vec!["--deny-read".to_owned(), secret.display().to_string()];
+    let first = run("first.jsonl", &first_flags);
+    let stdout = text(&first.stdout);
+    assert!(
+        stdout.contains("tcp failed"),
+        "{stdout}\n{}",
+        text(&first.stderr)
+    );
+    assert!(stdout.contains("unix failed"), "{stdout}");
+    assert!(stdout.contains("file failed"), "{stdout}");
+
+    let suggested = env.palisade(
+        "explain",
+        &["--suggest", env.path("first.jsonl").to_str().unwrap()],
+    );
+    let suggestion = text(&suggested.stdout);
+    assert!(suggested.status.success(), "{}", text(&suggested.stderr));
+    let flags_of = |prefix: &str| -> Vec<String> {
+        suggestion
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(|rest| rest.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let add = flags_of("add flags: ");
+    let drop = flags_of("drop flags: ");
+    assert_eq!(
+        add,
+        [
+            "--allow-host-port".to_owned(),
+            port.to_string(),
+            "--allow-unix-socket".to_owned(),
+            socket_path.display().to_string()
+        ],
+        "{suggestion}"
+    );
+    assert_eq!(drop, first_flags, "{suggestion}");
+
+    // Applied: the dropped flags out, the added ones in.
+    let second = run("second.jsonl", &add);
+    let stdout = text(&second.stdout);
+    assert!(
+        stdout.contains("tcp tcp-ok"),
+        "{stdout}\n{}",
+        text(&second.stderr)
+    );
+    assert!(stdout.contains("unix unix-ok"), "{stdout}");
+    assert!(stdout.contains("file read-ok"), "{stdout}");
+    let mut outcome = String::new();
+    std::fs::File::open(env.path("second.jsonl"))
+        .unwrap()
+        .read_to_string(&mut outcome)
+        .unwrap();
+    let outcome: Value = outcome
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|l| l["schemaVersion"] == "palisade.run-outcome/v1")
+        .unwrap();
+    assert_eq!(outcome["outcome"]["denials"]["total"], 0, "{outcome}");
+    let again = env.palisade(
+        "explain",
+        &["--suggest", env.path("second.jsonl").to_str().unwrap()],
+    );
+    assert!(
+        text(&again.stdout).starts_with("nothing to change"),
+        "{}",
+        text(&again.stdout)
+    );
+}

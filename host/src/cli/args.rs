@@ -390,6 +390,12 @@ pub struct ExplainArgs {
     /// The run to explain (its `runId`; default: the file's last run).
     #[arg(long, value_name = "ID")]
     pub run: Option<String>,
+    /// Print only the smallest change that would have allowed what the run was denied: the
+    /// flags to add or drop (`add flags:`, `drop flags:`, ready to paste), or the Taskpack's
+    /// `spec.sandbox` lists as they would read; then what only the host configuration changes,
+    /// and what no policy allows.
+    #[arg(long)]
+    pub suggest: bool,
 }
 
 #[derive(Args)]

@@ -66,12 +66,16 @@ pub fn explain(args: &ExplainArgs) -> CommandResult {
         })?,
         None => Denials::default(),
     };
-    let text = render(
-        outcome,
-        &decision,
-        &denials,
-        outcome.outcome.get("denials").is_some(),
-    );
+    let text = if args.suggest {
+        crate::suggest::Suggestion::for_denials(&denials.events, &decision).render(&decision)
+    } else {
+        render(
+            outcome,
+            &decision,
+            &denials,
+            outcome.outcome.get("denials").is_some(),
+        )
+    };
     super::write_stdout(text.as_bytes())?;
     Ok(Exit::Success)
 }
