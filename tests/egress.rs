@@ -1566,3 +1566,74 @@ fn approvals_at_run_time_unprivileged() {
         None => eprintln!("skipped: the unprivileged pass needs root to become uid 65534"),
     }
 }
+
+/// `explain --suggest` for a refused name (#39): a run whose allowlist, formed by flags, does not
+/// name `refused.test` gets 403 from the proxy; the suggestion is `--allow-domain refused.test`;
+/// the same command with it added reaches the test's upstream (200). (The upstream's address is
+/// listed as an IP-literal entry, so that the allowed name passes the proxy's loopback guard.)
+#[test]
+fn applying_explain_suggest_allows_a_refused_name() {
+    let palisade = escape_kit::palisade_binary().unwrap();
+    let upstream = Upstream::start("127.0.0.3", "suggested", true);
+    let port = upstream.port();
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let run = |audit: &str, extra: &[String]| {
+        let mut command = Command::new(&palisade);
+        command
+            .args([
+                "run",
+                "--backend",
+                "linux-bwrap",
+                "--allow-domain",
+                "127.0.0.3",
+            ])
+            .args(["--proxy-resolve", "refused.test=127.0.0.3", "--audit"])
+            .arg(dir.path().join(audit))
+            .args(extra)
+            .args(["--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}"])
+            .arg(format!("http://refused.test:{port}/"))
+            .current_dir(&ws)
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", dir.path())
+            .env("PALISADE_CACHE_DIR", dir.path().join("cache"));
+        command.output().unwrap()
+    };
+    let first = run("first.jsonl", &[]);
+    assert_eq!(
+        String::from_utf8_lossy(&first.stdout),
+        "403",
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let suggested = Command::new(&palisade)
+        .args(["explain", "--suggest"])
+        .arg(dir.path().join("first.jsonl"))
+        .output()
+        .unwrap();
+    let suggestion = String::from_utf8_lossy(&suggested.stdout).into_owned();
+    let add: Vec<String> = suggestion
+        .lines()
+        .find_map(|l| l.strip_prefix("add flags: "))
+        .map(|rest| rest.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
+    assert_eq!(add, ["--allow-domain", "refused.test"], "{suggestion}");
+    upstream.clear();
+    let second = run("second.jsonl", &add);
+    assert_eq!(
+        String::from_utf8_lossy(&second.stdout),
+        "200",
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert!(
+        upstream
+            .seen()
+            .iter()
+            .any(|request| request.contains("Host: refused.test")),
+        "{:?}",
+        upstream.seen()
+    );
+}
