@@ -24,6 +24,7 @@
 pub mod address;
 pub mod allowlist;
 pub mod bridge;
+mod connection;
 pub mod host;
 /// Public for its tests from outside (the `http_head` fuzz target): the head parser and the
 /// upstream rewrite, with the limits they keep.
