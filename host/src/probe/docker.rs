@@ -259,29 +259,12 @@ pub fn elf_is_static_for_this_machine(head: &[u8]) -> Result<(), String> {
 /// A running container's full ID and its init process's pid (in this pid namespace), by name;
 /// `None` when it is not running or the daemon does not say.
 pub fn container_process(socket: &Path, name: &str, deadline: Instant) -> Option<(String, i32)> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "PascalCase")]
-    struct Container {
-        id: String,
-        state: State,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "PascalCase")]
-    struct State {
-        running: bool,
-        pid: i32,
-    }
     let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
     if name.is_empty() || !name.bytes().all(plain) {
         return None;
     }
-    let response = api::get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
-    if response.status != 200 {
-        return None;
-    }
-    let container: Container = serde_json::from_slice(&response.body).ok()?;
-    (container.state.running && container.state.pid > 0)
-        .then_some((container.id, container.state.pid))
+    let container = api::inspect_container(socket, name, deadline).ok()??;
+    (container.running && container.pid > 0).then_some((container.id, container.pid))
 }
 
 /// What the daemon says about an image.

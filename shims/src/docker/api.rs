@@ -4,7 +4,8 @@
 //! would cost tens of milliseconds and hang with a hung daemon.
 //!
 //! Callers: the run's container removal ([`super::remove`], [`super::exists`]) and the host's
-//! probe (ping, version, image inspect) and egress setup (container inspect). Targets are
+//! probe (ping, version, image inspect) and egress setup (container inspect, [`inspect_container`],
+//! also read for the out-of-memory verdict). Targets are
 //! written into the request line as given: callers pass names they validated.
 
 use std::fmt;
@@ -18,6 +19,62 @@ pub const MAX_RESPONSE: usize = 1024 * 1024;
 
 /// The status line and headers must end within this many bytes.
 pub const MAX_HEAD: usize = 64 * 1024;
+
+/// What `GET /containers/{name}/json` says of a container, as far as Palisade reads it: the one
+/// place its answer is parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ContainerState {
+    /// The container's full ID.
+    pub id: String,
+    pub running: bool,
+    /// Its init process's pid in this pid namespace (0 when not running).
+    pub pid: i32,
+    /// Whether the kernel's out-of-memory killer acted in its cgroup (`State.OOMKilled`).
+    pub oom_killed: bool,
+}
+
+/// Inspects container `name` (a name the caller validated): `Ok(None)` when the daemon does not
+/// have it (404), `Err` when it did not answer or answered something else.
+pub fn inspect_container(
+    socket: &Path,
+    name: &str,
+    deadline: Instant,
+) -> Result<Option<ContainerState>, ApiError> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Container {
+        id: String,
+        state: State,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct State {
+        #[serde(default)]
+        running: bool,
+        #[serde(default)]
+        pid: i32,
+        #[serde(rename = "OOMKilled", default)]
+        oom_killed: bool,
+    }
+    let response = get(socket, &format!("/containers/{name}/json"), deadline)?;
+    match response.status {
+        200 => {}
+        404 => return Ok(None),
+        _ => {
+            return Err(ApiError::Malformed(
+                "an unexpected status for a container inspect",
+            ));
+        }
+    }
+    let container: Container = serde_json::from_slice(&response.body)
+        .map_err(|_| ApiError::Malformed("a container description palisade cannot read"))?;
+    Ok(Some(ContainerState {
+        id: container.id,
+        running: container.state.running,
+        pid: container.state.pid,
+        oom_killed: container.state.oom_killed,
+    }))
+}
 
 /// A complete response: the status code and the body (as sent; the daemon's JSON is not
 /// chunked under HTTP/1.0).

@@ -261,12 +261,9 @@ impl Drop for SocketFile {
 #[cfg(target_os = "linux")]
 fn oom_killed(socket: &Path, name: &str) -> Option<bool> {
     let deadline = Instant::now() + REMOVE_TIMEOUT;
-    let response = api::get(socket, &format!("/containers/{name}/json"), deadline).ok()?;
-    if response.status != 200 {
-        return None;
-    }
-    let state: serde_json::Value = serde_json::from_slice(&response.body).ok()?;
-    state.get("State")?.get("OOMKilled")?.as_bool()
+    api::inspect_container(socket, name, deadline)
+        .ok()?
+        .map(|container| container.oom_killed)
 }
 
 /// Force-removes container `name` over the API and says whether it is gone.
