@@ -674,7 +674,8 @@ fn unpinned_and_mismatched_images_are_refused() {
 fn a_timeout_removes_the_container() {
     let Some(s) = setup() else { return };
     let started = Instant::now();
-    let out = s.run(&["--timeout", "2s"], &["sleep", "300"]);
+    // A duration no other test sleeps for: the check below looks at every process on the host.
+    let out = s.run(&["--timeout", "2s"], &["sleep", "301"]);
     assert!(started.elapsed() < Duration::from_secs(60));
     // SIGTERM reaches `sleep` through docker-init: the status says a signal ended it.
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -685,7 +686,11 @@ fn a_timeout_removes_the_container() {
         stderr(&out)
     );
     assert_eq!(palisade_containers(&s.image), Vec::<String>::new());
-    assert!(no_process_with("sleep 300"));
+    assert!(
+        no_process_with("sleep 301"),
+        "{:?}",
+        processes_with("sleep 301")
+    );
 }
 
 #[test]
@@ -784,27 +789,46 @@ fn a_sigkilled_supervisor_still_loses_its_container() {
     let Some(s) = setup() else { return };
     let marker = format!("palisade-docker-test-{}", std::process::id());
     let mut child = s
-        .run_command(&[], &["sh", "-c", &format!("exec sleep 300 # {marker}")])
+        .run_command(&[], &["sh", "-c", &format!("exec sleep 302 # {marker}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while palisade_containers(&s.image).is_empty() || no_process_with("sleep 300") {
+    while palisade_containers(&s.image).is_empty() || no_process_with("sleep 302") {
         assert!(Instant::now() < deadline, "the container never started");
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap(); // SIGKILL: no cleanup code of palisade's runs
     child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !palisade_containers(&s.image).is_empty() || !no_process_with("sleep 300") {
+    // The detached reaper removes the container; on a loaded machine the daemon takes its time.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !palisade_containers(&s.image).is_empty() || !no_process_with("sleep 302") {
         assert!(
             Instant::now() < deadline,
-            "left behind: {:?}",
-            palisade_containers(&s.image)
+            "left behind: containers {:?}, processes {:?}",
+            palisade_containers(&s.image),
+            processes_with("sleep 302")
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The pid and command line of every process on the host with `needle` in its command line.
+fn processes_with(needle: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline
+                .contains(needle)
+                .then(|| format!("{}: {cmdline}", entry.file_name().to_string_lossy()))
+        })
+        .collect()
 }
 
 /// Whether no process on the host has `needle` in its command line.
