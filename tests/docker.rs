@@ -19,6 +19,8 @@
 mod docker_image;
 #[path = "support/escape_kit.rs"]
 mod escape_kit;
+#[path = "support/outcome_shape.rs"]
+mod outcome_shape;
 #[path = "support/reachable.rs"]
 mod reachable;
 
@@ -207,6 +209,22 @@ fn container_mounts() -> usize {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The outcome of a docker run keeps its shape (tests/support/outcome_shape.rs): the container's
+/// account, its removal and limits, the observed filter, beside what every backend records.
+#[test]
+fn a_docker_run_keeps_its_outcome_shape() {
+    let Some(s) = setup() else { return };
+    let audit = s.dir.path().join("shape-audit.jsonl");
+    let out = s.run(
+        &["--memory", "64M", "--audit", audit.to_str().unwrap()],
+        &["sh", "-c", "exit 3"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let outcome = outcome_record(&audit)["outcome"].clone();
+    assert_eq!(outcome["mechanism"], "docker", "{outcome}");
+    outcome_shape::assert_shape("docker-exit", &outcome);
 }
 
 #[test]
