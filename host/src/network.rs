@@ -37,7 +37,13 @@ use palisade_engine::output::PlanNetwork;
 use crate::launch::LaunchError;
 
 #[cfg(target_os = "linux")]
-pub use linux::{BridgeSession, bridge_main, bridge_plan};
+pub use linux::{BridgeRecord, BridgeSession, bridge_main, bridge_plan};
+
+/// The bridge's account in the outcome: there is no bridge outside Linux, so none is ever made
+/// (a struct, not an empty enum: code after a session's `finish` stays reachable).
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, serde::Serialize)]
+pub struct BridgeRecord;
 
 /// Where the run's processes live: who may use the routes, and which bridge program runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,7 +114,7 @@ impl BridgeSession {
     pub fn plan(&self) -> Result<palisade_shims::plan::Bridge, LaunchError> {
         match *self {}
     }
-    pub fn finish(self) -> (serde_json::Value, Vec<crate::denials::Denial>) {
+    pub fn finish(self) -> (BridgeRecord, Vec<crate::denials::Denial>) {
         match self {}
     }
 }
@@ -458,7 +464,7 @@ mod linux {
 
         /// Stops serving and returns the account of every connection, for the audit outcome,
         /// and the connections it refused because of the decision.
-        pub fn finish(self) -> (serde_json::Value, Vec<crate::denials::Denial>) {
+        pub fn finish(self) -> (BridgeRecord, Vec<crate::denials::Denial>) {
             let bridge_program = self
                 .bridge_program()
                 .map(|p| p.display().to_string())
@@ -517,7 +523,7 @@ mod linux {
                 unfinished_connections: report.unfinished_connections,
             };
             let denials = crate::denials::network_denials(&record.connections);
-            (serde_json::to_value(record).unwrap_or_default(), denials)
+            (record, denials)
         }
     }
 

@@ -112,7 +112,9 @@ fn decided(args: &DecideArgs) -> Result<Outcome, Failure> {
     let gathered = gather_input(args)?;
     let mut context = audit::context_now("decide", gathered.probe_source);
     context.host_config = gathered.host_config.as_ref().map(HostConfig::record);
-    context.requested_by = execution(&args.exec)?.1;
+    context.requested_by = execution(&args.exec)?
+        .1
+        .map(|requester| serde_json::to_value(requester).unwrap_or_default());
     let cache = super::setup::cache_path()?;
     decide_recorded(
         &gathered.input,

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use palisade_engine::model::{BudgetLimits, PolicyFlags};
 use palisade_engine::{Backend, Capability, ExecutionMode, NetworkMode};
-use serde_json::Value;
 
 use crate::execmode;
 use crate::report::{ErrorCode, Failure};
@@ -14,7 +13,9 @@ use crate::report::{ErrorCode, Failure};
 use super::args::{BudgetArgs, ExecArgs, HostArgs, PolicyArgs};
 
 /// `--execution-mode`, and the audit's requester entry for a `workspace` request.
-pub(super) fn execution(exec: &ExecArgs) -> Result<(ExecutionMode, Option<Value>), Failure> {
+pub(super) fn execution(
+    exec: &ExecArgs,
+) -> Result<(ExecutionMode, Option<execmode::Requester>), Failure> {
     let mode = execmode::parse(&exec.execution_mode).unwrap_or(ExecutionMode::Sandbox);
     if exec.requested_by.is_some() && mode != ExecutionMode::Workspace {
         // Recorded only for workspace runs: accepted anywhere else it would vanish unsaid.
@@ -23,9 +24,8 @@ pub(super) fn execution(exec: &ExecArgs) -> Result<(ExecutionMode, Option<Value>
             "`--requested-by` applies only with `--execution-mode workspace`",
         ));
     }
-    let requester = (mode == ExecutionMode::Workspace).then(|| {
-        serde_json::to_value(execmode::requester(exec.requested_by.as_deref())).unwrap_or_default()
-    });
+    let requester = (mode == ExecutionMode::Workspace)
+        .then(|| execmode::requester(exec.requested_by.as_deref()));
     Ok((mode, requester))
 }
 

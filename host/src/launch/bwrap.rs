@@ -9,8 +9,8 @@ use palisade_shims::plan::LaunchPlan;
 
 use super::init::SandboxInitBinary;
 use super::outcome::{
-    budget_denials, exit_byte, mask_account, not_executed, observer_account, outcome_record,
-    resolve_command, set, supervised,
+    Failed, MaskAccount, ObserverAccount, Outcome, Pid1, SetupRetried, budget_denials, exit_byte,
+    not_executed, resolve_command, supervised,
 };
 use super::rundir::{EmptyDir, open_run_lock_for_record};
 use super::{ExecuteOptions, LaunchError, Launched};
@@ -30,11 +30,9 @@ pub(super) fn execute(
                 "palisade: {first}; the command did not start, so palisade sets the sandbox up once more"
             );
             let mut launched = launch_bwrap(plan, options)?;
-            set(
-                &mut launched.record,
-                "setupRetried",
-                serde_json::json!({"firstAttempt": first}),
-            );
+            launched.record.setup_retried = Some(SetupRetried {
+                first_attempt: first,
+            });
             Ok(launched)
         }
         other => other,
@@ -69,11 +67,7 @@ fn launch_bwrap(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched,
         // mount them here instead (or keep them mute), as on a host where it never could.
         Err(LaunchError::MasksInNamespace(why)) => {
             let mut launched = launch_bwrap_with(plan, options, false)?;
-            set(
-                &mut launched.record,
-                "masksInNamespace",
-                serde_json::json!({"error": why}),
-            );
+            launched.record.masks_in_namespace = Some(Failed { error: why });
             Ok(launched)
         }
         other => other,
@@ -238,13 +232,7 @@ fn launch_bwrap_with(
             mut record,
         }) => {
             // The survivors keep them mounted; the record says they are still there.
-            if !placeholders_left.is_empty() {
-                set(
-                    &mut record,
-                    "placeholdersLeft",
-                    serde_json::json!(placeholders_left),
-                );
-            }
+            record.placeholders_left = placeholders_left;
             return Err(LaunchError::TreeNotEmpty { remaining, record });
         }
         other => other?,
@@ -262,31 +250,17 @@ fn launch_bwrap_with(
             outcome.exit_code()
         )));
     }
-    let mut record = outcome_record(&outcome, plan)?;
-    set(
-        &mut record,
-        "seccompInstructions",
-        serde_json::json!(seccomp_rules),
-    );
-    set(
-        &mut record,
-        "pid1",
-        serde_json::json!({"init": init_binary.name, "dumpable": false}),
-    );
-    if !left.is_empty() {
-        set(&mut record, "mountpointsLeft", serde_json::json!(left));
-    }
-    if !placeholders_left.is_empty() {
-        set(
-            &mut record,
-            "placeholdersLeft",
-            serde_json::json!(placeholders_left),
-        );
-    }
+    let exit_code = exit_byte(outcome.exit_code());
     let mut denials = budget_denials(&outcome, plan);
+    let marks = outcome.marks;
+    let mut record = Outcome::supervised(outcome, plan);
+    record.seccomp_instructions = Some(seccomp_rules);
+    record.pid1 = Some(Pid1::init(init_binary.name));
+    record.mountpoints_left = left;
+    record.placeholders_left = placeholders_left;
     if let Some(observed) = &observed {
         denials.extend(crate::denials::syscall_denials(observed));
-        set(&mut record, "seccompObserver", observer_account(observed));
+        record.seccomp_observer = Some(ObserverAccount::of(observed));
     }
     if let Some(seen) = &masks_seen {
         denials.extend(crate::denials::file_denials(
@@ -296,18 +270,14 @@ fn launch_bwrap_with(
         ));
     }
     if !args.denied_masks.is_empty() {
-        set(
-            &mut record,
-            "fileObserver",
-            mask_account(masks_seen.as_ref(), mask_error.as_deref()),
-        );
+        record.file_observer = Some(MaskAccount::of(masks_seen.as_ref(), mask_error.as_deref()));
     }
     Ok(Launched {
-        exit_code: exit_byte(outcome.exit_code()),
+        exit_code,
         record,
         denials,
         dropped: observed.map_or(0, |o| o.dropped)
             + masks_seen.as_ref().map_or(0, |seen| seen.dropped),
-        marks: outcome.marks,
+        marks,
     })
 }

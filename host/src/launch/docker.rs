@@ -7,6 +7,7 @@ use palisade_shims::docker::{DockerSpec, Removal};
 use palisade_shims::plan::LaunchPlan;
 use palisade_shims::supervise;
 
+use super::outcome::{DockerAccount, MaskAccount, ObserverAccount, Outcome, Pid1};
 use super::{LaunchError, Launched};
 
 /// Removes the containers of this user's earlier runs that are over but still exist, and says
@@ -53,7 +54,7 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
             remaining,
             outcome,
         })) => {
-            let record = serde_json::to_value(&*outcome).unwrap_or_default();
+            let record = Box::new(Outcome::supervised(*outcome, plan));
             return Err(LaunchError::TreeNotEmpty { remaining, record });
         }
         Err(shim::DockerError::Supervise(other)) => {
@@ -61,69 +62,42 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         }
         Err(other) => return Err(LaunchError::Prepare(other.to_string())),
     };
-    let mut record =
-        serde_json::to_value(&done.outcome).map_err(|e| LaunchError::Supervise(e.to_string()))?;
     let gone = matches!(done.removal, Removal::AlreadyGone | Removal::Removed);
-    if let Some(object) = record.as_object_mut() {
-        object.insert("exitCode".into(), done.outcome.exit_code().into());
-        object.insert("mechanism".into(), "docker".into());
-        object.insert(
-            "docker".into(),
-            serde_json::json!({
-                "container": done.container,
-                "imageId": spec.image_id,
-                "removal": done.removal,
-                "limits": done.limits,
-                "seccompRules": done.seccomp_rules,
-            }),
-        );
-        if !swept.is_empty() {
-            object.insert("containersSwept".into(), serde_json::json!(swept));
-        }
-        object.insert(
-            "pid1".into(),
-            serde_json::json!({"init": "docker-init", "dumpable": false, "copyOf": spec.init}),
-        );
-        // The client's tree is the supervisor's; the container's processes are gone only if
-        // the container is.
-        let tree_empty = done.outcome.tree_empty && gone;
-        object.insert("treeEmpty".into(), tree_empty.into());
-        if !done.mountpoints_left.is_empty() {
-            object.insert(
-                "mountpointsLeft".into(),
-                serde_json::json!(done.mountpoints_left),
-            );
-        }
-        if !done.placeholders_left.is_empty() {
-            object.insert(
-                "placeholdersLeft".into(),
-                serde_json::json!(done.placeholders_left),
-            );
-        }
-    }
-    if let Removal::Failed(detail) = &done.removal {
-        return Err(LaunchError::ContainerNotRemoved {
-            container: done.container.clone(),
-            detail: detail.clone(),
-            record: {
-                let mut record = record;
-                if let Some(object) = record.as_object_mut() {
-                    object.insert("removalError".into(), detail.clone().into());
-                }
-                record
-            },
-        });
-    }
+    let exit_code = super::outcome::exit_byte(done.outcome.exit_code());
     // The client's supervisor enforces only the wall clock; the container's own budgets are its
     // cgroup's (a limitation the probe lists).
     let mut denials = super::outcome::budget_denials(&done.outcome, plan);
+    let marks = done.outcome.marks;
+    let mut outcome = done.outcome;
+    // The client's tree is the supervisor's; the container's processes are gone only if the
+    // container is.
+    outcome.tree_empty = outcome.tree_empty && gone;
+    let mut record = Outcome::supervised(outcome, plan);
+    record.docker = Some(DockerAccount {
+        container: done.container.clone(),
+        image_id: spec.image_id.clone(),
+        removal: done.removal.clone(),
+        limits: done.limits,
+        seccomp_rules: done.seccomp_rules,
+    });
+    record.containers_swept = swept;
+    record.pid1 = Some(Pid1 {
+        copy_of: Some(spec.init.clone()),
+        ..Pid1::init("docker-init")
+    });
+    record.mountpoints_left = done.mountpoints_left;
+    record.placeholders_left = done.placeholders_left;
+    if let Removal::Failed(detail) = done.removal {
+        record.removal_error = Some(detail.clone());
+        return Err(LaunchError::ContainerNotRemoved {
+            container: done.container,
+            detail,
+            record: Box::new(record),
+        });
+    }
     if let Some(observed) = &done.observed {
         denials.extend(crate::denials::syscall_denials(observed));
-        super::outcome::set(
-            &mut record,
-            "seccompObserver",
-            super::outcome::observer_account(observed),
-        );
+        record.seccomp_observer = Some(ObserverAccount::of(observed));
     }
     if let Some(seen) = &done.masks_seen {
         denials.extend(crate::denials::file_denials(
@@ -133,19 +107,18 @@ pub fn execute(plan: &LaunchPlan, spec: &DockerSpec) -> Result<Launched, LaunchE
         ));
     }
     if !done.denied_masks.is_empty() {
-        super::outcome::set(
-            &mut record,
-            "fileObserver",
-            super::outcome::mask_account(done.masks_seen.as_ref(), done.mask_error.as_deref()),
-        );
+        record.file_observer = Some(MaskAccount::of(
+            done.masks_seen.as_ref(),
+            done.mask_error.as_deref(),
+        ));
     }
     Ok(Launched {
-        exit_code: u8::try_from(done.outcome.exit_code()).unwrap_or(125),
+        exit_code,
         record,
         denials,
         dropped: done.observed.as_ref().map_or(0, |o| o.dropped)
             + done.masks_seen.as_ref().map_or(0, |seen| seen.dropped),
         // No start signal through `docker run`: the container's setup counts in `command`.
-        marks: done.outcome.marks,
+        marks,
     })
 }

@@ -6,7 +6,7 @@ use palisade_shims::plan::{LaunchPlan, Mechanism};
 
 use super::init::SandboxInitBinary;
 use super::outcome::{
-    budget_denials, exit_byte, mask_account, observer_account, outcome_record, set, supervised,
+    MaskAccount, ObserverAccount, Outcome, Pid1, budget_denials, exit_byte, supervised,
 };
 use super::rundir::EmptyDir;
 use super::{LaunchError, Launched};
@@ -78,31 +78,19 @@ pub(super) fn execute(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         // Init refused before executing anything (e.g. Landlock not fully enforced).
         return Err(LaunchError::Setup(error));
     }
-    let mut record = outcome_record(&outcome, plan)?;
-    set(
-        &mut record,
-        "pid1",
-        serde_json::json!({"init": init_binary.name, "dumpable": false}),
-    );
+    let exit_code = exit_byte(outcome.exit_code());
+    let mut denials = budget_denials(&outcome, plan);
+    let marks = outcome.marks;
+    let mut record = Outcome::supervised(outcome, plan);
+    record.pid1 = Some(Pid1::init(init_binary.name));
     // What the sandbox's `/proc` was: init applied the plan's or refused (above).
     if let Mechanism::Landlock(proc) = plan.mechanism {
-        set(
-            &mut record,
-            "proc",
-            serde_json::to_value(proc).unwrap_or_default(),
-        );
+        record.proc = Some(proc);
     }
-    if let Some(status) = setup.landlock {
-        set(
-            &mut record,
-            "landlock",
-            serde_json::to_value(status).unwrap_or_default(),
-        );
-    }
-    let mut denials = budget_denials(&outcome, plan);
+    record.landlock = setup.landlock;
     if let Some(observed) = &setup.observed {
         denials.extend(crate::denials::syscall_denials(observed));
-        set(&mut record, "seccompObserver", observer_account(observed));
+        record.seccomp_observer = Some(ObserverAccount::of(observed));
     }
     if let Some(seen) = &masks_seen {
         denials.extend(crate::denials::file_denials(
@@ -112,18 +100,14 @@ pub(super) fn execute(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         ));
     }
     if !masks.is_empty() {
-        set(
-            &mut record,
-            "fileObserver",
-            mask_account(masks_seen.as_ref(), mask_error.as_deref()),
-        );
+        record.file_observer = Some(MaskAccount::of(masks_seen.as_ref(), mask_error.as_deref()));
     }
     Ok(Launched {
-        exit_code: exit_byte(outcome.exit_code()),
+        exit_code,
         record,
         denials,
         dropped: setup.observed.map_or(0, |o| o.dropped)
             + masks_seen.as_ref().map_or(0, |seen| seen.dropped),
-        marks: outcome.marks,
+        marks,
     })
 }

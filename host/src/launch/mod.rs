@@ -24,6 +24,7 @@ mod seatbelt;
 
 #[cfg(target_os = "linux")]
 pub use init::INIT_BINARY;
+pub use outcome::{Ending, Outcome};
 pub use rundir::{RunTempDir, new_run_id};
 
 /// Why a decision cannot be launched.
@@ -40,7 +41,7 @@ pub enum LaunchError {
     #[error("{remaining} processes of the run survived the cleanup")]
     TreeNotEmpty {
         remaining: usize,
-        record: serde_json::Value,
+        record: Box<outcome::Outcome>,
     },
     /// The docker daemon did not confirm that the run's container is gone (it was restarting,
     /// or did not answer in time): the reaper keeps removing it, and the next docker run of
@@ -49,7 +50,7 @@ pub enum LaunchError {
     ContainerNotRemoved {
         container: String,
         detail: String,
-        record: serde_json::Value,
+        record: Box<outcome::Outcome>,
     },
     #[error("sandbox setup failed inside the launcher; the command did not run: {0}")]
     Setup(String),
@@ -83,10 +84,10 @@ pub struct ExecuteOptions {
 
 /// A finished run: the status to exit with, the account for the audit record, and what the
 /// launch itself saw denied (the budget that ended the run).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Launched {
     pub exit_code: u8,
-    pub record: serde_json::Value,
+    pub record: outcome::Outcome,
     pub denials: Vec<crate::denials::Denial>,
     /// Denials an observer counted but did not keep.
     pub dropped: u64,

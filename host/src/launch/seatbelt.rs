@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use palisade_shims::plan::LaunchPlan;
 
 use super::outcome::{
-    budget_denials, exit_byte, not_executed, outcome_record, resolve_command, set, supervised,
+    Outcome, budget_denials, exit_byte, not_executed, resolve_command, supervised,
 };
 use super::{LaunchError, Launched};
 
@@ -58,15 +58,17 @@ pub(super) fn execute(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
         ),
         plan,
     )?;
-    let mut record = outcome_record(&outcome, plan)?;
+    let exit_code = exit_byte(outcome.exit_code());
+    let denials = budget_denials(&outcome, plan);
+    let marks = outcome.marks;
+    let mut record = Outcome::supervised(outcome, plan);
     let digest = sha2::Sha256::digest(profile.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    set(&mut record, "seatbeltProfileSha256", serde_json::json!(hex));
+    record.seatbelt_profile_sha256 = Some(digest.iter().map(|b| format!("{b:02x}")).collect());
     Ok(Launched {
-        exit_code: exit_byte(outcome.exit_code()),
+        exit_code,
         record,
-        denials: budget_denials(&outcome, plan),
+        denials,
         dropped: 0,
-        marks: outcome.marks,
+        marks,
     })
 }

@@ -10,7 +10,6 @@ mod record;
 
 use palisade_engine::output::{ConfinementPlan, PlanNetwork};
 use palisade_engine::{Backend, DecisionInput, ExecutionMode, Outcome, Verdict};
-use serde_json::Value;
 
 use crate::audit;
 use crate::denials::Denials;
@@ -104,7 +103,7 @@ struct Configured {
     interrupts: palisade_shims::signals::Interrupts,
     setup: super::setup::HostSetup,
     mode: ExecutionMode,
-    requester: Option<Value>,
+    requester: Option<crate::execmode::Requester>,
     budget_flags: Option<palisade_engine::model::BudgetLimits>,
     overrides: Vec<(String, std::net::IpAddr)>,
     run_id: String,
@@ -247,7 +246,10 @@ fn decide(
     let mut context = audit::context_now("run", measured.probe_source);
     context.run_id = Some(run.run_id.clone());
     context.host_config = Some(run.setup.config.record());
-    context.requested_by = run.requester.clone();
+    context.requested_by = run
+        .requester
+        .as_ref()
+        .map(|requester| serde_json::to_value(requester).unwrap_or_default());
     let recorded = decide_recorded(
         &measured.input,
         args.audit.as_deref(),
@@ -422,7 +424,7 @@ fn prepare_launch(
 /// the sandbox refused as the supervisor and the network bridge saw it.
 struct Supervised {
     result: Result<launch::Launched, launch::LaunchError>,
-    bridge_account: Option<(Value, Vec<crate::denials::Denial>)>,
+    bridge_account: Option<(network::BridgeRecord, Vec<crate::denials::Denial>)>,
     denials: Denials,
     environment: envpolicy::EnvRecord,
     /// When the launch began: what the command wrote after it is what the git scan looks at.
@@ -510,17 +512,17 @@ fn report(
             launch::LaunchError::TreeNotEmpty { .. }
             | launch::LaunchError::ContainerNotRemoved { .. },
         ) => None,
-        Err(launch::LaunchError::Stopped(signal)) => Some(serde_json::json!({
-            "endedBy": "not-launched",
-            "exitCode": exit_for_signal(*signal),
-            "error": format!("stopped by signal {signal} before the command started"),
-            "signal": signal,
-        })),
-        Err(error) => Some(serde_json::json!({
-            "endedBy": "not-launched",
-            "exitCode": 125,
-            "error": error.to_string(),
-        })),
+        Err(launch::LaunchError::Stopped(signal)) => Some(launch::Outcome::new(
+            launch::Ending::not_launched(
+                format!("stopped by signal {signal} before the command started"),
+                Some(*signal),
+            ),
+            i32::from(exit_for_signal(*signal)),
+        )),
+        Err(error) => Some(launch::Outcome::new(
+            launch::Ending::not_launched(error.to_string(), None),
+            125,
+        )),
     };
     let failed_record_is_none = failed_record.is_none();
     // Host-side facts of the run: the proxy's account, the environment's names, who asked.
@@ -529,7 +531,7 @@ fn report(
         Err(
             launch::LaunchError::TreeNotEmpty { record, .. }
             | launch::LaunchError::ContainerNotRemoved { record, .. },
-        ) => Some(record),
+        ) => Some(&mut **record),
         Err(_) => failed_record.as_mut(),
     };
     // What the command left for the host's git to run later, where no mount protected it.
@@ -545,40 +547,30 @@ fn report(
             ..Default::default()
         }
     };
-    if let Some(Value::Object(map)) = record {
-        if !scan.planted.is_empty() {
-            map.insert(
-                "gitPlanted".to_owned(),
-                serde_json::to_value(&scan.planted).unwrap_or_default(),
-            );
-        }
+    if let Some(record) = record {
+        record.git_planted = scan.planted.clone();
         if !scan.complete {
-            map.insert(
-                "gitPlantedScan".to_owned(),
-                serde_json::json!({"complete": false, "directories": scan.directories}),
-            );
+            record.git_planted_scan = Some(launch::outcome::PlantedScan {
+                complete: false,
+                directories: scan.directories,
+            });
         }
-        if let Some((account, _)) = bridge_account {
-            map.insert("network".to_owned(), account);
-        }
-        map.insert(
-            "denials".to_owned(),
-            serde_json::to_value(&denials).unwrap_or_default(),
-        );
-        map.insert(
-            "environment".to_owned(),
-            serde_json::to_value(&environment).unwrap_or_default(),
-        );
-        map.insert("decisionCache".to_owned(), source.as_str().into());
-        if let Some(requester) = &requester {
-            map.insert(
-                "executionMode".to_owned(),
-                serde_json::json!({"mode": "workspace", "sandboxed": false, "requestedBy": requester}),
-            );
-        }
+        record.network = bridge_account.map(|(account, _)| account);
+        record.denials = Some(denials.clone());
+        record.environment = Some(environment);
+        record.decision_cache = Some(source.as_str());
+        record.execution_mode =
+            requester
+                .as_ref()
+                .map(|requester| launch::outcome::ExecutionMode {
+                    mode: "workspace",
+                    sandboxed: false,
+                    requested_by: requester.clone(),
+                });
     }
-    let mut record_outcome = |record: &Value| {
-        let written = recorder.write(digest, record, clock);
+    let mut record_outcome = |record: launch::Outcome| {
+        let (written, record) = recorder.write(digest, record, clock);
+        let record = &record;
         // After the command, never interleaved with its output.
         if !args.quiet {
             if let Some(line) = escalation_line(record) {
@@ -619,11 +611,11 @@ fn report(
         Ok(launched) => {
             // Removed before the outcome is written, so that its time is in the record.
             drop(temp);
-            record_outcome(&launched.record);
+            record_outcome(launched.record);
             Ok(Exit::Command(launched.exit_code))
         }
         Err(launch::LaunchError::TreeNotEmpty { remaining, record }) => {
-            record_outcome(&record);
+            record_outcome(*record);
             Err(Failure::new(
                 ErrorCode::Internal,
                 format!("{remaining} processes of the run survived the cleanup"),
@@ -636,7 +628,7 @@ fn report(
             detail,
             record,
         }) => {
-            record_outcome(&record);
+            record_outcome(*record);
             Err(Failure::new(
                 ErrorCode::DockerDaemonUnavailable,
                 format!(
@@ -647,14 +639,14 @@ fn report(
             .into())
         }
         Err(launch::LaunchError::Stopped(signal)) => {
-            if let Some(record) = &failed_record {
+            if let Some(record) = failed_record {
                 record_outcome(record);
             }
             say!("palisade: stopped by signal {signal} before the command started; nothing ran");
             Ok(Exit::Command(exit_for_signal(signal)))
         }
         Err(error) => {
-            if let Some(record) = &failed_record {
+            if let Some(record) = failed_record {
                 record_outcome(record);
             }
             Err(Failure::new(ErrorCode::Internal, error.to_string())

@@ -8,6 +8,7 @@ use crate::audit;
 use crate::cli::args::RunArgs;
 use crate::denials::Denials;
 use crate::exit::Exit;
+use crate::launch::{Ending, Outcome};
 use crate::report::{ErrorCode, Failure};
 use crate::timings::{Clock, Phase, Timings};
 
@@ -36,7 +37,12 @@ impl<'a> Recorder<'a> {
     }
 
     /// Records the outcome of the run launched under the decision `digest`.
-    pub(super) fn write(&mut self, digest: &str, record: &Value, clock: &mut Clock) -> Written {
+    pub(super) fn write(
+        &mut self,
+        digest: &str,
+        record: Outcome,
+        clock: &mut Clock,
+    ) -> (Written, Value) {
         write_outcome(
             self.args,
             &self.run_id,
@@ -50,14 +56,17 @@ impl<'a> Recorder<'a> {
     /// A run stopped by `signal` after its decision and before its command: said, recorded.
     pub(super) fn stopped(&mut self, digest: &str, signal: i32, clock: &mut Clock) -> Ended {
         say!("palisade: stopped by signal {signal} before the command started; nothing ran");
-        let record = serde_json::json!({
-            "endedBy": "not-launched",
-            "exitCode": exit_for_signal(signal),
-            "error": format!("stopped by signal {signal} before the command started"),
-            "signal": signal,
-            "denials": Denials::default(),
-        });
-        let written = self.write(digest, &record, clock);
+        let record = Outcome {
+            denials: Some(Denials::default()),
+            ..Outcome::new(
+                Ending::not_launched(
+                    format!("stopped by signal {signal} before the command started"),
+                    Some(signal),
+                ),
+                i32::from(exit_for_signal(signal)),
+            )
+        };
+        let (written, _) = self.write(digest, record, clock);
         print_timings(self.args, &written);
         Ended::Exit(Exit::Command(exit_for_signal(signal)))
     }
@@ -70,13 +79,11 @@ impl<'a> Recorder<'a> {
         failure: Failure,
         clock: &mut Clock,
     ) -> Ended {
-        let record = serde_json::json!({
-            "endedBy": "not-launched",
-            "exitCode": 125,
-            "error": failure.message,
-            "denials": Denials::default(),
-        });
-        let written = self.write(digest, &record, clock);
+        let record = Outcome {
+            denials: Some(Denials::default()),
+            ..Outcome::new(Ending::not_launched(failure.message.clone(), None), 125)
+        };
+        let (written, _) = self.write(digest, record, clock);
         print_timings(self.args, &written);
         Ended::Failure(failure)
     }
@@ -168,18 +175,15 @@ pub(super) fn write_outcome(
     run_id: &str,
     decision_digest: &str,
     json_out: &mut Option<std::fs::File>,
-    record: &Value,
+    mut record: Outcome,
     clock: &mut Clock,
-) -> Written {
+) -> (Written, Value) {
     clock.end(Phase::Cleanup);
     let timings = clock.timings();
-    let mut outcome = record.clone();
-    if let Value::Object(map) = &mut outcome {
-        map.insert(
-            "timings".to_owned(),
-            serde_json::to_value(&timings).unwrap_or_default(),
-        );
-    }
+    record.timings = Some(timings.clone());
+    // The one place an outcome is serialized: the audit line and `--json` carry these bytes,
+    // and what is said after the command is read back from them.
+    let outcome = record.to_value();
     let mut line = audit::OutcomeRecord {
         schema_version: audit::OUTCOME_SCHEMA_VERSION.to_owned(),
         run_id: run_id.to_owned(),
@@ -204,10 +208,11 @@ pub(super) fn write_outcome(
     {
         say!("warning: cannot write the outcome to `--json`: {error}");
     }
-    Written {
+    let written = Written {
         timings,
         write: writing.elapsed(),
-    }
+    };
+    (written, line.outcome)
 }
 
 /// With `--timings`, the phase table on stderr: the last thing the run prints (even with
