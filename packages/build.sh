@@ -7,13 +7,14 @@
 #
 # Usage: bash packages/build.sh [--component FILE | --palisade BINARY]
 # Without either, the component is `palisade component` of the newer of target/release/palisade
-# and target/debug/palisade. Needs jco from tests/xruntime/install.sh (once); python3 (standard
-# library only) writes the wheel and `npm pack` the tarball, so building needs no network.
+# and target/debug/palisade. Needs tests/xruntime/install.sh (once): `python -m build` with its
+# pinned build and hatchling writes the wheel, its jco and `npm pack` the tarball, so building
+# needs no network.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
 
 component=
 palisade=
@@ -29,6 +30,9 @@ done
 
 jco=tests/xruntime/node/node_modules/.bin/jco
 [[ -x $jco ]] || die "$jco is missing; run tests/xruntime/install.sh (the pinned jco)"
+python=tests/xruntime/python/.venv/bin/python
+"$python" -c 'import build, hatchling' 2>/dev/null ||
+    die "$python with build and hatchling is missing; run tests/xruntime/install.sh (the pinned build and hatchling)"
 
 target=${CARGO_TARGET_DIR:-$PWD/target}
 out="$target/packages"
@@ -59,7 +63,19 @@ echo "palisade-engine $version (component sha256:$digest)"
 # Artefacts of earlier builds (other components) would be found by a glob; keep only this one.
 rm -f "$out"/palisade_engine-*.whl "$out"/palisade-engine-*.tgz
 
-wheel=$(python3 packages/python/build_wheel.py --component "$component" --version "$version" --out "$out")
+# The Python package: a copy of packages/python (and packages/VERSION beside it, which its
+# version starts with) with the component placed, as `palisade component --out` places it, so the
+# sources stay as they are; hatch_build.py names the version and writes the digest into the wheel.
+# Without isolation, the tests environment's pinned hatchling builds it (no index needed).
+mkdir -p "$stage/python"
+cp packages/VERSION "$stage/"
+cp -R packages/python/. "$stage/python/"
+rm -rf "$stage/python/dist" "$stage/python/.venv"
+cp "$component" "$stage/python/palisade_engine/palisade-engine.wasm"
+"$python" -m build --wheel --no-isolation --outdir "$out" "$stage/python" >"$stage/python-build.log" 2>&1 ||
+    { cat "$stage/python-build.log" >&2; die "python -m build failed (above)"; }
+wheel="$out/palisade_engine-$version-py3-none-any.whl"
+[[ -f $wheel ]] || die "python -m build wrote no $wheel (its output: $stage/python-build.log)"
 
 # The npm package: the sources, jco's output for the component, and the digests to check.
 node="$stage/node"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Cross-runtime conformance: the whole conformance corpus through six paths — the native engine
+# Cross-runtime conformance: the whole conformance corpus through seven paths — the native engine
 # crate, the Rust host (the component under wasmtime), Python (wasmtime-py) and Node (jco), and
 # the Python and npm packages (packages/build.sh), each installed from its built artefact into a
-# fresh environment — and every digest must be identical. Needs `tests/xruntime/install.sh` to
-# have run once; works offline after that. Uses the component built by this checkout
-# (`palisade component`).
+# fresh environment, and the Python package once more as `pip install packages/python` installs
+# it — and every digest must be identical. Needs `tests/xruntime/install.sh` to have run once;
+# works offline after that. Uses the component built by this checkout (`palisade component`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -98,14 +98,36 @@ mypy_run=("$mypy" --strict --python-executable "$venv/bin/python" --cache-dir "$
 "${mypy_run[@]}" tests/xruntime/packages/consumer.py examples/python/decide.py ||
     die "code written against the python package does not type-check (above)"
 python_package=$(now_ms)
+# Python, the other way: as a user installs it from a checkout — the component placed with
+# `palisade component --out`, then `pip install` of the package's directory (a copy of
+# packages/ here, so the checkout stays as it is). pip builds it in an isolated environment with
+# the hatchling of its [build-system] requires, from the wheelhouse (no index). The wheel pip
+# builds that way is the wheel packages/build.sh built, byte for byte.
+source="$work/pip-source/packages"
+mkdir -p "$source/python"
+cp packages/VERSION "$source/"
+cp -R packages/python/. "$source/python/"
+rm -rf "$source/python/palisade_engine/palisade-engine.wasm" "$source/python/dist" "$source/python/.venv"
+"$palisade" component --out "$source/python/palisade_engine/palisade-engine.wasm"
+pip_offline=(--quiet --disable-pip-version-check --no-index --find-links "$wheelhouse")
+"$pip" wheel "${pip_offline[@]}" --no-deps --wheel-dir "$work/pip-wheel" "$source/python"
+cmp "$work/pip-wheel/$(basename "$wheel")" "$wheel" ||
+    die "pip built $(echo "$work"/pip-wheel/*.whl), not the wheel packages/build.sh built ($wheel)"
+pip_venv="$work/python-pip-venv"
+python3 -m venv --without-pip "$pip_venv"
+"$pip" --python "$pip_venv/bin/python" install "${pip_offline[@]}" "$source/python"
+"$pip_venv/bin/python" tests/xruntime/packages/run_corpus.py "$work/corpus.tsv" "$built" \
+    "$project/node_modules/palisade-engine/index.d.ts" \
+    >"$work/python-pip.txt" 2>"$work/python-pip.err" || { cat "$work/python-pip.err" >&2; die "the python package runner failed with pip install packages/python"; }
+python_pip=$(now_ms)
 
 echo "== per-runtime wall time for $cases cases"
 cat "$work/times.txt"
 printf '%s (process %s ms)\n' "$(cat "$work/python.err")" "$python_ms"
 printf '%s (process %s ms; jco transpile %s ms)\n' "$(cat "$work/node.err")" "$node_ms" "$((transpiled - start))"
-cat "$work/python-package.err" "$work/node-package.err"
-printf 'packages: built in %s ms; npm install, corpus and tsc %s ms; venv, pip install, corpus and mypy %s ms\n' \
-    "$((built_packages - packages_start))" "$((node_package - built_packages))" "$((python_package - node_package))"
+cat "$work/python-package.err" "$work/node-package.err" "$work/python-pip.err"
+printf 'packages: built in %s ms; npm install, corpus and tsc %s ms; venv, pip install, corpus and mypy %s ms; pip wheel and pip install of packages/python, venv and corpus %s ms\n' \
+    "$((built_packages - packages_start))" "$((node_package - built_packages))" "$((python_package - node_package))" "$((python_pip - python_package))"
 
 echo "== examples (as their READMEs run them), checked against palisade decide --input"
 # Each example prints `digest sha256:<hex>` for its input and writes that input as JSON; the CLI
@@ -150,4 +172,5 @@ mkdir -p "$dsse/home" "$dsse/ws"
 echo "== compare"
 python3 tests/xruntime/compare.py native="$work/native.txt" rust-host="$work/rust-host.txt" \
     python="$work/python.txt" node="$work/node.txt" \
-    python-pkg="$work/python-package.txt" node-pkg="$work/node-package.txt"
+    python-pkg="$work/python-package.txt" node-pkg="$work/node-package.txt" \
+    python-pip="$work/python-pip.txt"
