@@ -37,6 +37,7 @@ fn input(entries: &[String]) -> DecisionInput {
             network_bridge: true,
             version: "bubblewrap 0.8.0".into(),
             limitations: vec![],
+            landlock_proc: None,
         }],
         narrow_allowed_domains: None,
         execution_mode: None,

@@ -101,13 +101,7 @@ fn launch_plan_of_every_corpus_decision() {
             run_temp_dir: PathBuf::from(plan.writable_roots.last().unwrap()),
             bridge,
         };
-        let limitations = case
-            .input
-            .probes
-            .iter()
-            .find(|probe| probe.backend == plan.backend)
-            .map_or(&[][..], |probe| probe.limitations.as_slice());
-        let rendered = match palisade::translate::launch_plan(&plan, limitations, host) {
+        let rendered = match palisade::translate::launch_plan(&plan, host) {
             Ok((l, _)) if !l.unix_sockets.is_empty() => format!(
                 "mechanism {:?}\nsockets {:?}\nenv {:?}",
                 l.mechanism, l.unix_sockets, l.env

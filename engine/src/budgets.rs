@@ -135,14 +135,20 @@ pub(crate) struct BudgetSources<'a> {
 /// The budgets the launcher enforces: for each budget the tightest of the policy's, the
 /// launcher's flag, the envelope (task contract, runtime profile) and the host's ceiling, with
 /// who set it and every request not granted listed as clamped: a flag above the enforced value,
-/// or the policy above a cap (a flag tighter than the policy is the flag tightening it). `helper_processes` is what Palisade itself runs inside the tree (the egress bridge).
+/// or the policy above a cap (a flag tighter than the policy is the flag tightening it). `helper_processes` is what Palisade itself runs inside the tree (the egress bridge),
+/// `launcher_processes` what the launcher keeps at its top (bwrap, init, docker-init).
 ///
 /// Decided: a request above a ceiling (or a flag looser than the policy) is clamped, not
 /// refused. Budgets only ever get tighter, the request and the clamp both stay in the decision,
 /// and a refusal would make every taskpack depend on every host's ceilings.
-pub(crate) fn effective(sources: &BudgetSources<'_>, helper_processes: u32) -> EffectiveBudgets {
+pub(crate) fn effective(
+    sources: &BudgetSources<'_>,
+    helper_processes: u32,
+    launcher_processes: u32,
+) -> EffectiveBudgets {
     let mut out = EffectiveBudgets {
         helper_processes,
+        launcher_processes,
         ..EffectiveBudgets::default()
     };
     let limit = |limits: Option<&BudgetLimits>, kind| limits.and_then(|l| limit_of(l, kind));
@@ -344,7 +350,7 @@ mod tests {
             ceilings: Some(&ceilings),
             ..BudgetSources::default()
         };
-        let out = effective(&sources, 1);
+        let out = effective(&sources, 1, 2);
         let timeout = BudgetLimit {
             value: 300_000,
             origin: BudgetOrigin::HostCeiling,
@@ -390,7 +396,7 @@ mod tests {
     #[test]
     fn nothing_asked_nothing_enforced() {
         let sources = BudgetSources::default();
-        assert_eq!(effective(&sources, 0), EffectiveBudgets::default());
+        assert_eq!(effective(&sources, 0, 0), EffectiveBudgets::default());
         // A ceiling alone applies without a clamp: nobody asked for more.
         let ceiling = limits(Some(5), None);
         let out = effective(
@@ -398,6 +404,7 @@ mod tests {
                 ceilings: Some(&ceiling),
                 ..sources
             },
+            0,
             0,
         );
         assert_eq!(

@@ -195,6 +195,10 @@ fn from_wit_probe(probe: wit::BackendProbe) -> model::BackendProbe {
         network_bridge: probe.network_bridge,
         version: probe.version,
         limitations: probe.limitations,
+        landlock_proc: probe.landlock_proc.map(|proc| match proc {
+            wit::LandlockProc::Own => model::LandlockProc::Own,
+            wit::LandlockProc::HostProcessesDenied => model::LandlockProc::HostProcessesDenied,
+        }),
     }
 }
 
@@ -300,6 +304,10 @@ fn to_wit_plan(plan: output::ConfinementPlan) -> wit::ConfinementPlan {
         syscall_filter: plan.syscall_filter,
         process_tree_cleanup: plan.process_tree_cleanup,
         budgets: to_wit_budgets(plan.budgets),
+        landlock_proc: plan.landlock_proc.map(|proc| match proc {
+            model::LandlockProc::Own => wit::LandlockProc::Own,
+            model::LandlockProc::HostProcessesDenied => wit::LandlockProc::HostProcessesDenied,
+        }),
         environment: wit::EnvironmentPolicy {
             allowlist: plan.environment.allowlist,
             explicit_secrets: plan.environment.explicit_secrets,
@@ -335,6 +343,7 @@ fn to_wit_budgets(budgets: output::EffectiveBudgets) -> wit::EffectiveBudgets {
         max_processes: limit(budgets.max_processes),
         cpu_seconds: limit(budgets.cpu_seconds),
         helper_processes: budgets.helper_processes,
+        launcher_processes: budgets.launcher_processes,
         clamped: budgets
             .clamped
             .into_iter()

@@ -533,6 +533,7 @@ mod tests {
                 network_bridge: true,
                 version: String::new(),
                 limitations: vec![],
+                landlock_proc: None,
             }],
             policy_flags: Some(flags),
             ..crate::test_support::input(crate::model::HostFacts::linux_cli(

@@ -396,6 +396,7 @@ mod tests {
             network_bridge: false,
             version: String::new(),
             limitations: vec![],
+            landlock_proc: None,
         }
     }
 

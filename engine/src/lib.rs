@@ -38,8 +38,8 @@ mod component;
 
 pub use decide::{decide, decide_json};
 pub use model::{
-    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    PolicyFlags, RecordedFacts, SessionKind, UnixSocketFact, UnixSocketKind,
+    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, LandlockProc,
+    NetworkMode, PolicyFlags, RecordedFacts, SessionKind, UnixSocketFact, UnixSocketKind,
 };
 pub use output::{Outcome, RefusalCode, Verdict};
 
@@ -47,7 +47,7 @@ pub use output::{Outcome, RefusalCode, Verdict};
 pub const ENGINE_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The version of the WIT package this engine implements (`palisade:engine@…`).
-pub const WIT_VERSION: &str = "0.7.0";
+pub const WIT_VERSION: &str = "0.8.0";
 
 /// The largest policy document accepted, in bytes. Larger documents are refused before parsing,
 /// so time and memory stay bounded whatever the input.

@@ -193,6 +193,19 @@ pub struct BackendProbe {
     pub network_bridge: bool,
     pub version: String,
     pub limitations: Vec<String>,
+    /// `linux-landlock`: the `/proc` its sandbox gets, as the host's trial found it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock_proc: Option<LandlockProc>,
+}
+
+/// The `/proc` of a `linux-landlock` sandbox (Landlock has no mount namespace of its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LandlockProc {
+    /// A procfs of the sandbox's PID namespace: no other process is visible.
+    Own,
+    /// The host's procfs, every process directory of it denied by the ruleset.
+    HostProcessesDenied,
 }
 
 /// Facts about the host, measured by the host.

@@ -294,6 +294,7 @@ mod tests {
             network_bridge: false,
             version: String::new(),
             limitations: vec![],
+            landlock_proc: None,
         }
     }
 

@@ -355,6 +355,10 @@ pub struct ConfinementPlan {
     pub process_tree_cleanup: bool,
     /// The budgets the launcher enforces.
     pub budgets: EffectiveBudgets,
+    /// `linux-landlock`: the `/proc` the sandbox gets, from the chosen probe; init applies it
+    /// or refuses to start the command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock_proc: Option<crate::model::LandlockProc>,
     /// The environment allowlist the launcher applies to its own environment.
     pub environment: EnvironmentPolicy,
     /// Host pathname Unix sockets the command may connect to, each bound into the sandbox at
@@ -504,6 +508,11 @@ pub struct EffectiveBudgets {
     /// Processes of Palisade's own that run inside the tree (the egress bridge), allowed on top
     /// of `maxProcesses` so the command keeps the number it was given.
     pub helper_processes: u32,
+    /// Processes of the launcher's own at the top of the tree (bwrap's monitor and PID 1;
+    /// init's outer process and PID 1; docker-init), which count in it: allowed on top of
+    /// `maxProcesses` too. Decided from the backend, so that the limit the kernel applies is
+    /// the plan's.
+    pub launcher_processes: u32,
     /// Every request that was not granted, in budget order (policy before flag).
     pub clamped: Vec<BudgetClamp>,
 }

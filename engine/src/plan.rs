@@ -53,7 +53,14 @@ pub(crate) fn plan(
         protected_paths: protected_paths(policy, has(Capability::ProtectedPathReadOnlyMask)),
         syscall_filter: has(Capability::SyscallFiltering),
         process_tree_cleanup: has(Capability::ProcessTreeCleanup),
-        budgets: budgets::effective(&budget_sources(policy, input), helper_processes),
+        budgets: budgets::effective(
+            &budget_sources(policy, input),
+            helper_processes,
+            launcher_processes(probe.backend),
+        ),
+        landlock_proc: (probe.backend == Backend::LinuxLandlock)
+            .then_some(probe.landlock_proc)
+            .flatten(),
         environment: environment_policy(policy, &input.host),
         unix_sockets,
         warnings: Vec::new(),
@@ -61,6 +68,18 @@ pub(crate) fn plan(
     let ssh_agent = ssh_agent(&mut plan, &input.host);
     plan.warnings = warnings(policy, &plan, ssh_agent);
     plan
+}
+
+/// The processes the launcher of `backend` keeps at the top of the tree, which count in the
+/// process budget: bwrap's monitor and PID 1; init's outer process and PID 1 (Landlock, direct,
+/// and so `workspace` runs); docker-init, the container's PID 1; none under Seatbelt (the
+/// command is the group leader).
+fn launcher_processes(backend: Backend) -> u32 {
+    match backend {
+        Backend::LinuxBwrap | Backend::LinuxLandlock | Backend::DirectDedicated => 2,
+        Backend::Docker => 1,
+        Backend::MacosSeatbelt => 0,
+    }
 }
 
 /// The plan for an explicit `workspace` request: nothing is confined (outbound network, no
@@ -82,7 +101,12 @@ pub(crate) fn workspace_plan(
         protected_paths: protected_paths(policy, false),
         syscall_filter: false,
         process_tree_cleanup: true,
-        budgets: budgets::effective(&budget_sources(policy, input), 0),
+        budgets: budgets::effective(
+            &budget_sources(policy, input),
+            0,
+            launcher_processes(Backend::DirectDedicated),
+        ),
+        landlock_proc: None,
         environment: environment_policy(policy, &input.host),
         unix_sockets,
         warnings: Vec::new(),
@@ -417,6 +441,7 @@ mod tests {
             network_bridge: false,
             version: String::new(),
             limitations: vec![],
+            landlock_proc: None,
         }
     }
 

@@ -142,6 +142,7 @@ fn decision_input() -> impl Strategy<Value = (Document, DecisionInput)> {
                         network_bridge: false,
                         version: String::new(),
                         limitations: Vec::new(),
+                        landlock_proc: None,
                     })
                 })
                 .collect();

@@ -136,6 +136,8 @@ pub fn host_input(document: Option<String>, task_contract: Option<String>) -> De
         network_bridge: available,
         version: String::new(),
         limitations: Vec::new(),
+        landlock_proc: (backend == Backend::LinuxLandlock)
+            .then_some(palisade_engine::LandlockProc::Own),
     };
     DecisionInput {
         document,

@@ -3,9 +3,9 @@
 //!
 //! Everything that changes what runs — backend, network as applied, paths, budgets (with the
 //! egress bridge's process), the environment allowlist — was decided by the engine and is in
-//! the plan (and so in the audit record and its replay); a `linux-landlock` sandbox's `/proc` is
-//! the one its probe stated in the limitations the decision carries
-//! ([`LandlockProc::from_limitations`]). The host adds only what it alone has:
+//! the plan (and so in the audit record and its replay), a `linux-landlock` sandbox's `/proc`
+//! (`plan.landlockProc`, from its probe) and the launcher's own processes the process budget
+//! counts (`plan.budgets.launcherProcesses`) among it. The host adds only what it alone has:
 //! the command, the values of its environment (filtered by the decided allowlist), the run's
 //! private temp dir, and the network bridge it started for the plan's routes (filtered egress,
 //! listed host loopback ports) with the variables that point the command at it (the proxy
@@ -40,11 +40,9 @@ pub struct HostSide<V> {
     pub bridge: Option<Bridge>,
 }
 
-/// The shims' plan for `plan`, decided with `limitations` (the chosen probe's, as the decision
-/// records them), and the account of the command's environment.
+/// The shims' plan for `plan`, and the account of the command's environment.
 pub fn launch_plan<V>(
     plan: &ConfinementPlan,
-    limitations: &[String],
     host: HostSide<V>,
 ) -> Result<(LaunchPlan, EnvRecord), LaunchError>
 where
@@ -52,13 +50,17 @@ where
 {
     let mechanism = match plan.backend {
         Backend::LinuxBwrap => Mechanism::Bwrap,
-        Backend::LinuxLandlock => Mechanism::Landlock(
-            LandlockProc::from_limitations(limitations).ok_or_else(|| {
-                LaunchError::Plan(
-                    "the `linux-landlock` probe the decision records does not say which /proc the sandbox gets (a limitation starting `/proc is the`)".into(),
-                )
-            })?,
-        ),
+        Backend::LinuxLandlock => Mechanism::Landlock(match plan.landlock_proc {
+            Some(palisade_engine::LandlockProc::Own) => LandlockProc::Own,
+            Some(palisade_engine::LandlockProc::HostProcessesDenied) => {
+                LandlockProc::HostProcessesDenied
+            }
+            None => {
+                return Err(LaunchError::Plan(
+                    "the `linux-landlock` plan does not say which /proc the sandbox gets (`plan.landlockProc`)".into(),
+                ));
+            }
+        }),
         Backend::DirectDedicated => Mechanism::Direct,
         Backend::MacosSeatbelt => Mechanism::Seatbelt,
         Backend::Docker => Mechanism::Docker,
@@ -163,5 +165,6 @@ fn budgets(decided: &EffectiveBudgets) -> Budgets {
                 .saturating_add(u64::from(decided.helper_processes))
         }),
         cpu_seconds: decided.cpu_seconds.map(|limit| limit.value),
+        launcher_processes: u64::from(decided.launcher_processes),
     }
 }

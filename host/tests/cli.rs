@@ -136,7 +136,7 @@ fn wit_prints_the_contract() {
     let env = Env::new();
     let out = env.run(&["wit"]);
     assert!(out.status.success());
-    assert!(stdout(&out).contains("package palisade:engine@0.7.0;"));
+    assert!(stdout(&out).contains("package palisade:engine@0.8.0;"));
 }
 
 #[test]
@@ -957,6 +957,16 @@ fn records_of_the_contract_before_state_paths_replay_with_their_own_engine() {
 #[test]
 fn records_of_the_contract_before_signing_keys_replay_with_their_own_engine() {
     replay_fixture("engine-0.6.0", "0.6.0", 3);
+}
+
+/// Records made by the engine of the contract before the Landlock `/proc` and the launcher's
+/// own processes were in the plan (`palisade:engine@0.7.0`, `tests/fixtures/engine-0.7.0/`:
+/// that component and three chained records it made: a policy formed by flags (a denied path,
+/// a host port) in a git repository, the example taskpack, and the refusal of a flag that would
+/// widen the taskpack's network) still replay with the engine that made them.
+#[test]
+fn records_of_the_contract_before_the_typed_proc_replay_with_their_own_engine() {
+    replay_fixture("engine-0.7.0", "0.7.0", 3);
 }
 
 /// Replays `tests/fixtures/<name>/decisions.jsonl` with the component beside it (from a

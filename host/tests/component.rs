@@ -18,7 +18,7 @@ use palisade::runtime::{
 use palisade_engine::{Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode};
 use wasmparser::{ComponentExternalKind, Parser, Payload};
 
-const DECISION_EXPORT: &str = "palisade:engine/decision@0.7.0";
+const DECISION_EXPORT: &str = "palisade:engine/decision@0.8.0";
 
 /// Top-level imports and exports of a component (nested modules and components skipped).
 struct Shape {
@@ -120,6 +120,7 @@ fn sample_input() -> DecisionInput {
             network_bridge: true,
             version: String::from("bubblewrap 0.8.0"),
             limitations: Vec::new(),
+            landlock_proc: None,
         }],
         narrow_allowed_domains: None,
         execution_mode: None,

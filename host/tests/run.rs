@@ -1518,11 +1518,14 @@ fn landlock_gets_the_proc_its_decision_records() {
     );
     let lines = env.audit_lines();
     let decided: Value = serde_json::from_str(lines[0]["output"].as_str().unwrap()).unwrap();
+    // The plan says which `/proc`, typed; the probe's line says it to people.
+    let stated = &decided["plan"]["landlockProc"];
+    assert!(stated.is_string(), "{decided}");
+    assert_eq!(&lines[1]["outcome"]["proc"], stated);
     let limitations: Vec<String> = serde_json::from_value(decided["limitations"].clone()).unwrap();
-    let stated = LandlockProc::from_limitations(&limitations).expect("no /proc line");
-    assert_eq!(
-        lines[1]["outcome"]["proc"],
-        serde_json::to_value(stated).unwrap()
+    assert!(
+        limitations.iter().any(|l| l.starts_with("/proc is the ")),
+        "{limitations:?}"
     );
     assert_eq!(lines[1]["outcome"]["pid1"]["dumpable"], false);
 
@@ -1541,7 +1544,7 @@ fn landlock_gets_the_proc_its_decision_records() {
     let line: Value =
         serde_json::from_str(std::fs::read_to_string(&recorded).unwrap().trim()).unwrap();
     let input = line["input"].clone();
-    let with_proc_line = |line: Option<String>| {
+    let with_proc = |proc: Option<LandlockProc>| {
         let mut input = input.clone();
         for probe in input["probes"].as_array_mut().unwrap() {
             if probe["backend"] == "linux-landlock" {
@@ -1551,18 +1554,22 @@ fn landlock_gets_the_proc_its_decision_records() {
                     .iter()
                     .filter(|l| !l.as_str().unwrap().starts_with("/proc is the "))
                     .cloned()
-                    .chain(line.clone().map(Value::from))
+                    .chain(proc.map(|p| Value::from(p.limitation("claimed by this test"))))
                     .collect();
                 probe["limitations"] = Value::from(kept);
+                match proc {
+                    Some(proc) => probe["landlockProc"] = serde_json::to_value(proc).unwrap(),
+                    None => {
+                        probe.as_object_mut().unwrap().remove("landlockProc");
+                    }
+                }
             }
         }
         let file = env.path("input.json");
         std::fs::write(&file, input.to_string()).unwrap();
         file
     };
-    let host = with_proc_line(Some(
-        LandlockProc::HostProcessesDenied.limitation("claimed by this test"),
-    ));
+    let host = with_proc(Some(LandlockProc::HostProcessesDenied));
     let audit_host = env.path("audit-host.jsonl");
     let script = format!(
         "{read_victim}; cat /proc/self/status >/dev/null; echo \" self=$?\"; \
@@ -1591,8 +1598,8 @@ fn landlock_gets_the_proc_its_decision_records() {
         .collect();
     assert_eq!(host_lines[1]["outcome"]["proc"], "host-processes-denied");
 
-    // No line about `/proc`: nothing is launched.
-    let silent = with_proc_line(None);
+    // A probe that does not say which `/proc`: nothing is launched.
+    let silent = with_proc(None);
     let marker = env.path("ws/ran");
     let out = env.run(&[
         "--input",

@@ -57,7 +57,12 @@ export interface BackendProbe {
   networkBridge: boolean;
   version: string;
   limitations: string[];
+  /** `linux-landlock`: the `/proc` its sandbox gets, as the host's trial found it. */
+  landlockProc?: LandlockProc;
 }
+
+/** The `/proc` of a `linux-landlock` sandbox: its PID namespace's own, or the host's with every process directory denied. */
+export type LandlockProc = 'own' | 'host-processes-denied';
 
 /**
  * Facts about the host (`palisade doctor --json` measures them); the optional ones come from the
@@ -166,6 +171,8 @@ export interface EffectiveBudgets {
   maxProcesses: BudgetLimit | null;
   cpuSeconds: BudgetLimit | null;
   helperProcesses: number;
+  /** Processes of the launcher's own at the top of the tree (bwrap, init, docker-init), allowed on top of `maxProcesses`. */
+  launcherProcesses: number;
   clamped: BudgetClamp[];
 }
 
@@ -202,6 +209,8 @@ export interface Plan {
   syscallFilter: boolean;
   processTreeCleanup: boolean;
   budgets: EffectiveBudgets;
+  /** `linux-landlock`: the `/proc` the sandbox gets; omitted for every other backend. */
+  landlockProc?: LandlockProc;
   environment: EnvironmentPolicy;
   /** Host Unix sockets the command may connect to; omitted when none is allowed. */
   unixSockets?: UnixSocketGrant[];
@@ -283,7 +292,7 @@ export interface EngineInfo {
 export const COMPONENT_SHA256: string;
 /** This package's version: `<base>+sha256.<the component's first 12 hex digits>`. */
 export const VERSION: string;
-/** The interface every function lives in: `palisade:engine/decision@0.7.0`. */
+/** The interface every function lives in: `palisade:engine/decision@0.8.0`. */
 export const INTERFACE: string;
 
 /**

@@ -14,7 +14,7 @@ import { COMPONENT_SHA256, FILES, VERSION } from './component.js';
 export { COMPONENT_SHA256, VERSION };
 
 /** The interface every function lives in (`wit/palisade.wit`). */
-export const INTERFACE = 'palisade:engine/decision@0.7.0';
+export const INTERFACE = 'palisade:engine/decision@0.8.0';
 
 /** A transpiled file is not the one this package was built with (refused, never run). */
 export class ComponentMismatchError extends Error {

@@ -42,9 +42,10 @@ impl Mechanism {
 
 /// The `/proc` of a `linux-landlock` sandbox. Landlock itself has no mount namespace, so the
 /// sandbox gets a procfs of its own only where the host lets init mount one; the probe tries
-/// it (`palisade __sandbox-proc-trial`) and states the outcome as one line of its limitations
-/// ([`LandlockProc::limitation`]), which the decision carries, and the launcher applies that
-/// line ([`LandlockProc::from_limitations`]) and nothing else: init fails closed if it cannot.
+/// it (`palisade __sandbox-proc-trial`) and records the outcome (the probe's `landlockProc`,
+/// and one line of its limitations for people, [`LandlockProc::limitation`]); the engine puts
+/// it in the plan (`plan.landlockProc`), and the launcher applies that and nothing else: init
+/// fails closed if it cannot.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
@@ -64,8 +65,6 @@ impl LandlockProc {
         "/proc is the sandbox's own (its PID namespace's procfs): no other process is visible";
     /// How the probe's line for [`LandlockProc::HostProcessesDenied`] starts.
     pub const HOST_PREFIX: &'static str = "/proc is the host's (";
-    /// How every line of the probe about `/proc` starts.
-    const ANY_PREFIX: &'static str = "/proc is the ";
 
     /// The probe's limitation line; `reason` says why the host gives no procfs of the
     /// sandbox's own (ignored for [`LandlockProc::Own`]).
@@ -78,26 +77,6 @@ impl LandlockProc {
                  unreadable, the command's own included",
                 Self::HOST_PREFIX,
             ),
-        }
-    }
-
-    /// The mode a probe's limitations state: exactly one line about `/proc`, in one of the
-    /// two forms [`LandlockProc::limitation`] writes; `None` otherwise.
-    #[must_use]
-    pub fn from_limitations(limitations: &[String]) -> Option<LandlockProc> {
-        let mut lines = limitations
-            .iter()
-            .filter(|line| line.starts_with(Self::ANY_PREFIX));
-        let line = lines.next()?;
-        if lines.next().is_some() {
-            return None;
-        }
-        if line == Self::OWN {
-            Some(LandlockProc::Own)
-        } else if line.starts_with(Self::HOST_PREFIX) {
-            Some(LandlockProc::HostProcessesDenied)
-        } else {
-            None
         }
     }
 }
@@ -190,6 +169,11 @@ pub struct Budgets {
     pub max_processes: Option<u64>,
     /// CPU time consumed by the tree, in seconds.
     pub cpu_seconds: Option<u64>,
+    /// Processes of the launcher's own at the top of the tree, which count in it (the plan's
+    /// `budgets.launcherProcesses`: bwrap's monitor and PID 1, init's outer process and PID 1,
+    /// docker-init): the process limit the kernel applies is `max_processes` plus these, and
+    /// the outcome records it as applied.
+    pub launcher_processes: u64,
 }
 
 /// Everything a shim needs to launch one command.
@@ -240,43 +224,5 @@ impl LaunchPlan {
         let mut name = self.run_temp_dir.as_os_str().to_owned();
         name.push(suffix);
         PathBuf::from(name)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::LandlockProc;
-
-    fn lines(lines: &[&str]) -> Vec<String> {
-        lines.iter().map(|line| (*line).to_owned()).collect()
-    }
-
-    #[test]
-    fn landlock_proc_is_read_back_from_exactly_one_line() {
-        let own = LandlockProc::Own.limitation("ignored");
-        let host = LandlockProc::HostProcessesDenied.limitation("mount: EPERM (a container)");
-        let other = "no domain filtering";
-        assert_eq!(
-            LandlockProc::from_limitations(&lines(&[other, &own])),
-            Some(LandlockProc::Own)
-        );
-        assert_eq!(
-            LandlockProc::from_limitations(&lines(&[&host, other])),
-            Some(LandlockProc::HostProcessesDenied)
-        );
-        // None, two, or one in neither form: no mode at all (the launcher then refuses).
-        for unclear in [
-            lines(&[other]),
-            lines(&[&own, &host]),
-            lines(&[&own, &own]),
-            lines(&["/proc is the sandbox's own"]),
-            lines(&["/proc is the host's, more or less"]),
-        ] {
-            assert_eq!(
-                LandlockProc::from_limitations(&unclear),
-                None,
-                "{unclear:?}"
-            );
-        }
     }
 }

@@ -10,7 +10,7 @@
 )]
 
 use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, HostFacts, NetworkMode, Outcome,
+    Backend, BackendProbe, Capability, DecisionInput, HostFacts, LandlockProc, NetworkMode, Outcome,
 };
 use serde_json::Value;
 
@@ -76,6 +76,7 @@ pub fn probe(backend: Backend, available: bool) -> BackendProbe {
         } else {
             Vec::new()
         },
+        landlock_proc: (backend == Backend::LinuxLandlock).then_some(LandlockProc::Own),
     }
 }
 

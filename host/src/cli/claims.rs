@@ -2,8 +2,8 @@
 //! measured (its facts and its probes); a claim that is looser is refused before anything is
 //! decided (`HOST_FACTS_MISMATCH`).
 
+use palisade_engine::LandlockProc;
 use palisade_engine::{Backend, DecisionInput};
-use palisade_shims::plan::LandlockProc;
 
 use crate::report::{ErrorCode, Failure};
 
@@ -99,8 +99,8 @@ pub(super) fn confirm_claims(
         // Sharing the host's `/proc` (every process directory denied) needs nothing of the
         // host; a `/proc` of the sandbox's own does.
         if claim.backend == Backend::LinuxLandlock
-            && LandlockProc::from_limitations(&claim.limitations) == Some(LandlockProc::Own)
-            && LandlockProc::from_limitations(&here.limitations) != Some(LandlockProc::Own)
+            && claim.landlock_proc == Some(LandlockProc::Own)
+            && here.landlock_proc != Some(LandlockProc::Own)
         {
             problems.push(format!(
                 "probes[{index}]: `{name}` is claimed to give the sandbox a /proc of its own, which this host's probe does not"

@@ -94,6 +94,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
 
 fn available() -> BackendProbe {
     BackendProbe {
+        landlock_proc: None,
         backend: Backend::LinuxBwrap,
         available: true,
         reason: "trial sandbox ran (user, pid, net, ipc, uts and cgroup namespaces)".to_owned(),

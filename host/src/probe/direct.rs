@@ -5,6 +5,7 @@ use palisade_engine::model::{Backend, BackendProbe, Capability, NetworkMode};
 
 pub(crate) fn probe() -> BackendProbe {
     BackendProbe {
+        landlock_proc: None,
         backend: Backend::DirectDedicated,
         available: true,
         reason: "present; selectable only by host opt-in".to_owned(),

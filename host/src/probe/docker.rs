@@ -125,6 +125,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
         }
     };
     let mut probe = BackendProbe {
+        landlock_proc: None,
         backend: Backend::Docker,
         available: true,
         reason: format!(

@@ -188,9 +188,15 @@ fn kernel_abi(inputs: &Inputs) -> Result<i64, String> {
 
 /// The probe for this ABI and this `/proc` trial: pure.
 fn described(inputs: &Inputs, abi: i64, trial: &ProcTrial) -> BackendProbe {
-    let proc = match trial {
-        ProcTrial::Own => LandlockProc::Own.limitation(""),
-        ProcTrial::Host(reason) => LandlockProc::HostProcessesDenied.limitation(reason),
+    let (proc_mode, proc) = match trial {
+        ProcTrial::Own => (
+            palisade_engine::LandlockProc::Own,
+            LandlockProc::Own.limitation(""),
+        ),
+        ProcTrial::Host(reason) => (
+            palisade_engine::LandlockProc::HostProcessesDenied,
+            LandlockProc::HostProcessesDenied.limitation(reason),
+        ),
         ProcTrial::NoPidNamespace(reason) => {
             return unavailable(
                 Backend::LinuxLandlock,
@@ -291,6 +297,8 @@ fn described(inputs: &Inputs, abi: i64, trial: &ProcTrial) -> BackendProbe {
         network_bridge: false,
         version: format!("landlock abi {abi}"),
         limitations,
+        // What init applies: the plan carries it, typed; the line above says it to people.
+        landlock_proc: Some(proc_mode),
     }
 }
 
@@ -374,10 +382,8 @@ mod tests {
     fn the_proc_trial_is_stated_or_the_backend_is_unavailable() {
         let own = with_trial(AbiQuery::Abi(7), true, &ProcTrial::Own);
         assert!(own.available);
-        assert_eq!(
-            LandlockProc::from_limitations(&own.limitations),
-            Some(LandlockProc::Own)
-        );
+        assert_eq!(own.landlock_proc, Some(palisade_engine::LandlockProc::Own));
+        assert!(own.limitations.contains(&LandlockProc::OWN.to_owned()));
         let host = with_trial(
             AbiQuery::Abi(7),
             true,
@@ -385,8 +391,8 @@ mod tests {
         );
         assert!(host.available);
         assert_eq!(
-            LandlockProc::from_limitations(&host.limitations),
-            Some(LandlockProc::HostProcessesDenied)
+            host.landlock_proc,
+            Some(palisade_engine::LandlockProc::HostProcessesDenied)
         );
         let line = host
             .limitations

@@ -48,7 +48,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_DOCKER_SOCKET: &str = "/var/run/docker.sock";
 
 /// Bumped whenever what a probe reports for the same inputs changes, so old caches go stale.
-const PROBE_SCHEMA: u32 = 5;
+const PROBE_SCHEMA: u32 = 6;
 
 /// What the backends that keep protected paths read-only with binds cannot observe: the kernel
 /// refuses the write itself (`EROFS`, `EBUSY`, `EACCES`), and nothing sees it happen.
@@ -456,6 +456,7 @@ pub(crate) fn observed_masks(_shared: bool) -> Result<(), String> {
 /// An unavailable probe: no capabilities, no network modes.
 pub(crate) fn unavailable(backend: Backend, reason: String) -> BackendProbe {
     BackendProbe {
+        landlock_proc: None,
         backend,
         available: false,
         reason,

@@ -70,6 +70,7 @@ pub(crate) fn probe(inputs: &Inputs, deadline: Instant) -> BackendProbe {
 
 fn available(path: &Path) -> BackendProbe {
     BackendProbe {
+        landlock_proc: None,
         backend: Backend::MacosSeatbelt,
         available: true,
         reason: format!("deny-default trial profiles ran under `{}`", path.display()),

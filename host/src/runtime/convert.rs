@@ -7,8 +7,8 @@ use palisade_engine::output::{
     PlanNetwork, ProtectedPath, UnixSocketGrant,
 };
 use palisade_engine::{
-    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, NetworkMode,
-    Outcome, RefusalCode, SessionKind, UnixSocketKind, Verdict,
+    Backend, BackendProbe, Capability, DecisionInput, ExecutionMode, HostFacts, LandlockProc,
+    NetworkMode, Outcome, RefusalCode, SessionKind, UnixSocketKind, Verdict,
 };
 
 use super::{RecordedOutput, RuntimeError, wit};
@@ -141,6 +141,10 @@ fn to_wit_probe(probe: &BackendProbe) -> wit::BackendProbe {
         network_bridge: probe.network_bridge,
         version: probe.version.clone(),
         limitations: probe.limitations.clone(),
+        landlock_proc: probe.landlock_proc.map(|proc| match proc {
+            LandlockProc::Own => wit::LandlockProc::Own,
+            LandlockProc::HostProcessesDenied => wit::LandlockProc::HostProcessesDenied,
+        }),
     }
 }
 
@@ -226,6 +230,10 @@ fn from_wit_plan(plan: wit::ConfinementPlan) -> ConfinementPlan {
         syscall_filter: plan.syscall_filter,
         process_tree_cleanup: plan.process_tree_cleanup,
         budgets: from_wit_budgets(plan.budgets),
+        landlock_proc: plan.landlock_proc.map(|proc| match proc {
+            wit::LandlockProc::Own => LandlockProc::Own,
+            wit::LandlockProc::HostProcessesDenied => LandlockProc::HostProcessesDenied,
+        }),
         environment: EnvironmentPolicy {
             allowlist: plan.environment.allowlist,
             explicit_secrets: plan.environment.explicit_secrets,
@@ -261,6 +269,7 @@ fn from_wit_budgets(budgets: wit::EffectiveBudgets) -> EffectiveBudgets {
         max_processes: limit(budgets.max_processes),
         cpu_seconds: limit(budgets.cpu_seconds),
         helper_processes: budgets.helper_processes,
+        launcher_processes: budgets.launcher_processes,
         clamped: budgets
             .clamped
             .into_iter()

@@ -1,6 +1,6 @@
 """Palisade's decision engine for Python.
 
-The engine is one WebAssembly component (contract `palisade:engine@0.7.0`, `wit/palisade.wit`),
+The engine is one WebAssembly component (contract `palisade:engine@0.8.0`, `wit/palisade.wit`),
 shipped inside this package and run with wasmtime-py. Give `decide` a decision input (the JSON
 form `palisade decide --input` reads) and it returns the engine's decision or refusal: the same
 bytes, and the same digest, as the `palisade` CLI and every other runtime give for that input.
@@ -45,6 +45,7 @@ from ._types import (
     EnvironmentPolicy,
     FieldError,
     HostFacts,
+    LandlockProc,
     NamedDocument,
     PolicyFlags,
     Network,
@@ -76,6 +77,7 @@ __all__ = [
     "FieldError",
     "HostFacts",
     "InputLike",
+    "LandlockProc",
     "NamedDocument",
     "PolicyFlags",
     "Network",

@@ -20,7 +20,7 @@ from ._component import COMPONENT_SHA256
 from ._types import Decision, DecisionInput, EngineInfo
 
 #: The interface every function lives in (`wit/palisade.wit`).
-INTERFACE = "palisade:engine/decision@0.7.0"
+INTERFACE = "palisade:engine/decision@0.8.0"
 #: The component's file inside this package.
 COMPONENT_FILE = "palisade-engine.wasm"
 

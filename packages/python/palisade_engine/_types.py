@@ -30,6 +30,9 @@ Capability = Literal[
 ]
 SessionKind = Literal["turnkey", "cli", "managed"]
 ExecutionMode = Literal["sandbox", "workspace"]
+#: The `/proc` of a `linux-landlock` sandbox: its PID namespace's own, or the host's with every
+#: process directory denied.
+LandlockProc = Literal["own", "host-processes-denied"]
 RefusalCode = Literal[
     "SANDBOX_POLICY_INVALID",
     "SANDBOX_BACKEND_UNAVAILABLE",
@@ -58,7 +61,7 @@ class BudgetLimits(TypedDict, total=False):
     cpuSeconds: int
 
 
-class BackendProbe(TypedDict):
+class _BackendProbeRequired(TypedDict):
     """What the host measured about one backend."""
 
     backend: Backend
@@ -69,6 +72,12 @@ class BackendProbe(TypedDict):
     networkBridge: bool
     version: str
     limitations: List[str]
+
+
+class BackendProbe(_BackendProbeRequired, total=False):
+    """What the host measured about one backend; `landlockProc` only for `linux-landlock`."""
+
+    landlockProc: LandlockProc
 
 
 class UnixSocketFact(TypedDict):
@@ -185,6 +194,7 @@ class EffectiveBudgets(TypedDict):
     maxProcesses: Optional[BudgetLimit]
     cpuSeconds: Optional[BudgetLimit]
     helperProcesses: int
+    launcherProcesses: int
     clamped: List[BudgetClamp]
 
 
@@ -246,9 +256,11 @@ class _PlanRequired(TypedDict):
 
 
 class Plan(_PlanRequired, total=False):
-    """What the launcher applies; `unixSockets` is omitted when no host socket is allowed."""
+    """What the launcher applies; `unixSockets` is omitted when no host socket is allowed,
+    `landlockProc` but for `linux-landlock`."""
 
     unixSockets: List[UnixSocketGrant]
+    landlockProc: LandlockProc
 
 
 class FieldError(TypedDict):

@@ -580,8 +580,10 @@ pub fn docker_host_value(socket: &Path) -> OsString {
 pub fn limits(budgets: &Budgets) -> Limits {
     Limits {
         memory_bytes: budgets.memory_bytes,
-        // docker-init is PID 1 of the container and counts.
-        pids: budgets.max_processes.map(|n| n.saturating_add(1)),
+        // docker-init is PID 1 of the container and counts: the plan's launcher process.
+        pids: budgets
+            .max_processes
+            .map(|n| n.saturating_add(budgets.launcher_processes)),
         cpu_seconds_per_process: budgets.cpu_seconds,
     }
 }

@@ -54,6 +54,7 @@ fn plan(network: Network) -> LaunchPlan {
             memory_bytes: Some(256 << 20),
             max_processes: Some(64),
             cpu_seconds: Some(30),
+            launcher_processes: 1,
         },
         unix_sockets: Vec::new(),
     }

@@ -64,7 +64,7 @@ pub fn run(
             }
         },
     };
-    let plan = Enforcing::new(budgets, cgroup.as_ref(), launch.kind);
+    let plan = Enforcing::new(budgets, cgroup.as_ref());
 
     let subreaper = Subreaper::enable().map_err(|source| SuperviseError::Setup {
         what: "PR_SET_CHILD_SUBREAPER",
@@ -221,7 +221,7 @@ fn create_cgroup(
         memory_bytes: budgets.memory_bytes,
         max_tasks: budgets
             .max_processes
-            .map(|n| n.saturating_add(kind.helper_processes())),
+            .map(|n| n.saturating_add(budgets.launcher_processes)),
     };
     let cg = RunCgroup::create(&hierarchy, &name, &limits)?;
     // Without the pids controller the tree cannot be listed reliably; without cpuacct a CPU
@@ -246,7 +246,7 @@ struct Enforcing {
 }
 
 impl Enforcing {
-    fn new(budgets: &Budgets, cgroup: Option<&RunCgroup>, kind: LaunchKind) -> Self {
+    fn new(budgets: &Budgets, cgroup: Option<&RunCgroup>) -> Self {
         let mut e = Enforcing::default();
         let has = |c| cgroup.is_some_and(|cg| cg.has(c));
         if budgets.wall_clock.is_some() {
@@ -264,9 +264,19 @@ impl Enforcing {
         }
         if let Some(max) = budgets.max_processes {
             if has(Controller::Pids) {
-                e.add_raised(Budget::Processes, Enforcer::Cgroup, max, kind);
+                e.add_raised(
+                    Budget::Processes,
+                    Enforcer::Cgroup,
+                    max,
+                    budgets.launcher_processes,
+                );
             } else {
-                e.add_raised(Budget::Processes, Enforcer::Poll, max, kind);
+                e.add_raised(
+                    Budget::Processes,
+                    Enforcer::Poll,
+                    max,
+                    budgets.launcher_processes,
+                );
                 e.poll_processes = true;
             }
         }
@@ -292,9 +302,10 @@ impl Enforcing {
         self.list.push(Enforcement::as_given(budget, by));
     }
 
-    /// A process limit, which the launcher's own processes raise (recorded as applied).
-    fn add_raised(&mut self, budget: Budget, by: Enforcer, max: u64, kind: LaunchKind) {
-        let helpers = kind.helper_processes();
+    /// A process limit, which the launcher's own processes (as the plan counts them) raise,
+    /// recorded as applied.
+    fn add_raised(&mut self, budget: Budget, by: Enforcer, max: u64, launcher_processes: u64) {
+        let helpers = launcher_processes;
         self.list.push(Enforcement {
             applied: (helpers > 0).then(|| max.saturating_add(helpers)),
             because: (helpers > 0).then_some(AppliedBecause::LauncherProcesses),
@@ -532,7 +543,7 @@ impl Supervisor {
             if self.enforcing.poll_processes
                 && !final_check
                 && let Some(max) = self.budgets.max_processes
-                && tasks > max.saturating_add(self.kind.helper_processes())
+                && tasks > max.saturating_add(self.budgets.launcher_processes)
             {
                 over.get_or_insert(EndReason::Processes);
             }

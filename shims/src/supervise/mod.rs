@@ -127,15 +127,6 @@ pub enum LaunchKind {
 }
 
 impl LaunchKind {
-    /// Processes the launcher itself keeps alive next to the command (added to the process
-    /// budget): init's outer process and PID 1, bwrap's monitor and PID 1.
-    pub fn helper_processes(self) -> u64 {
-        match self {
-            LaunchKind::Plain => 0,
-            LaunchKind::SandboxInit | LaunchKind::Bwrap => 2,
-        }
-    }
-
     #[cfg(target_os = "linux")]
     pub(crate) fn pid_namespace(self) -> bool {
         !matches!(self, LaunchKind::Plain)

@@ -58,7 +58,7 @@ if (Object.keys(manifest.dependencies ?? {}).length !== 0) {
   fail(`the package has dependencies: ${JSON.stringify(manifest.dependencies)}`);
 }
 const info = engine.info();
-if (info.componentSha256 !== expectedSha256 || info.witVersion !== '0.7.0') {
+if (info.componentSha256 !== expectedSha256 || info.witVersion !== '0.8.0') {
   fail(`info() says ${JSON.stringify(info)}`);
 }
 

@@ -46,7 +46,7 @@ def check_installed(expected_sha256):
     if not version.endswith(f"+sha256.{expected_sha256[:12]}") or version != palisade_engine.__version__:
         fail(f"the installed version {version} (module: {palisade_engine.__version__}) does not name sha256 {expected_sha256}")
     info = palisade_engine.info()
-    if info.component_sha256 != expected_sha256 or info.wit_version != "0.7.0":
+    if info.component_sha256 != expected_sha256 or info.wit_version != "0.8.0":
         fail(f"info() says {info}")
     wasm = location.parent / "palisade-engine.wasm"
     if hashlib.sha256(wasm.read_bytes()).hexdigest() != expected_sha256:

@@ -17,7 +17,7 @@ import time
 from wasmtime import Config, Engine, Store
 from wasmtime.component import Component, Linker
 
-INTERFACE = "palisade:engine/decision@0.7.0"
+INTERFACE = "palisade:engine/decision@0.8.0"
 
 
 def fail(message):

@@ -389,16 +389,8 @@ fn prepare_launch(
         }
         None => None,
     };
-    // The chosen probe's limitations, which the decision carries (the engine copies them).
-    let limitations = measured
-        .input
-        .probes
-        .iter()
-        .find(|probe| probe.backend == plan.backend)
-        .map_or(&[][..], |probe| probe.limitations.as_slice());
     let (launch_plan, environment) = translate::launch_plan(
         plan,
-        limitations,
         translate::HostSide {
             command: args.command.clone(),
             vars: std::env::vars_os(),
