@@ -165,6 +165,7 @@ fn runtime_profile(
 pub(super) fn docker_spec(
     setup: &HostSetup,
     probe_opts: &ProbeOptions,
+    programs: &probe::Programs,
     run_id: &str,
 ) -> Result<(palisade_shims::docker::DockerSpec, Option<PathBuf>), Failure> {
     let profile = setup.profile.as_ref().ok_or_else(|| {
@@ -176,14 +177,16 @@ pub(super) fn docker_spec(
     })?;
     let socket = probe::docker_socket(probe_opts)
         .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
-    let cli = probe::locate_docker(probe_opts).ok_or_else(|| {
+    let cli = programs.docker.clone().ok_or_else(|| {
         Failure::new(
             ErrorCode::DockerDaemonUnavailable,
             "the docker cli is not installed (it was when probed); nothing was run",
         )
     })?;
     // The container's PID 1, checked again now (it runs inside the container, like the image).
-    let init = probe::locate_docker_init(probe_opts)
+    let init = programs
+        .docker_init
+        .clone()
         .ok_or_else(|| "no `docker-init` found".to_owned())
         .and_then(|path| probe::docker::check_docker_init(&path, probe::user_ids().1))
         .map_err(|why| {

@@ -114,9 +114,10 @@ fn launch_bwrap_with(
     }];
     // The init binary, read-only in the sandbox: its PID 1 (not dumpable, instead of bwrap's
     // reaper) and the stub that installs the filter.
-    let init_binary = std::env::current_exe()
-        .and_then(SandboxInitBinary::find)
-        .map_err(|e| prepare(&e))?;
+    let init_binary = SandboxInitBinary::choose(
+        options.sandbox_init.as_deref(),
+        std::env::current_exe().map_err(|e| prepare(&e))?,
+    );
     let exe = init_binary.path.clone();
     // The filter is installed by Palisade's stub in the sandbox, observed: the calls
     // it refuses are answered (with the filter's errno) and recorded by this process.

@@ -16,24 +16,28 @@ pub(super) struct SandboxInitBinary {
 }
 
 impl SandboxInitBinary {
-    /// `palisade-init` beside this binary, else `own`: how the launched program names this
-    /// binary (bwrap binds a path of the host; init can exec `/proc/self/exe`, which stays this
-    /// very version even if an upgrade replaces the file meanwhile).
-    pub(super) fn find(own: std::path::PathBuf) -> std::io::Result<SandboxInitBinary> {
-        use std::os::unix::fs::PermissionsExt as _;
-        let exe = std::env::current_exe()?;
-        let beside = exe.with_file_name(INIT_BINARY);
-        match std::fs::metadata(&beside) {
-            Ok(meta) if meta.is_file() && meta.permissions().mode() & 0o111 != 0 => {
-                Ok(SandboxInitBinary {
-                    path: beside,
-                    name: INIT_BINARY,
-                })
-            }
-            _ => Ok(SandboxInitBinary {
+    /// `located` (`palisade-init` beside this binary, found while measuring:
+    /// [`locate_sandbox_init`]), else `own`: how the launched program names this binary (bwrap
+    /// binds a path of the host; init can exec `/proc/self/exe`, which stays this very version
+    /// even if an upgrade replaces the file meanwhile).
+    pub(super) fn choose(located: Option<&std::path::Path>, own: std::path::PathBuf) -> Self {
+        match located {
+            Some(beside) => SandboxInitBinary {
+                path: beside.to_path_buf(),
+                name: INIT_BINARY,
+            },
+            None => SandboxInitBinary {
                 path: own,
                 name: "palisade",
-            }),
+            },
         }
     }
+}
+
+/// `palisade-init` beside this binary, when it is there and executable.
+pub fn locate_sandbox_init() -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let beside = std::env::current_exe().ok()?.with_file_name(INIT_BINARY);
+    let meta = std::fs::metadata(&beside).ok()?;
+    (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(beside)
 }

@@ -2,6 +2,8 @@
 //! `__sandbox-init`), which applies the Landlock ruleset and the seccomp filter (Landlock) or
 //! only the process-tree and budget supervision (direct), supervised and reaped.
 
+use std::path::Path;
+
 use palisade_shims::plan::{LaunchPlan, Mechanism};
 
 use super::init::SandboxInitBinary;
@@ -12,7 +14,10 @@ use super::rundir::EmptyDir;
 use super::{LaunchError, Launched};
 
 /// Launches a Landlock or direct plan under `palisade-init`.
-pub(super) fn execute(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
+pub(super) fn execute(
+    plan: &LaunchPlan,
+    sandbox_init: Option<&Path>,
+) -> Result<Launched, LaunchError> {
     use palisade_shims::{init, supervise};
     let prepare = |e: &dyn std::fmt::Display| LaunchError::Prepare(e.to_string());
     let supervise_options = supervise::SuperviseOptions::default();
@@ -61,7 +66,7 @@ pub(super) fn execute(plan: &LaunchPlan) -> Result<Launched, LaunchError> {
     }
     // Without `palisade-init`: the running binary itself, not its path (replaced or
     // removed on disk meanwhile, the path would run another version or nothing).
-    let init_binary = SandboxInitBinary::find("/proc/self/exe".into()).map_err(|e| prepare(&e))?;
+    let init_binary = SandboxInitBinary::choose(sandbox_init, "/proc/self/exe".into());
     let (launch, report) = init::launch(&spec, &init_binary.path).map_err(|e| prepare(&e))?;
     let outcome = supervised(
         supervise::run(launch, &plan.budgets, &supervise_options),

@@ -23,7 +23,7 @@ pub mod rundir;
 mod seatbelt;
 
 #[cfg(target_os = "linux")]
-pub use init::INIT_BINARY;
+pub use init::{INIT_BINARY, locate_sandbox_init};
 pub use outcome::{Ending, Outcome};
 pub use rundir::{RunTempDir, new_run_id};
 
@@ -73,11 +73,13 @@ pub enum LaunchError {
     },
 }
 
-/// What `execute` needs besides the plan.
+/// What `execute` needs besides the plan: the programs `run` located while measuring.
 #[derive(Clone, Debug, Default)]
 pub struct ExecuteOptions {
     /// The `bwrap` binary the probe trialled.
     pub bwrap: Option<PathBuf>,
+    /// `palisade-init` beside this binary, if installed (else this binary runs the init).
+    pub sandbox_init: Option<PathBuf>,
     /// The daemon, CLI and checked image a `docker` plan runs with.
     pub docker: Option<palisade_shims::docker::DockerSpec>,
 }
@@ -105,7 +107,9 @@ pub fn execute(plan: &LaunchPlan, options: &ExecuteOptions) -> Result<Launched, 
         #[cfg(target_os = "linux")]
         Mechanism::Bwrap => bwrap::execute(plan, options),
         #[cfg(target_os = "linux")]
-        Mechanism::Landlock(_) | Mechanism::Direct => landlock::execute(plan),
+        Mechanism::Landlock(_) | Mechanism::Direct => {
+            landlock::execute(plan, options.sandbox_init.as_deref())
+        }
         #[cfg(target_os = "linux")]
         Mechanism::Docker => match &options.docker {
             Some(spec) => docker::execute(plan, spec),

@@ -254,6 +254,36 @@ pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// The programs a launch may run, located once while `run` measures the host (with the search
+/// the probes use) and carried to the launch, so that nothing is searched for again: the probe
+/// cache can answer for the probes, but a launch runs what is on disk now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Programs {
+    /// `bwrap`, which a `linux-bwrap` plan launches.
+    pub bwrap: Option<PathBuf>,
+    /// The `docker` CLI, which a `docker` plan runs.
+    pub docker: Option<PathBuf>,
+    /// `docker-init`, copied into the container as its PID 1.
+    pub docker_init: Option<PathBuf>,
+    /// `palisade-init` beside this binary, when it is installed: the sandbox's init under
+    /// bwrap, Landlock and direct (else this binary itself runs it).
+    pub sandbox_init: Option<PathBuf>,
+}
+
+/// Locates [`Programs`]: a handful of `stat`s, no process started.
+pub fn locate_programs(options: &ProbeOptions) -> Programs {
+    Programs {
+        bwrap: locate_bwrap(options),
+        docker: locate_docker(options),
+        docker_init: locate_docker_init(options),
+        #[cfg(target_os = "linux")]
+        sandbox_init: crate::launch::locate_sandbox_init(),
+        // Seatbelt runs no init of Palisade's.
+        #[cfg(not(target_os = "linux"))]
+        sandbox_init: None,
+    }
+}
+
 /// The palisade executable the Landlock probe trials: the options' one, else the running one.
 fn palisade_exe(options: &ProbeOptions) -> Option<PathBuf> {
     options

@@ -160,8 +160,9 @@ struct Measured {
     input: DecisionInput,
     /// How the probes were had (`fresh`, `cache`, `input-file`), for the record.
     probe_source: &'static str,
-    /// The bwrap the probe trialled, located once here: what a bwrap plan launches.
-    bwrap: Option<std::path::PathBuf>,
+    /// The programs a launch runs (bwrap, docker and docker-init, palisade-init), located once
+    /// here: nothing is searched for again.
+    programs: probe::Programs,
 }
 
 fn measure(args: &RunArgs, run: &mut Configured, clock: &mut Clock) -> Result<Measured, Ended> {
@@ -174,7 +175,7 @@ fn measure(args: &RunArgs, run: &mut Configured, clock: &mut Clock) -> Result<Me
     if let Some(problem) = &probes.cache_error {
         say!("warning: probe cache not used: {problem}");
     }
-    let bwrap = probe::locate_bwrap(&run.probe_opts);
+    let programs = probe::locate_programs(&run.probe_opts);
     let (input, probe_source) = match &args.input {
         Some(source) => {
             if run.budget_flags.is_some()
@@ -231,7 +232,7 @@ fn measure(args: &RunArgs, run: &mut Configured, clock: &mut Clock) -> Result<Me
     Ok(Measured {
         input,
         probe_source,
-        bwrap,
+        programs,
     })
 }
 
@@ -335,7 +336,12 @@ fn prepare_launch(
     // The image is checked against its pin right before the launch, and before the proxy
     // starts: a docker run's proxy admits that container.
     let docker = match plan.backend {
-        Backend::Docker => Some(docker_spec(&run.setup, &run.probe_opts, &run.run_id)?),
+        Backend::Docker => Some(docker_spec(
+            &run.setup,
+            &run.probe_opts,
+            &measured.programs,
+            &run.run_id,
+        )?),
         Backend::LinuxBwrap
         | Backend::LinuxLandlock
         | Backend::MacosSeatbelt
@@ -428,7 +434,8 @@ fn launch_and_supervise(measured: &Measured, prepared: Prepared, clock: &mut Clo
     let result = launch::execute(
         &prepared.launch_plan,
         &launch::ExecuteOptions {
-            bwrap: measured.bwrap.clone(),
+            bwrap: measured.programs.bwrap.clone(),
+            sandbox_init: measured.programs.sandbox_init.clone(),
             docker: prepared.docker,
         },
     );
