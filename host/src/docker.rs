@@ -1,6 +1,7 @@
 //! The Docker backend's host configuration: runtime profiles (which image a run may use, pinned)
-//! and the image check right before launching. The launch itself is `crate::launch`'s
-//! `docker.rs`, through [`palisade_shims::docker`].
+//! and the image check right before launching, with what else a run needs checked again then
+//! (the CLI, docker-init, the static bridge): [`run_spec`]. The launch itself is
+//! `crate::launch`'s `docker.rs`, through [`palisade_shims::docker`].
 //!
 //! A runtime profile file is host-side configuration in the shape of Loopwright's
 //! `TrustedRegistry` (`spec.runtimeProfiles[]`): each profile names an image reference and pins
@@ -37,7 +38,8 @@ use palisade_engine::output::FieldError;
 use palisade_engine::reader::Errors;
 
 use crate::probe::docker::{ImageFacts, InspectError, inspect_image};
-use crate::report::ErrorCode;
+use crate::probe::{self, ProbeOptions};
+use crate::report::{ErrorCode, Failure};
 
 // The file's format is `palisade_formats::profiles`, apart from the CLI so that tests and fuzz
 // targets reach it without wasmtime.
@@ -228,6 +230,77 @@ pub fn verify_image(
         .matches(&profile.pin)
         .map_err(|detail| ImageError::Mismatch { image, detail })?;
     Ok(facts.id)
+}
+
+/// Everything a docker run needs: the CLI and daemon the probe used, and the pinned image,
+/// checked again now (a tag may have moved since it was probed or cached).
+pub fn run_spec(
+    profile: Option<&RuntimeProfile>,
+    probe_opts: &ProbeOptions,
+    programs: &probe::Programs,
+    run_id: &str,
+) -> Result<(palisade_shims::docker::DockerSpec, Option<PathBuf>), Failure> {
+    let profile = profile.ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerImageUnpinned,
+            "the docker backend needs a runtime profile that pins its image",
+        )
+        .hint("pass `--runtime-profiles FILE` (docs/docker.md)")
+    })?;
+    let socket = probe::docker_socket(probe_opts)
+        .map_err(|e| Failure::new(ErrorCode::DockerDaemonUnavailable, e))?;
+    let cli = programs.docker.clone().ok_or_else(|| {
+        Failure::new(
+            ErrorCode::DockerDaemonUnavailable,
+            "the docker cli is not installed (it was when probed); nothing was run",
+        )
+    })?;
+    // The container's PID 1, checked again now (it runs inside the container, like the image).
+    let init = programs
+        .docker_init
+        .clone()
+        .ok_or_else(|| "no `docker-init` found".to_owned())
+        .and_then(|path| probe::docker::check_docker_init(&path, probe::user_ids().1))
+        .map_err(|why| {
+            Failure::new(
+                ErrorCode::DockerDaemonUnavailable,
+                format!("{why} (it was when probed; palisade runs it as the container's PID 1); nothing was run"),
+            )
+        })?;
+    let image_id = verify_image(&socket, profile, probe_opts.timeout)
+        .map_err(|e| Failure::new(e.code(), e.to_string()))?;
+    // The static bridge is also the container's seccomp stub, through which the filter's
+    // refusals are observed: used when it passes the probe's check now (the probe listed the
+    // denials as unobserved otherwise, and the outcome's `seccompObserver` says which it was).
+    let stub = profile
+        .egress_bridge
+        .as_deref()
+        .and_then(|path| probe::docker::check_egress_bridge(path, probe::user_ids().1).ok());
+    let spec = palisade_shims::docker::DockerSpec {
+        cli,
+        socket,
+        image_id,
+        run_id: run_id.to_owned(),
+        read_only_binds: profile.read_only_paths.clone(),
+        init,
+        stub,
+    };
+    Ok((spec, profile.egress_bridge.clone()))
+}
+
+/// The docker run's static egress bridge, checked again now (like the image: it runs inside
+/// the container); the resolved path is what gets mounted.
+pub fn verified_bridge(configured: Option<&Path>) -> Result<PathBuf, Failure> {
+    let refused = |why: String| {
+        Failure::new(ErrorCode::SandboxCapabilityInsufficient, why)
+            .hint("nothing was run; `palisade doctor` shows the docker probe")
+    };
+    let bridge = configured.ok_or_else(|| {
+        refused(
+            "the network bridge under docker (filtered egress, host loopback ports) needs the runtime profiles' `spec.egressBridge` (it was there when probed)".into(),
+        )
+    })?;
+    probe::docker::check_egress_bridge(bridge, probe::user_ids().1).map_err(refused)
 }
 
 #[cfg(test)]

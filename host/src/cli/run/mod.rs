@@ -31,7 +31,8 @@ use crate::cli::engine::{DecisionSource, decide_recorded, refusal_failure};
 use crate::cli::inputs::{
     budget_flags, execution, policy_flags, read_document, read_input, read_task_contract,
 };
-use crate::cli::setup::{docker_spec, facts_failure, host_setup, probe_options, verified_bridge};
+use crate::cli::setup::{facts_failure, host_setup, probe_options};
+use crate::docker::{run_spec, verified_bridge};
 use guards::{audit_outside_writable_roots, cache_outside_writable_roots, enforced_git_dirs};
 use record::{
     Recorder, approval_lines, escalation_line, exit_for_signal, print_timings,
@@ -336,8 +337,8 @@ fn prepare_launch(
     // The image is checked against its pin right before the launch, and before the proxy
     // starts: a docker run's proxy admits that container.
     let docker = match plan.backend {
-        Backend::Docker => Some(docker_spec(
-            &run.setup,
+        Backend::Docker => Some(run_spec(
+            run.setup.profile.as_ref(),
             &run.probe_opts,
             &measured.programs,
             &run.run_id,
