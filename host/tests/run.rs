@@ -2945,3 +2945,95 @@ attempt("file", lambda: open("{secret}/f").read())
         text(&again.stdout)
     );
 }
+
+/// A run takes its temp dir in a slot whose path is the same from one run to the next, so the
+/// run that follows another decides from the decision cache: wasmtime is not started, and the
+/// audit file holds the very decision the engine gave the first (same output bytes, same
+/// writable roots). Two runs at once hold two slots.
+#[test]
+fn a_run_that_follows_another_decides_from_the_cache() {
+    for backend in ["linux-bwrap", "linux-landlock"] {
+        let env = Env::new();
+        let taskpack = env.taskpack(backend, "");
+        let audit = env.path("audit.jsonl");
+        let run = |command: &[&str]| {
+            let mut args = vec![
+                "--taskpack",
+                taskpack.to_str().unwrap(),
+                "--audit",
+                audit.to_str().unwrap(),
+                "--",
+            ];
+            args.extend_from_slice(command);
+            env.run(&args)
+        };
+        for _ in 0..2 {
+            let out = run(&["sh", "-c", "echo x > \"$TMPDIR/scratch\""]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{backend}: {}",
+                text(&out.stderr)
+            );
+        }
+        let lines = env.audit_lines();
+        assert_eq!(lines[1]["outcome"]["decisionCache"], "miss", "{backend}");
+        assert_eq!(lines[3]["outcome"]["decisionCache"], "hit", "{backend}");
+        assert_eq!(lines[0]["output"], lines[2]["output"], "{backend}");
+        assert_eq!(lines[0]["outputDigest"], lines[2]["outputDigest"]);
+        assert_ne!(lines[1]["runId"], lines[3]["runId"]);
+        // Replay reproduces the cached decision with the engine.
+        let out = env.palisade("replay", &[audit.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+
+        // A run while another holds the first slot gets the next one: its own directory.
+        let concurrent = env.path("concurrent.jsonl");
+        let mut first = Command::new(PALISADE)
+            .args(["run", "--taskpack", taskpack.to_str().unwrap()])
+            .args(["--audit", concurrent.to_str().unwrap(), "--", "sleep", "2"])
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", env.dir.path())
+            .current_dir(env.path("ws"))
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::fs::read_to_string(&concurrent)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            < 1
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the first run recorded nothing"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = env.run(&[
+            "--taskpack",
+            taskpack.to_str().unwrap(),
+            "--audit",
+            concurrent.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(first.wait().unwrap().success());
+        let roots = |line: &Value| -> Vec<String> {
+            let output: Value = serde_json::from_str(line["output"].as_str().unwrap()).unwrap();
+            serde_json::from_value(output["plan"]["writableRoots"].clone()).unwrap()
+        };
+        let decisions: Vec<Value> = std::fs::read_to_string(&concurrent)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l.get("output").is_some())
+            .collect();
+        assert_eq!(decisions.len(), 2);
+        assert_ne!(
+            roots(&decisions[0]).last(),
+            roots(&decisions[1]).last(),
+            "{backend}: two live runs, two temp dirs"
+        );
+    }
+}

@@ -1,5 +1,12 @@
 //! A run's private temp dir and its lock, and the sweep of dead runs' leftovers that every new
 //! run does first (a killed supervisor's temp dir, its orphaned bwrap child, its pending lock).
+//!
+//! `palisade run` takes its temp dir in a *slot* ([`RunTempDir::in_slot`]): `slot-<n>`, the
+//! first of a bounded set that no live run holds. The temp dir is a writable root of the
+//! decision, so a path unique to every run would make every run's decision input unique and the
+//! decision cache (`crate::decisions`) useless; a slot's path is the same from one run to the
+//! next, and a run that follows another decides from the cache. A slot is emptied before it is
+//! used (whatever a dead run left there, and the processes it left, go first) and after.
 
 use std::path::PathBuf;
 
@@ -11,6 +18,10 @@ pub fn new_run_id() -> String {
         .unwrap_or(0);
     format!("{nanos:x}-{}", std::process::id())
 }
+
+/// The most runs of one user that hold a slot at once; a run beyond them gets a directory of
+/// its own (and so decides afresh).
+const SLOTS: usize = 64;
 
 /// The run's private temporary directory (the sandbox's `TMPDIR`), removed when dropped.
 ///
@@ -27,43 +38,63 @@ pub struct RunTempDir {
     path: PathBuf,
     lock_path: PathBuf,
     /// Held for the run's lifetime (close-on-exec: no sandboxed process inherits it).
-    _lock: std::fs::File,
+    lock: std::fs::File,
+    /// A slot's lock file stays (emptied) when the run ends: removing a lock file another run
+    /// may have just opened would let two runs hold "the" lock of one slot.
+    slot: bool,
 }
 
 impl RunTempDir {
+    /// The run's temp dir in the first free slot, `<base>/palisade-<uid>/slot-<n>` (mode 0700),
+    /// emptied of what a dead run left in it; when every slot is held, a directory of its own
+    /// ([`RunTempDir::create`]). Dead runs' leftovers are swept first.
+    pub fn in_slot(run_id: &str) -> Result<RunTempDir, std::io::Error> {
+        RunTempDir::slot_in(&private_parent()?, run_id)
+    }
+
+    /// [`RunTempDir::in_slot`] in `parent`.
+    fn slot_in(parent: &std::path::Path, run_id: &str) -> Result<RunTempDir, std::io::Error> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        sweep_dead_runs(parent);
+        for n in 0..SLOTS {
+            let lock_path = parent.join(format!("slot-{n}.lock"));
+            let lock = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&lock_path)?;
+            if lock.try_lock().is_err() {
+                // A live run's (or a sweeper emptying it right now).
+                continue;
+            }
+            clear_slot(parent, n, &lock);
+            let path = parent.join(format!("slot-{n}"));
+            std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+            let path = std::fs::canonicalize(&path)?;
+            return Ok(RunTempDir {
+                path,
+                lock_path,
+                lock,
+                slot: true,
+            });
+        }
+        RunTempDir::create_in(parent, run_id)
+    }
+
     /// Creates `<base>/palisade-<uid>/run-<id>` with mode 0700, after sweeping the directories
     /// of runs that died without removing theirs.
     pub fn create(run_id: &str) -> Result<RunTempDir, std::io::Error> {
-        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-        let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-            None => std::env::temp_dir(),
-            Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
-            // Set but unusable: said, rather than quietly putting the run somewhere else.
-            Some(dir) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!(
-                        "XDG_RUNTIME_DIR `{}` is not an absolute path to a directory; fix or unset it",
-                        dir.display()
-                    ),
-                ));
-            }
-        };
-        let uid = crate::facts::current_uid();
-        let parent = base.join(format!("palisade-{uid}"));
-        match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let meta = std::fs::symlink_metadata(&parent)?;
-        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-            return Err(std::io::Error::other(format!(
-                "`{}` is not a private directory of this user; refusing to use it",
-                parent.display()
-            )));
-        }
+        let parent = private_parent()?;
         sweep_dead_runs(&parent);
+        RunTempDir::create_in(&parent, run_id)
+    }
+
+    /// `run-<id>` in `parent`, with its lock.
+    fn create_in(parent: &std::path::Path, run_id: &str) -> Result<RunTempDir, std::io::Error> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         // The lock is taken under a name sweepers ignore and then renamed into place (the lock
         // goes with the file): a `run-<id>.lock` a sweeper can lock is a dead run's, so it must
         // never be visible unlocked -- a concurrent run's sweep would take it for one and remove
@@ -96,7 +127,8 @@ impl RunTempDir {
             Ok(path) => Ok(RunTempDir {
                 path,
                 lock_path,
-                _lock: lock,
+                lock,
+                slot: false,
             }),
             Err(e) => {
                 let _ = std::fs::remove_file(&lock_path);
@@ -114,7 +146,82 @@ impl RunTempDir {
 impl Drop for RunTempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
-        let _ = std::fs::remove_file(&self.lock_path);
+        if self.slot {
+            // Still held: the next run finds an empty slot and an empty record.
+            let _ = self.lock.set_len(0);
+        } else {
+            let _ = std::fs::remove_file(&self.lock_path);
+        }
+    }
+}
+
+/// `<base>/palisade-<uid>`, made if missing: `$XDG_RUNTIME_DIR` or the system temp dir, and a
+/// directory that must be ours, a real directory and closed to others — a directory another
+/// user planted there (or a symlink) is refused rather than used.
+fn private_parent() -> Result<PathBuf, std::io::Error> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        None => std::env::temp_dir(),
+        Some(dir) if dir.is_absolute() && dir.is_dir() => dir,
+        // Set but unusable: said, rather than quietly putting the run somewhere else.
+        Some(dir) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "XDG_RUNTIME_DIR `{}` is not an absolute path to a directory; fix or unset it",
+                    dir.display()
+                ),
+            ));
+        }
+    };
+    let uid = crate::facts::current_uid();
+    let parent = base.join(format!("palisade-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&parent)?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "`{}` is not a private directory of this user; refusing to use it",
+            parent.display()
+        )));
+    }
+    Ok(parent)
+}
+
+/// Empties slot `n` of `parent`, whose `lock` the caller holds (so no live run uses it): kills
+/// what a dead run's launch recorded in the lock, removes `slot-<n>` and its siblings
+/// `slot-<n>.<suffix>` (observed masks unmounted first), and empties the record.
+fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) {
+    kill_leftovers(&format!("slot-{n}"), lock);
+    let dir = format!("slot-{n}");
+    let lock_name = format!("slot-{n}.lock");
+    let siblings = format!("slot-{n}.");
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name == dir.as_str() || (name.starts_with(&siblings) && name != lock_name.as_str()) {
+                remove_entry(&entry);
+            }
+        }
+    }
+    let _ = lock.set_len(0);
+}
+
+/// Removes one leftover of a dead run: observed masks are unmounted before their mountpoint
+/// can go.
+fn remove_entry(entry: &std::fs::DirEntry) {
+    #[cfg(target_os = "linux")]
+    if entry.file_name().to_string_lossy().ends_with(".masks") {
+        palisade_shims::fusemask::unmount_stale(&entry.path());
+    }
+    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let _ = std::fs::remove_dir_all(entry.path());
+    } else {
+        let _ = std::fs::remove_file(entry.path());
     }
 }
 
@@ -153,9 +260,20 @@ fn sweep_dead_runs(parent: &std::path::Path) {
     };
     // id → the entries named after it.
     let mut runs: BTreeMap<String, Vec<std::fs::DirEntry>> = BTreeMap::new();
+    // Slots with something in them besides their lock: emptied below if nobody holds them.
+    let mut slots = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_str().unwrap_or_default();
+        if let Some(rest) = name.strip_prefix("slot-") {
+            let (n, suffix) = rest.split_once('.').unwrap_or((rest, ""));
+            if suffix != "lock"
+                && let Ok(n) = n.parse::<usize>()
+            {
+                slots.insert(n);
+            }
+            continue;
+        }
         // A lock not yet renamed into place: its run is starting, unless its supervisor died
         // in that instant.
         if let Some(id) = name
@@ -172,6 +290,13 @@ fn sweep_dead_runs(parent: &std::path::Path) {
             .map(|rest| rest.split('.').next().unwrap_or(rest).to_owned());
         if let Some(id) = id {
             runs.entry(id).or_default().push(entry);
+        }
+    }
+    for n in slots {
+        // A dead run's slot, which no run has taken since: emptied now, so that what it left
+        // (and any process it left) does not wait for the next run that needs that slot.
+        if let Ok(Some(lock)) = take_free_lock(&parent.join(format!("slot-{n}.lock"))) {
+            clear_slot(parent, n, &lock);
         }
     }
     for (id, entries) in runs {
@@ -244,8 +369,10 @@ pub(crate) fn run_is_over(parent: &std::path::Path, id: &str) -> bool {
 /// it. The lock stays taken as long as the file is open.
 fn take_free_lock(lock_path: &std::path::Path) -> std::io::Result<Option<std::fs::File>> {
     use std::os::unix::fs::OpenOptionsExt;
+    // Writable too: a slot's record is emptied through it.
     let lock = std::fs::OpenOptions::new()
         .read(true)
+        .write(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(lock_path)?;
     Ok(lock.try_lock().is_ok().then_some(lock))
@@ -362,6 +489,64 @@ mod tests {
         drop(file);
         sweep_dead_runs(parent);
         assert!(!held.exists(), "a lock nobody holds is a dead run's");
+    }
+
+    /// Runs take the first free slot, the same path from one run to the next; a slot a live run
+    /// holds is skipped, and one a run left is empty for the next.
+    #[test]
+    fn runs_take_the_first_free_slot_and_leave_it_empty() {
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        let first = RunTempDir::slot_in(parent, "1-1").unwrap();
+        std::fs::write(first.path().join("scratch"), b"x").unwrap();
+        let second = RunTempDir::slot_in(parent, "2-1").unwrap();
+        let slot = |n: usize| {
+            std::fs::canonicalize(parent)
+                .unwrap()
+                .join(format!("slot-{n}"))
+        };
+        assert_eq!(first.path(), slot(0));
+        assert_eq!(second.path(), slot(1));
+        drop(first);
+        assert!(!slot(0).exists(), "a run's slot goes with it");
+        assert_eq!(std::fs::read(parent.join("slot-0.lock")).unwrap(), b"");
+        let third = RunTempDir::slot_in(parent, "3-1").unwrap();
+        assert_eq!(third.path(), slot(0));
+        assert_eq!(std::fs::read_dir(third.path()).unwrap().count(), 0);
+        drop((second, third));
+    }
+
+    /// What a run killed outright left in its slot (its files, its observed masks' mountpoint,
+    /// its launch record) is gone before the slot is used again, and with the next run's sweep
+    /// when no run needs that slot; a slot a live run holds is left alone.
+    #[test]
+    fn a_dead_runs_slot_is_emptied_by_the_sweep_and_a_held_one_is_not() {
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        for n in [3, 4] {
+            std::fs::create_dir(parent.join(format!("slot-{n}"))).unwrap();
+            std::fs::write(parent.join(format!("slot-{n}/planted")), b"x").unwrap();
+            std::fs::create_dir(parent.join(format!("slot-{n}.masks"))).unwrap();
+            // A record no process matches (group 1 is never signalled).
+            std::fs::write(parent.join(format!("slot-{n}.lock")), b"1 0").unwrap();
+        }
+        let held = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(parent.join("slot-4.lock"))
+            .unwrap();
+        held.try_lock().unwrap();
+        sweep_dead_runs(parent);
+        assert!(!parent.join("slot-3").exists());
+        assert!(!parent.join("slot-3.masks").exists());
+        assert_eq!(std::fs::read(parent.join("slot-3.lock")).unwrap(), b"");
+        assert!(parent.join("slot-4/planted").exists(), "a live run's slot");
+        assert!(parent.join("slot-4.masks").exists());
+        drop(held);
+        // The next run takes slot 0, and the sweep before it empties slot 4.
+        let next = RunTempDir::slot_in(parent, "5-1").unwrap();
+        assert!(next.path().ends_with("slot-0"));
+        assert!(!parent.join("slot-4").exists());
     }
 
     /// Start time of `pid` in clock ticks after boot (`/proc/<pid>/stat` field 22).

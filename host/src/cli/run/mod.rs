@@ -133,7 +133,7 @@ fn configure(args: &RunArgs) -> Result<Configured, Failure> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Failure::new(ErrorCode::InputInvalid, e.to_string()))?;
     let run_id = launch::new_run_id();
-    let temp = launch::RunTempDir::create(&run_id).map_err(|e| {
+    let temp = launch::RunTempDir::in_slot(&run_id).map_err(|e| {
         let code = if e.kind() == std::io::ErrorKind::InvalidInput {
             ErrorCode::InputInvalid
         } else {
