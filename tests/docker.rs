@@ -1259,3 +1259,90 @@ fn approvals_apply_to_a_containers_connections() {
     );
     assert!(palisade_containers(&s.image).is_empty());
 }
+
+/// A host loopback port below 1024 — which bwrap's unprivileged bridge cannot listen for, so
+/// the engine leaves bwrap for docker (corpus: `privileged-host-ports-are-beyond-the-bwrap-
+/// bridge`) — is forwarded into the container: a server this test starts on the host's
+/// 127.0.0.1:81 answers a command inside, and an unlisted port beside it does not.
+#[test]
+fn a_privileged_host_port_is_forwarded_into_the_container() {
+    let Some(s) = setup() else { return };
+    // Port 81: below 1024, and nothing usually serves it. Binding it needs root (CI runs the
+    // tests as root); elsewhere the test says why it cannot run.
+    let listener = match TcpListener::bind("127.0.0.1:81") {
+        Ok(listener) => listener,
+        Err(e) => {
+            assert!(
+                !docker_image::required() || real_uid() != 0,
+                "cannot listen on 127.0.0.1:81 as root: {e}"
+            );
+            eprintln!("skipped: cannot listen on 127.0.0.1:81: {e}");
+            return;
+        }
+    };
+    let served = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&served);
+    std::thread::spawn(move || {
+        // A banner on accept, as the attack binary's `net.tcp-connect` reads it.
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(b"privileged-port\n");
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    let taskpack = s.dir.path().join("taskpack-port-81.yaml");
+    std::fs::write(
+        &taskpack,
+        "apiVersion: loopwright.dev/v1alpha1\nkind: Taskpack\nmetadata: {name: docker-tests}\nspec:\n  sandbox:\n    preferredBackends: [linux-bwrap, docker]\n    networkMode: loopback-only\n    loopbackPorts: [81]\n",
+    )
+    .unwrap();
+    let audit = s.dir.path().join("port-81-audit.jsonl");
+    let out = s
+        .run_command_with(
+            &taskpack,
+            &s.profiles(),
+            &["--audit", audit.to_str().unwrap()],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "{attack} net.tcp-connect --addr 127.0.0.1 --port 81 --marker privileged-port; \
+                     {attack} net.tcp-connect --addr 127.0.0.1 --port 82 --marker privileged-port",
+                    attack = docker_image::ATTACK_IN_IMAGE
+                ),
+            ],
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", stderr(&out));
+    let verdicts: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    assert_eq!(verdicts.len(), 2, "{stdout}{}", stderr(&out));
+    assert_eq!(verdicts[0]["verdict"], "succeeded", "{stdout}");
+    assert_eq!(
+        verdicts[1]["verdict"], "blocked",
+        "an unlisted port: {stdout}"
+    );
+    assert!(served.load(Ordering::SeqCst) >= 1);
+    // The decision chose docker, and says why not bwrap.
+    let decision: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(&audit)
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let output: serde_json::Value =
+        serde_json::from_str(decision["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["backend"], "docker", "{output}");
+    assert!(
+        output["trace"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("below 1024"),
+        "{output}"
+    );
+}

@@ -113,6 +113,7 @@ fn judge(
     // (a network namespace) or could not be narrowed to the listed ones (Seatbelt).
     let filter_unenforceable = policy.filtered_egress().is_some() && !probe.network_bridge;
     let ports_unenforceable = !policy.loopback_ports.is_empty() && !probe.network_bridge;
+    let privileged = privileged_ports(backend, &policy.loopback_ports);
     let sockets_unpassable =
         !policy.allowed_unix_sockets.is_empty() && !passes_unix_sockets(backend);
     let isolation_required = policy
@@ -123,6 +124,7 @@ fn judge(
         && !mode_unenforceable
         && !filter_unenforceable
         && !ports_unenforceable
+        && privileged.is_empty()
         && !sockets_unpassable
     {
         let mut reason = format!(
@@ -169,6 +171,19 @@ fn judge(
         ));
         missing.push(Capability::NetworkIsolation);
     }
+    if !privileged.is_empty() {
+        parts.push(format!(
+            "cannot forward host loopback ports below 1024 ({}): its bridge listens for them on \
+             the sandbox's own loopback with no privilege; serve them from port 1024 up, or let \
+             the docker backend, which can, run the command",
+            privileged
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        missing.push(Capability::NetworkIsolation);
+    }
     if sockets_unpassable {
         // Not a capability the backend lacks: it confines every host socket and cannot let
         // one through (Landlock's filter refuses AF_UNIX whole; Seatbelt is not wired for it).
@@ -184,6 +199,21 @@ fn judge(
         &parts.join("; "),
         missing,
     )
+}
+
+/// The listed host loopback ports `backend`'s bridge cannot forward: under bwrap the bridge
+/// binds each port on the sandbox's own loopback with every capability dropped, in a network
+/// namespace whose unprivileged port floor is the kernel's default (1024), so a port below it
+/// fails at launch; a container's namespace lets its processes bind any port (Docker sets
+/// `net.ipv4.ip_unprivileged_port_start` to 0).
+fn privileged_ports(backend: Backend, ports: &[u16]) -> Vec<u16> {
+    match backend {
+        Backend::LinuxBwrap => ports.iter().copied().filter(|p| *p < 1024).collect(),
+        Backend::Docker
+        | Backend::LinuxLandlock
+        | Backend::MacosSeatbelt
+        | Backend::DirectDedicated => Vec::new(),
+    }
 }
 
 /// Whether the backend can bind a chosen host socket into the sandbox while every other stays

@@ -589,8 +589,14 @@ fn network_suggestion(denial: &Denial, decision: &Value) -> String {
         ),
         "plan.network.hostPorts" if denial.observed_by == Observer::Seccomp => {
             let port = denial.target.rsplit_once(':').map_or("", |(_, port)| port);
+            // bwrap's bridge cannot listen below 1024 (the engine refuses such a port there).
+            let privileged = if port.parse::<u16>().is_ok_and(|p| p < 1024) {
+                " — a port below 1024 only under the docker backend, whose container may bind it"
+            } else {
+                ""
+            };
             format!(
-                "the sandbox's loopback is its own; to reach the host's port {port} (TCP only), add it to `spec.sandbox.loopbackPorts` (with `networkMode: loopback-only`), or pass `--allow-host-port {port}` (without a Taskpack, or one that lists it)"
+                "the sandbox's loopback is its own; to reach the host's port {port} (TCP only), add it to `spec.sandbox.loopbackPorts` (with `networkMode: loopback-only`), or pass `--allow-host-port {port}` (without a Taskpack, or one that lists it){privileged}"
             )
         }
         "plan.network.hostPorts" => format!(

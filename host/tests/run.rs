@@ -3037,3 +3037,46 @@ fn a_run_that_follows_another_decides_from_the_cache() {
         );
     }
 }
+
+/// bwrap's bridge listens for each listed host port on the sandbox's own loopback with no
+/// privilege: a port below 1024 would fail there at launch ("Permission denied", status 125
+/// after a retry), so the engine counts bwrap insufficient for it and the run is refused before
+/// anything starts, saying which port and why (docker, which can, is tested in tests/docker.rs).
+#[test]
+fn a_privileged_host_port_is_refused_before_bwrap_launches() {
+    let env = Env::new();
+    let marker = env.path("ws/launched");
+    let out = env.run(&[
+        "--backend",
+        "linux-bwrap",
+        "--allow-host-port",
+        "80",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.starts_with("error[SANDBOX_CAPABILITY_INSUFFICIENT]"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cannot forward host loopback ports below 1024 (80)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Permission denied"), "{stderr}");
+    assert!(!marker.exists(), "a refused run must launch nothing");
+    // A port of 1024 or above is forwarded as before.
+    let out = env.run(&[
+        "--backend",
+        "linux-bwrap",
+        "--allow-host-port",
+        "18555",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(marker.exists());
+}
