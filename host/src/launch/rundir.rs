@@ -315,16 +315,7 @@ fn sweep_dead_runs(parent: &std::path::Path) {
             None
         };
         for entry in entries.iter().filter(|e| e.path() != lock_path) {
-            // The dead run's observed masks: unmounted before their mountpoint can go.
-            #[cfg(target_os = "linux")]
-            if entry.file_name().to_string_lossy().ends_with(".masks") {
-                palisade_shims::fusemask::unmount_stale(&entry.path());
-            }
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            } else {
-                let _ = std::fs::remove_file(entry.path());
-            }
+            remove_entry(entry);
         }
         if lock.is_some() {
             let _ = std::fs::remove_file(&lock_path);
