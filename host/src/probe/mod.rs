@@ -132,6 +132,8 @@ pub struct ProbeSet {
     /// Why the cache could not be used or written (corrupt, untrusted, unwritable), for a
     /// warning on stderr; a plain miss or a stale key is not an error.
     pub cache_error: Option<String>,
+    /// The programs a launch runs, as the probes' inputs located them.
+    pub programs: Programs,
 }
 
 /// Probes every backend (or answers from a matching cache) and never fails: a probe that errors
@@ -139,6 +141,7 @@ pub struct ProbeSet {
 pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
     let start = Instant::now();
     let inputs = Inputs::gather(options);
+    let programs = inputs.programs();
     let mut cache_error = None;
 
     if let Some(dir) = &options.cache_dir
@@ -151,6 +154,7 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
                     from_cache: true,
                     elapsed: start.elapsed(),
                     cache_error: None,
+                    programs,
                 };
             }
             Ok(None) => {}
@@ -174,6 +178,7 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
             from_cache: true,
             elapsed: start.elapsed(),
             cache_error,
+            programs,
         };
     }
 
@@ -197,43 +202,17 @@ pub fn probe_all(options: &ProbeOptions) -> ProbeSet {
         from_cache: false,
         elapsed: start.elapsed(),
         cache_error,
+        programs,
     }
 }
 
-/// Where the probe, [`locate_bwrap`] and [`locate_docker`] search: the options' path, else
+/// Where the probes and [`Programs`] search: the options' path, else
 /// `PATH`, else the workspace's default ([`palisade_shims::path::of_process`]).
 fn launch_search_path(options: &ProbeOptions) -> OsString {
     options
         .search_path
         .clone()
         .unwrap_or_else(palisade_shims::path::of_process)
-}
-
-/// The `bwrap` the probe would trial (and `palisade run` launches): the same search, so that
-/// what was probed is what runs.
-pub fn locate_bwrap(options: &ProbeOptions) -> Option<PathBuf> {
-    let search_path = launch_search_path(options);
-    Located::find(
-        options.bwrap_path.as_deref(),
-        "bwrap",
-        &search_path,
-        &["/usr/bin/bwrap"],
-    )
-    .usable()
-    .map(Path::to_path_buf)
-}
-
-/// The `docker` CLI the probe would use (and `palisade run` launches).
-pub fn locate_docker(options: &ProbeOptions) -> Option<PathBuf> {
-    let search_path = launch_search_path(options);
-    Located::find(
-        options.docker_cli.as_deref(),
-        "docker",
-        &search_path,
-        &["/usr/bin/docker", "/usr/local/bin/docker"],
-    )
-    .usable()
-    .map(Path::to_path_buf)
 }
 
 /// Where Docker keeps `docker-init` when it is not on `PATH` (the daemon's own search list).
@@ -245,18 +224,9 @@ const DOCKER_INIT_FALLBACKS: [&str; 5] = [
     "/usr/bin/docker-init",
 ];
 
-/// The `docker-init` the docker probe checked (and `palisade run` copies as the container's
-/// PID 1).
-pub fn locate_docker_init(options: &ProbeOptions) -> Option<PathBuf> {
-    let search_path = launch_search_path(options);
-    Located::find(None, "docker-init", &search_path, &DOCKER_INIT_FALLBACKS)
-        .usable()
-        .map(Path::to_path_buf)
-}
-
-/// The programs a launch may run, located once while `run` measures the host (with the search
-/// the probes use) and carried to the launch, so that nothing is searched for again: the probe
-/// cache can answer for the probes, but a launch runs what is on disk now.
+/// The programs a launch may run, located once, by the search that keys the probe cache
+/// ([`Inputs`], done on every run, hit or miss): what was probed is what runs, and `run`
+/// carries them to the launch, so that nothing is searched for again.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Programs {
     /// `bwrap`, which a `linux-bwrap` plan launches.
@@ -268,20 +238,6 @@ pub struct Programs {
     /// `palisade-init` beside this binary, when it is installed: the sandbox's init under
     /// bwrap, Landlock and direct (else this binary itself runs it).
     pub sandbox_init: Option<PathBuf>,
-}
-
-/// Locates [`Programs`]: a handful of `stat`s, no process started.
-pub fn locate_programs(options: &ProbeOptions) -> Programs {
-    Programs {
-        bwrap: locate_bwrap(options),
-        docker: locate_docker(options),
-        docker_init: locate_docker_init(options),
-        #[cfg(target_os = "linux")]
-        sandbox_init: crate::launch::locate_sandbox_init(),
-        // Seatbelt runs no init of Palisade's.
-        #[cfg(not(target_os = "linux"))]
-        sandbox_init: None,
-    }
 }
 
 /// The palisade executable the Landlock probe trials: the options' one, else the running one.
@@ -569,6 +525,21 @@ pub(crate) struct Inputs {
 }
 
 impl Inputs {
+    /// The programs these inputs located, where they are usable.
+    fn programs(&self) -> Programs {
+        let usable = |located: &Located| located.usable().map(Path::to_path_buf);
+        Programs {
+            bwrap: usable(&self.bwrap),
+            docker: usable(&self.docker_cli),
+            docker_init: usable(&self.docker_init),
+            #[cfg(target_os = "linux")]
+            sandbox_init: crate::launch::locate_sandbox_init(),
+            // Seatbelt runs no init of Palisade's.
+            #[cfg(not(target_os = "linux"))]
+            sandbox_init: None,
+        }
+    }
+
     fn gather(options: &ProbeOptions) -> Inputs {
         let search_path = launch_search_path(options);
         let (uid, euid) = user_ids();

@@ -176,7 +176,7 @@ fn measure(args: &RunArgs, run: &mut Configured, clock: &mut Clock) -> Result<Me
     if let Some(problem) = &probes.cache_error {
         say!("warning: probe cache not used: {problem}");
     }
-    let programs = probe::locate_programs(&run.probe_opts);
+    let programs = probes.programs.clone();
     let (input, probe_source) = match &args.input {
         Some(source) => {
             if run.budget_flags.is_some()
