@@ -332,7 +332,12 @@ fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
     }
     #[cfg(target_os = "linux")]
     {
-        let killed = palisade_shims::supervise::kill_group_leftovers(&record, run_start_ticks(id));
+        // A record without its start time (the supervisor was killed between the child's pid
+        // and its own append) is bounded by the run's clock: its id's, or for a slot, when the
+        // record was written (less a second, as for an id), since the slot was emptied just
+        // before the launch.
+        let not_before = run_start_ticks(id).or_else(|| written_ticks(lock));
+        let killed = palisade_shims::supervise::kill_group_leftovers(&record, not_before);
         if killed > 0 {
             say!(
                 "palisade: killed {killed} process{} left by run {id}, whose supervisor was killed while bwrap set the sandbox up",
@@ -404,6 +409,26 @@ fn run_start_ticks(id: &str) -> Option<u64> {
     let hz = crate::facts::clock_ticks_per_second().max(1);
     Some(
         run_started_secs(id)?
+            .checked_sub(boot_time_secs()?)?
+            .saturating_sub(1)
+            .saturating_mul(hz),
+    )
+}
+
+/// When `lock`'s record was last written, in clock ticks after boot, less a second.
+#[cfg(target_os = "linux")]
+fn written_ticks(lock: &std::fs::File) -> Option<u64> {
+    let written = lock
+        .metadata()
+        .ok()?
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_secs();
+    let hz = crate::facts::clock_ticks_per_second().max(1);
+    Some(
+        written
             .checked_sub(boot_time_secs()?)?
             .saturating_sub(1)
             .saturating_mul(hz),
@@ -619,6 +644,24 @@ mod tests {
         .unwrap();
         sweep_dead_runs(&parent);
         assert_eq!(later.wait().unwrap().signal(), Some(libc::SIGKILL));
+        // A dead run's slot: the record bounds the launch by its own start time, or without
+        // one by when it was written; a launch recorded as starting later is left alone.
+        let mut slotted = spawn(&bwrap, 0);
+        let slotted_group = i32::try_from(slotted.id()).unwrap();
+        std::fs::create_dir(parent.join("slot-7")).unwrap();
+        std::fs::write(
+            parent.join("slot-7.lock"),
+            format!("{slotted_group} {}", start_ticks(slotted.id()) + 1_000_000),
+        )
+        .unwrap();
+        sweep_dead_runs(&parent);
+        assert!(slotted.try_wait().unwrap().is_none(), "a later launch's");
+        std::fs::create_dir(parent.join("slot-7")).unwrap();
+        std::fs::write(parent.join("slot-7.lock"), slotted_group.to_string()).unwrap();
+        sweep_dead_runs(&parent);
+        assert_eq!(slotted.wait().unwrap().signal(), Some(libc::SIGKILL));
+        assert!(!parent.join("slot-7").exists());
+        assert_eq!(std::fs::read(parent.join("slot-7.lock")).unwrap(), b"");
         for mut process in [other_name, other_group] {
             process.kill().unwrap();
             process.wait().unwrap();
