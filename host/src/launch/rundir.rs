@@ -7,6 +7,21 @@
 //! decision cache (`crate::decisions`) useless; a slot's path is the same from one run to the
 //! next, and a run that follows another decides from the cache. A slot is emptied before it is
 //! used (whatever a dead run left there, and the processes it left, go first) and after.
+//!
+//! A slot's directory and its lock file stay from one run to the next: a run that ends empties
+//! the directory and blanks the lock's record (overwrites it with spaces) rather than removing
+//! the directory and truncating the file to nothing. On a disk-backed temp dir (ext4 here),
+//! `rmdir` and `mkdir` cost about 0.1–0.2 ms each, and so does truncating to nothing a file
+//! just written (ext4 then flushes its data: `auto_da_alloc`), half a millisecond of every run
+//! together; what replaces them writes within a block the file already has.
+//!
+//! So the lock's size says whether the slot is clean: empty (never used) or exactly
+//! [`RECORD_LEN`] blanks. A run that takes a slot marks it in use at once, before any command
+//! can write there ([`mark_in_use`]: the blanks and one more byte), and a launch writes its
+//! record over the blanks; a slot nobody holds whose lock has another size, or with something
+//! named `slot-<n>.<x>` beside it, is a dead run's. A dead run's directory is removed and made
+//! afresh, as before: nothing that still has the old one open or mounted (an orphaned
+//! container) reaches the next run's.
 
 use std::path::PathBuf;
 
@@ -39,8 +54,9 @@ pub struct RunTempDir {
     lock_path: PathBuf,
     /// Held for the run's lifetime (close-on-exec: no sandboxed process inherits it).
     lock: std::fs::File,
-    /// A slot's lock file stays (emptied) when the run ends: removing a lock file another run
-    /// may have just opened would let two runs hold "the" lock of one slot.
+    /// A slot's lock file stays (its record blanked) when the run ends: removing a lock file
+    /// another run may have just opened would let two runs hold "the" lock of one slot. Its
+    /// directory stays too, emptied.
     slot: bool,
 }
 
@@ -54,7 +70,7 @@ impl RunTempDir {
 
     /// [`RunTempDir::in_slot`] in `parent`.
     fn slot_in(parent: &std::path::Path, run_id: &str) -> Result<RunTempDir, std::io::Error> {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        use std::os::unix::fs::OpenOptionsExt;
         sweep_dead_runs(parent);
         for n in 0..SLOTS {
             let lock_path = parent.join(format!("slot-{n}.lock"));
@@ -71,9 +87,8 @@ impl RunTempDir {
                 continue;
             }
             clear_slot(parent, n, &lock);
-            let path = parent.join(format!("slot-{n}"));
-            std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-            let path = std::fs::canonicalize(&path)?;
+            mark_in_use(&lock)?;
+            let path = slot_directory(&parent.join(format!("slot-{n}")))?;
             return Ok(RunTempDir {
                 path,
                 lock_path,
@@ -145,11 +160,13 @@ impl RunTempDir {
 
 impl Drop for RunTempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
         if self.slot {
-            // Still held: the next run finds an empty slot and an empty record.
-            let _ = self.lock.set_len(0);
+            // Still held: the next run finds an empty slot and a blank record. The record last:
+            // a supervisor killed in between leaves it to the next run to empty the slot.
+            empty_directory(&self.path);
+            blank_record(&self.lock);
         } else {
+            let _ = std::fs::remove_dir_all(&self.path);
             let _ = std::fs::remove_file(&self.lock_path);
         }
     }
@@ -192,10 +209,14 @@ fn private_parent() -> Result<PathBuf, std::io::Error> {
 }
 
 /// Empties slot `n` of `parent`, whose `lock` the caller holds (so no live run uses it): kills
-/// what a dead run's launch recorded in the lock, removes `slot-<n>` and its siblings
-/// `slot-<n>.<suffix>` (observed masks unmounted first), and empties the record.
+/// what a dead run's launch recorded in the lock, removes its siblings `slot-<n>.<suffix>`
+/// (observed masks unmounted first) and blanks the record; `slot-<n>` is removed when a dead
+/// run left it (its record was not blank), else emptied.
 fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) {
-    kill_leftovers(&format!("slot-{n}"), lock);
+    let dead_run = !record_is_blank(lock);
+    if dead_run {
+        kill_leftovers(&format!("slot-{n}"), lock);
+    }
     let dir = format!("slot-{n}");
     let lock_name = format!("slot-{n}.lock");
     let siblings = format!("slot-{n}.");
@@ -203,12 +224,123 @@ fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name == dir.as_str() || (name.starts_with(&siblings) && name != lock_name.as_str()) {
+            if name == dir.as_str() {
+                if dead_run || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_entry(&entry);
+                } else {
+                    empty_directory(&entry.path());
+                }
+            } else if name.starts_with(&siblings) && name != lock_name.as_str() {
                 remove_entry(&entry);
             }
         }
     }
-    let _ = lock.set_len(0);
+    blank_record(lock);
+}
+
+/// The length of a slot's record: a launch writes `<pid> <start ticks>` (at most 28 bytes) over
+/// its blanks.
+const RECORD_LEN: usize = 32;
+
+/// What follows the record while a run holds the slot: not a number, so never taken for a start
+/// time ([`palisade_shims::supervise::kill_group_leftovers`] reads the first two words).
+const IN_USE: u8 = b'-';
+
+/// Marks the slot whose `lock` the caller just took and emptied as in use: [`RECORD_LEN`]
+/// blanks, for the launch's record, and [`IN_USE`]. From now on a sweep that finds the slot
+/// free takes it for a dead run's.
+fn mark_in_use(mut lock: &std::fs::File) -> Result<(), std::io::Error> {
+    use std::io::{Seek, Write};
+    let mut marked = [b' '; RECORD_LEN + 1];
+    marked[RECORD_LEN] = IN_USE;
+    lock.rewind()?;
+    lock.write_all(&marked)?;
+    lock.rewind()?;
+    Ok(())
+}
+
+/// Whether a slot's lock of `len` bytes is clean by its size alone: empty, or blanks only.
+fn clean_size(len: u64) -> bool {
+    len == 0 || usize::try_from(len) == Ok(RECORD_LEN)
+}
+
+/// Whether the record in `lock` (read from its start) is empty or blank; the file's offset is
+/// back at the start after.
+fn record_is_blank(mut lock: &std::fs::File) -> bool {
+    use std::io::{Read, Seek};
+    let mut record = Vec::new();
+    let read = lock
+        .rewind()
+        .and_then(|()| lock.take(MAX_BLANKED_RECORD + 1).read_to_end(&mut record));
+    let _ = lock.rewind();
+    read.is_ok() && record.iter().all(|b| *b == b' ')
+}
+
+/// Whether a slot whose lock is `entry` looks left by a dead run, from the lock's size alone
+/// (one `stat` per slot, without its lock: a hint, which [`clear_slot`] checks again under it).
+fn left_behind(entry: &std::fs::DirEntry) -> bool {
+    entry.metadata().is_ok_and(|meta| !clean_size(meta.len()))
+}
+
+/// The slot's directory `path`, made if missing, and checked: a real directory (no symlink),
+/// ours, mode 0700 (reset if a command changed it: the directory is the sandbox's `TMPDIR`,
+/// whose mode the command may set). Canonical.
+fn slot_directory(path: &std::path::Path) -> Result<PathBuf, std::io::Error> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(path)?;
+            if !meta.is_dir() || meta.uid() != crate::facts::current_uid() {
+                return Err(std::io::Error::other(format!(
+                    "`{}` is not a directory of this user's; remove it",
+                    path.display()
+                )));
+            }
+            if meta.mode() & 0o7777 != 0o700 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    std::fs::canonicalize(path)
+}
+
+/// Removes everything in directory `path`, keeping the directory. Best effort, like every
+/// removal here: what cannot go now is tried again before the slot's next use.
+fn empty_directory(path: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        } else {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// The longest lock [`record_is_blank`] reads.
+const MAX_BLANKED_RECORD: u64 = 64;
+
+/// Leaves a slot's lock clean ([`clean_size`]): [`RECORD_LEN`] blanks, written over the record
+/// within the block the file already has, and the file cut to them (which frees nothing); one
+/// that is clean already is left alone. A blank record is an empty one ([`kill_leftovers`]).
+fn blank_record(mut lock: &std::fs::File) {
+    use std::io::{Seek, Write};
+    let len = lock.metadata().map_or(0, |meta| meta.len());
+    if clean_size(len) && record_is_blank(lock) {
+        return;
+    }
+    let blanked = lock
+        .rewind()
+        .and_then(|()| lock.write_all(&[b' '; RECORD_LEN]))
+        .and_then(|()| lock.set_len(RECORD_LEN as u64))
+        .and_then(|()| lock.rewind());
+    if blanked.is_err() {
+        let _ = lock.set_len(0);
+    }
 }
 
 /// Removes one leftover of a dead run: observed masks are unmounted before their mountpoint
@@ -260,16 +392,20 @@ fn sweep_dead_runs(parent: &std::path::Path) {
     };
     // id → the entries named after it.
     let mut runs: BTreeMap<String, Vec<std::fs::DirEntry>> = BTreeMap::new();
-    // Slots with something in them besides their lock: emptied below if nobody holds them.
+    // Slots a dead run left (something beside them, or a record in their lock): emptied below
+    // if nobody holds them. A slot's own directory stays from run to run.
     let mut slots = std::collections::BTreeSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_str().unwrap_or_default();
         if let Some(rest) = name.strip_prefix("slot-") {
             let (n, suffix) = rest.split_once('.').unwrap_or((rest, ""));
-            if suffix != "lock"
-                && let Ok(n) = n.parse::<usize>()
-            {
+            let left = match suffix {
+                "" => false,
+                "lock" => left_behind(&entry),
+                _ => true,
+            };
+            if left && let Ok(n) = n.parse::<usize>() {
                 slots.insert(n);
             }
             continue;
@@ -327,7 +463,8 @@ fn sweep_dead_runs(parent: &std::path::Path) {
 /// in setup, [`palisade_shims::supervise::kill_group_leftovers`]), and says so.
 fn kill_leftovers(id: &str, mut lock: &std::fs::File) {
     let mut record = String::new();
-    if std::io::Read::read_to_string(&mut lock, &mut record).is_err() || record.is_empty() {
+    // A blank record (a slot's, emptied: `blank_record`) is an empty one.
+    if std::io::Read::read_to_string(&mut lock, &mut record).is_err() || record.trim().is_empty() {
         return;
     }
     #[cfg(target_os = "linux")]
@@ -507,14 +644,25 @@ mod tests {
         assert!(!held.exists(), "a lock nobody holds is a dead run's");
     }
 
+    fn blank(path: &std::path::Path) -> bool {
+        std::fs::read(path).unwrap().iter().all(|b| *b == b' ')
+    }
+
     /// Runs take the first free slot, the same path from one run to the next; a slot a live run
-    /// holds is skipped, and one a run left is empty for the next.
+    /// holds is skipped, and one a run left is empty for the next: the same directory, emptied
+    /// (mode 0700 again if the command changed it), its record blank.
     #[test]
     fn runs_take_the_first_free_slot_and_leave_it_empty() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let base = tempfile::tempdir().unwrap();
         let parent = base.path();
         let first = RunTempDir::slot_in(parent, "1-1").unwrap();
+        assert!(!blank(&parent.join("slot-0.lock")), "a held slot is marked");
         std::fs::write(first.path().join("scratch"), b"x").unwrap();
+        std::fs::create_dir(first.path().join("tree")).unwrap();
+        std::fs::write(first.path().join("tree/leaf"), b"x").unwrap();
+        std::fs::set_permissions(first.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let inode = std::fs::metadata(first.path()).unwrap().ino();
         let second = RunTempDir::slot_in(parent, "2-1").unwrap();
         let slot = |n: usize| {
             std::fs::canonicalize(parent)
@@ -524,12 +672,33 @@ mod tests {
         assert_eq!(first.path(), slot(0));
         assert_eq!(second.path(), slot(1));
         drop(first);
-        assert!(!slot(0).exists(), "a run's slot goes with it");
-        assert_eq!(std::fs::read(parent.join("slot-0.lock")).unwrap(), b"");
+        assert_eq!(std::fs::read_dir(slot(0)).unwrap().count(), 0, "emptied");
+        assert!(blank(&parent.join("slot-0.lock")));
         let third = RunTempDir::slot_in(parent, "3-1").unwrap();
         assert_eq!(third.path(), slot(0));
-        assert_eq!(std::fs::read_dir(third.path()).unwrap().count(), 0);
+        let meta = std::fs::metadata(third.path()).unwrap();
+        assert_eq!(meta.ino(), inode, "a clean slot keeps its directory");
+        assert_eq!(meta.mode() & 0o7777, 0o700);
         drop((second, third));
+    }
+
+    /// A dead run's slot (its record still there) gets a directory made afresh: whatever still
+    /// holds the old one open, an orphaned container's mount say, does not reach the next run's.
+    #[test]
+    fn a_dead_runs_slot_directory_is_made_afresh() {
+        use std::os::unix::fs::MetadataExt;
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        std::fs::create_dir(parent.join("slot-0")).unwrap();
+        std::fs::write(parent.join("slot-0/planted"), b"x").unwrap();
+        // The mark of a run that held the slot and died before its launch wrote a record.
+        std::fs::write(parent.join("slot-0.lock"), [IN_USE]).unwrap();
+        let old = std::fs::File::open(parent.join("slot-0")).unwrap();
+        let inode = old.metadata().unwrap().ino();
+        let next = RunTempDir::slot_in(parent, "1-1").unwrap();
+        assert!(next.path().ends_with("slot-0"));
+        assert_eq!(std::fs::read_dir(next.path()).unwrap().count(), 0);
+        assert_ne!(std::fs::metadata(next.path()).unwrap().ino(), inode);
     }
 
     /// What a run killed outright left in its slot (its files, its observed masks' mountpoint,
@@ -552,10 +721,14 @@ mod tests {
             .open(parent.join("slot-4.lock"))
             .unwrap();
         held.try_lock().unwrap();
+        // A slot a run left clean: its directory and blank record stay as they are.
+        std::fs::create_dir(parent.join("slot-5")).unwrap();
+        std::fs::write(parent.join("slot-5.lock"), [b' '; RECORD_LEN]).unwrap();
         sweep_dead_runs(parent);
         assert!(!parent.join("slot-3").exists());
         assert!(!parent.join("slot-3.masks").exists());
-        assert_eq!(std::fs::read(parent.join("slot-3.lock")).unwrap(), b"");
+        assert!(blank(&parent.join("slot-3.lock")));
+        assert!(parent.join("slot-5").is_dir());
         assert!(parent.join("slot-4/planted").exists(), "a live run's slot");
         assert!(parent.join("slot-4.masks").exists());
         drop(held);
@@ -661,7 +834,7 @@ mod tests {
         sweep_dead_runs(&parent);
         assert_eq!(slotted.wait().unwrap().signal(), Some(libc::SIGKILL));
         assert!(!parent.join("slot-7").exists());
-        assert_eq!(std::fs::read(parent.join("slot-7.lock")).unwrap(), b"");
+        assert!(blank(&parent.join("slot-7.lock")));
         for mut process in [other_name, other_group] {
             process.kill().unwrap();
             process.wait().unwrap();
