@@ -157,19 +157,22 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
     named.extend(plan.writable_roots.iter().map(PathBuf::as_path));
     named.extend(plan.denied_read_paths.iter().map(PathBuf::as_path));
     named.extend(plan.protected_paths.iter().map(PathBuf::as_path));
+    // The plan's paths share their ancestors (`/home/u` for every denied path under it): each
+    // is looked at once per measure, not once per path beneath it.
+    let mut seen = Lstats::default();
     let mut paths = BTreeMap::new();
     for path in named {
-        paths.insert(path.to_path_buf(), resolve(path)?);
+        paths.insert(path.to_path_buf(), resolve_with(path, &mut seen)?);
     }
 
     let mut private_dirs = BTreeSet::new();
     for candidate in PRIVATE_DIR_CANDIDATES {
-        let fact = resolve(Path::new(candidate))?;
+        let fact = resolve_with(Path::new(candidate), &mut seen)?;
         if fact.kind == PathKind::Dir {
             private_dirs.insert(fact.real);
         }
     }
-    let resolv = resolve(Path::new(RESOLV_CONF))?;
+    let resolv = resolve_with(Path::new(RESOLV_CONF), &mut seen)?;
     let resolv_conf = match resolv.kind {
         PathKind::File { .. } | PathKind::Other => Some(resolv.real),
         PathKind::Dir | PathKind::Missing { .. } | PathKind::Unsearchable { .. } => None,
@@ -384,6 +387,39 @@ fn steps(path: &Path) -> impl Iterator<Item = Step> + '_ {
 
 /// Resolves `path` like the kernel would, without requiring it to exist.
 pub fn resolve(path: &Path) -> Result<PathFact, FsFactsError> {
+    resolve_with(path, &mut Lstats::default())
+}
+
+/// What `lstat` said of each path one [`measure`] looked at (its answer, or the error's raw
+/// code): the same question is not asked twice in one measure, and every path resolved in it
+/// sees one answer for a shared ancestor.
+#[derive(Default)]
+struct Lstats(BTreeMap<PathBuf, Result<Metadata, i32>>);
+
+impl Lstats {
+    fn lstat(&mut self, path: &Path) -> io::Result<Metadata> {
+        if let Some(seen) = self.0.get(path) {
+            return seen.clone().map_err(io::Error::from_raw_os_error);
+        }
+        let answer = fs::symlink_metadata(path);
+        // An error without a code (none from lstat) is not kept: asked again, it is answered
+        // again.
+        match &answer {
+            Ok(meta) => {
+                self.0.insert(path.to_path_buf(), Ok(meta.clone()));
+            }
+            Err(err) => {
+                if let Some(code) = err.raw_os_error() {
+                    self.0.insert(path.to_path_buf(), Err(code));
+                }
+            }
+        }
+        answer
+    }
+}
+
+/// [`resolve`], asking `seen` rather than the filesystem again.
+fn resolve_with(path: &Path, seen: &mut Lstats) -> Result<PathFact, FsFactsError> {
     if !path.is_absolute() {
         return Err(FsFactsError::Relative(path.to_path_buf()));
     }
@@ -408,7 +444,7 @@ pub fn resolve(path: &Path) -> Result<PathFact, FsFactsError> {
             Step::Name(name) => name,
         };
         let candidate = current.join(&name);
-        match fs::symlink_metadata(&candidate) {
+        match seen.lstat(&candidate) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 if symlinks.len() >= MAX_SYMLINKS {
                     return Err(FsFactsError::SymlinkLoop(path.to_path_buf()));
@@ -472,7 +508,7 @@ pub fn resolve(path: &Path) -> Result<PathFact, FsFactsError> {
     }
     let meta = match last_meta {
         Some(meta) => meta,
-        None => fs::symlink_metadata(&current).map_err(|e| inspect(&current, e))?,
+        None => seen.lstat(&current).map_err(|e| inspect(&current, e))?,
     };
     let file_type = meta.file_type();
     let kind = if file_type.is_dir() {
@@ -515,6 +551,42 @@ mod tests {
     use super::*;
 
     const HEADER: &str = "Num       RefCount Protocol Flags    Type St Inode Path\n";
+
+    /// One measure's paths resolved through one shared answer per ancestor resolve as each does
+    /// alone: through symlinks, to missing and dangling paths, under a file.
+    #[test]
+    fn shared_lstats_resolve_as_each_path_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("d/e")).unwrap();
+        fs::write(root.join("d/f"), b"x").unwrap();
+        symlink(root.join("d"), root.join("link")).unwrap();
+        symlink(root.join("nowhere"), root.join("dangling")).unwrap();
+        let paths = [
+            "d",
+            "d/e",
+            "d/f",
+            "link/e",
+            "link/f",
+            "link/new/deeper",
+            "dangling",
+            "d/f/x",
+            "missing/x",
+            "link",
+            "d/e",
+        ]
+        .map(|p| root.join(p));
+        let mut seen = Lstats::default();
+        for path in &paths {
+            assert_eq!(
+                resolve_with(path, &mut seen).unwrap(),
+                resolve(path).unwrap(),
+                "{}",
+                path.display()
+            );
+        }
+        assert!(seen.0.contains_key(&root.join("d")));
+    }
 
     #[test]
     fn parses_pathname_abstract_and_unbound_rows() {
