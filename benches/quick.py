@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
 """The headline figures in well under three minutes (#38): whole processes, timed from the
-outside, interleaved round by round (each round runs every command once, in a rotating order),
+outside, interleaved round by round (each round runs every command once, in a shuffled order),
 medians, the machine's load beside them.
 
     cargo build --release --locked -p palisade && python3 benches/quick.py [--rounds N]
+        [--baseline OTHER/palisade]
 
 Figures (the issue's table):
   bare bwrap                 bwrap --ro-bind / / --bind WS WS --tmpfs over ~/.ssh and ~/.aws
                              (made here, so that they exist) --dev /dev --proc /proc
                              --unshare-all --die-with-parent --new-session true
+  bwrap, palisade's argv     the very argv `palisade run` gives bwrap (read from the running
+                             bwrap's /proc/<pid>/cmdline), its command `true` run as bwrap's
+                             PID 1: the plan's namespaces and mounts, no launcher
+  + palisade-init as pid 1   the same with Palisade's PID 1 (palisade-init __sandbox-pid1) in
+                             front of `true`, as every run has it; no seccomp stub, whose
+                             observer only a launcher can serve
   run bwrap                  palisade run -- true, linux-bwrap, networkMode none, its decision
                              in the decision cache (a run that follows another: the run's temp
                              dir is a slot, the same path from run to run)
@@ -16,13 +23,19 @@ Figures (the issue's table):
   run landlock               palisade run -- true, linux-landlock, its decision in the cache
   decide (cache hit)         palisade decide, its decision in the decision cache
   decide (cache miss)        palisade decide, the decision cache emptied before it
-and the ratios run bwrap / bare bwrap, run landlock / bare bwrap. Every cache but the decision
-cache is warm in all of them. Runs as the invoking user; needs bwrap and a built release binary.
+Each timed command starts 20 ms after the one before ended (see `timed`). The ratios: run bwrap /
+bare bwrap, run bwrap / bwrap with Palisade's argv and init (what the launcher itself adds), run
+landlock / bare bwrap. With --baseline, another build's `run bwrap` and `run landlock` join the
+same rounds (each build with its own caches and run temp dirs), for a step's before and after;
+each build runs from a copy, as an installed one does. Every cache but the decision cache is warm in all of them. Runs as the invoking user; needs
+bwrap and a built release binary.
 """
 
 import argparse
 import os
+import random
 import shutil
+import stat
 import statistics
 import subprocess
 import sys
@@ -30,6 +43,40 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The pause before each timed command (see `timed`).
+SETTLE_SECONDS = 0.02
+
+# The placeholders `palisade run` holds at a workspace's missing protected paths.
+PROTECTED = (".git", ".github", ".loopwright", "AGENTS.md", "CLAUDE.md")
+
+
+def bwrap_argv_of(run_argv, cwd, env):
+    """The argv `palisade run` gives bwrap: a run of `sleep` whose bwrap is read from /proc."""
+    child = subprocess.Popen(run_argv + ["--", "sleep", "5"], cwd=cwd, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    if ppid != child.pid:
+                        continue
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        argv = [a.decode() for a in f.read().split(b"\0")[:-1]]
+                except (OSError, ValueError, IndexError):
+                    continue
+                if argv and os.path.basename(argv[0]) == "bwrap" and "sleep" in " ".join(argv):
+                    return argv
+            time.sleep(0.005)
+        sys.exit("could not read the bwrap argv of `palisade run -- sleep 5`")
+    finally:
+        child.kill()
+        child.wait()
 
 
 def main():
@@ -39,10 +86,12 @@ def main():
         "--palisade",
         default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "palisade"),
     )
+    parser.add_argument("--baseline", help="another build's palisade, measured in the same rounds")
     args = parser.parse_args()
     palisade = args.palisade
-    if not os.access(palisade, os.X_OK):
-        sys.exit(f"no palisade at {palisade}: cargo build --release --locked -p palisade")
+    for binary in [palisade] + ([args.baseline] if args.baseline else []):
+        if not os.access(binary, os.X_OK):
+            sys.exit(f"no palisade at {binary}: cargo build --release --locked -p palisade")
     bwrap = shutil.which("bwrap")
     if not bwrap:
         sys.exit("bwrap is not installed")
@@ -50,15 +99,42 @@ def main():
     with tempfile.TemporaryDirectory(prefix="palisade-quick-") as base:
         home = os.path.join(base, "home")
         ws = os.path.join(base, "ws")
+        # The workspace of the bare argv figures: its placeholders are made here, so that no
+        # run's cleanup takes them away.
+        ws_argv = os.path.join(base, "wa")
         cache = os.path.join(base, "cache")
-        for d in (home, ws, cache, os.path.join(home, ".ssh"), os.path.join(home, ".aws")):
+        baseline_cache = os.path.join(base, "baseline-cache")
+        # Each build's run temp dirs (slots) apart: two builds may keep them differently.
+        runtime = os.path.join(base, "runtime")
+        baseline_runtime = os.path.join(base, "baseline-runtime")
+        for d in (home, ws, ws_argv, cache, baseline_cache, runtime, baseline_runtime,
+                  os.path.join(home, ".ssh"), os.path.join(home, ".aws")):
             os.makedirs(d, exist_ok=True)
+        for name in PROTECTED:
+            os.mknod(os.path.join(ws_argv, name), stat.S_IFSOCK)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "HOME": home,
             "PALISADE_CACHE_DIR": cache,
+            "XDG_RUNTIME_DIR": runtime,
             "LANG": "C",
         }
+        baseline_env = dict(env, PALISADE_CACHE_DIR=baseline_cache, XDG_RUNTIME_DIR=baseline_runtime)
+
+        def installed(binary, name):
+            # Each build runs from a copy, with its palisade-init beside it, as an installed one
+            # does: a binary the linker just wrote sits in the page cache in small pieces and
+            # starts measurably slower (0.15 ms here) than a copy of the same bytes.
+            where = os.path.join(base, name)
+            os.makedirs(where)
+            for program in ("palisade", "palisade-init"):
+                source = os.path.join(os.path.dirname(binary), program)
+                if os.path.exists(source):
+                    shutil.copy2(source, where)
+            return os.path.join(where, "palisade")
+
+        palisade = installed(palisade, "build")
+        baseline = installed(args.baseline, "baseline") if args.baseline else None
 
         def taskpack(backend):
             path = os.path.join(base, f"{backend}.yaml")
@@ -75,48 +151,87 @@ def main():
             "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
             "--new-session", "true",
         ]
-        run_bwrap = [palisade, "run", "--taskpack", taskpack("linux-bwrap"), "--", "true"]
-        run_landlock = [palisade, "run", "--taskpack", taskpack("linux-landlock"), "--", "true"]
+
+        def runs(binary):
+            return (
+                [binary, "run", "--taskpack", taskpack("linux-bwrap"), "--", "true"],
+                [binary, "run", "--taskpack", taskpack("linux-landlock"), "--", "true"],
+            )
+
+        run_bwrap, run_landlock = runs(palisade)
         decide = [palisade, "decide", "--json", "--taskpack", taskpack("linux-bwrap")]
 
-        def timed(argv, before=None):
-            if before:
-                before()
+        # bwrap's argv as `palisade run` gives it, in the other workspace: its options, then
+        # `true` alone or behind Palisade's PID 1.
+        argv = bwrap_argv_of(run_bwrap[:-2], ws, env)
+        # Its workspace and its temp dir (the run's slot, TMPDIR) swapped for ones of this
+        # script's: what a run keeps there is the run's to make and take away.
+        slot = argv[argv.index("TMPDIR") + 1]
+        argv_tmp = os.path.join(base, "argv-tmp")
+        os.makedirs(argv_tmp)
+        argv = [a.replace(slot, argv_tmp).replace(ws, ws_argv) for a in argv]
+        end = argv.index("--")
+        options = argv[:end]
+        pid1 = argv[end + 1:end + 5]
+        if pid1[1:3] != ["__sandbox-pid1", "--build"]:
+            sys.exit(f"unexpected command in bwrap's argv: {argv[end + 1:]}")
+        # `true` as bwrap's PID 1 (no --as-pid-1: bwrap's own reaper), or behind palisade-init.
+        own_argv = [a for a in options if a != "--as-pid-1"] + ["--", "/usr/bin/true"]
+        own_argv_init = options + ["--"] + pid1 + ["--", "/usr/bin/true"]
+
+        decisions = os.path.join(cache, "decisions")
+        kept = os.path.join(cache, "decisions.kept")
+
+        def timed(argv, miss=False, run_env=env):
+            # A miss decides with the decision cache set aside, which is put back after: no
+            # figure needs a run of its own to fill it again.
+            if miss and os.path.isdir(decisions):
+                os.rename(decisions, kept)
+            try:
+                return timed_once(argv, run_env)
+            finally:
+                if miss and os.path.isdir(kept):
+                    shutil.rmtree(decisions, ignore_errors=True)
+                    os.rename(kept, decisions)
+
+        def timed_once(argv, run_env):
+            # What a sandbox leaves the kernel to do after it exits (its network namespace's
+            # teardown runs in a kernel worker) would otherwise land on whatever runs next, on
+            # two cores a figure's worth: every figure starts on a settled machine.
+            time.sleep(SETTLE_SECONDS)
             start = time.perf_counter()
-            done = subprocess.run(argv, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            done = subprocess.run(argv, cwd=ws, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             took = (time.perf_counter() - start) * 1e3
             if done.returncode != 0:
                 sys.exit(f"{argv[:3]} failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
             return took
 
-        def empty_decisions():
-            shutil.rmtree(os.path.join(cache, "decisions"), ignore_errors=True)
-
         figures = {
             "bare bwrap": lambda: timed(bare),
+            "bwrap, palisade's argv": lambda: timed(own_argv),
+            "+ palisade-init as pid 1": lambda: timed(own_argv_init),
             "run bwrap": lambda: timed(run_bwrap),
-            "run bwrap (cache miss)": lambda: timed(run_bwrap, empty_decisions),
+            "run bwrap (cache miss)": lambda: timed(run_bwrap, miss=True),
             "run landlock": lambda: timed(run_landlock),
             "decide (cache hit)": lambda: timed(decide),
-            "decide (cache miss)": lambda: timed(decide, empty_decisions),
+            "decide (cache miss)": lambda: timed(decide, miss=True),
         }
-        # Warm every cache (probes, compiled component, the decision).
+        if baseline:
+            base_bwrap, base_landlock = runs(baseline)
+            figures["baseline run bwrap"] = lambda: timed(base_bwrap, run_env=baseline_env)
+            figures["baseline run landlock"] = lambda: timed(base_landlock, run_env=baseline_env)
+        # Warm every cache (probes, compiled component, the decisions).
         for measure in figures.values():
             measure()
-        timed(decide)
         times = {name: [] for name in figures}
         names = list(figures)
+        # A fresh order every round (the same from one invocation to the next): no figure
+        # always follows the same one.
+        order = random.Random(38)
         started = time.perf_counter()
-        for round_ in range(args.rounds):
-            order = names[round_ % len(names):] + names[: round_ % len(names)]
-            for name in order:
-                # Each hit is measured with its decision back in the cache after a miss.
-                if name == "decide (cache hit)":
-                    timed(decide)
-                elif name == "run bwrap":
-                    timed(run_bwrap)
-                elif name == "run landlock":
-                    timed(run_landlock)
+        for _ in range(args.rounds):
+            order.shuffle(names)
+            for name in names:
                 times[name].append(figures[name]())
         elapsed = time.perf_counter() - started
         medians = {name: statistics.median(values) for name, values in times.items()}
@@ -124,9 +239,18 @@ def main():
             load = " ".join(f.read().split()[:3])
         print(f"palisade quick figures: {args.rounds} interleaved rounds in {elapsed:.1f} s, load {load} (1, 5, 15 min), medians")
         for name, value in medians.items():
-            print(f"  {name:<22} {value:7.2f} ms")
-        print(f"  ratio run bwrap / bare bwrap     {medians['run bwrap'] / medians['bare bwrap']:.2f}x")
-        print(f"  ratio run landlock / bare bwrap  {medians['run landlock'] / medians['bare bwrap']:.2f}x")
+            print(f"  {name:<26} {value:7.2f} ms")
+
+        def ratio(label, a, b):
+            print(f"  ratio {label:<44} {medians[a] / medians[b]:.2f}x")
+
+        ratio("run bwrap / bare bwrap", "run bwrap", "bare bwrap")
+        ratio("run bwrap / bwrap with palisade's argv and init", "run bwrap", "+ palisade-init as pid 1")
+        ratio("bwrap with palisade's argv / bare bwrap", "bwrap, palisade's argv", "bare bwrap")
+        ratio("run landlock / bare bwrap", "run landlock", "bare bwrap")
+        if args.baseline:
+            ratio("run bwrap / baseline run bwrap", "run bwrap", "baseline run bwrap")
+            ratio("run landlock / baseline run landlock", "run landlock", "baseline run landlock")
 
 
 if __name__ == "__main__":
