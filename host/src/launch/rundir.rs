@@ -86,7 +86,12 @@ impl RunTempDir {
                 // A live run's (or a sweeper emptying it right now).
                 continue;
             }
-            clear_slot(parent, n, &lock);
+            if !clear_slot(parent, n, &lock) {
+                // What a command left there could not be removed (a directory it made
+                // unwritable, say): the next run must not find it in its `TMPDIR`, so this
+                // slot is passed over, and stays marked for a later sweep to try again.
+                continue;
+            }
             mark_in_use(&lock)?;
             let path = slot_directory(&parent.join(format!("slot-{n}")))?;
             return Ok(RunTempDir {
@@ -161,10 +166,12 @@ impl RunTempDir {
 impl Drop for RunTempDir {
     fn drop(&mut self) {
         if self.slot {
-            // Still held: the next run finds an empty slot and a blank record. The record last:
-            // a supervisor killed in between leaves it to the next run to empty the slot.
-            empty_directory(&self.path);
-            blank_record(&self.lock);
+            // Still held: the next run finds an empty slot and a blank record. The record last,
+            // and only once the slot is empty: a supervisor killed in between, or something
+            // that would not go, leaves the slot marked for the next run or sweep to empty.
+            if empty_directory(&self.path) {
+                blank_record(&self.lock);
+            }
         } else {
             let _ = std::fs::remove_dir_all(&self.path);
             let _ = std::fs::remove_file(&self.lock_path);
@@ -211,9 +218,11 @@ fn private_parent() -> Result<PathBuf, std::io::Error> {
 /// Empties slot `n` of `parent`, whose `lock` the caller holds (so no live run uses it): kills
 /// what a dead run's launch recorded in the lock, removes its siblings `slot-<n>.<suffix>`
 /// (observed masks unmounted first) and blanks the record; `slot-<n>` is removed when a dead
-/// run left it (its record was not blank), else emptied.
-fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) {
+/// run left it (its record was not blank), else emptied. Returns whether `slot-<n>` is now
+/// gone or empty.
+fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) -> bool {
     let dead_run = !record_is_blank(lock);
+    let mut cleared = true;
     if dead_run {
         kill_leftovers(&format!("slot-{n}"), lock);
     }
@@ -227,15 +236,19 @@ fn clear_slot(parent: &std::path::Path, n: usize, lock: &std::fs::File) {
             if name == dir.as_str() {
                 if dead_run || !entry.file_type().is_ok_and(|t| t.is_dir()) {
                     remove_entry(&entry);
+                    cleared = std::fs::symlink_metadata(entry.path()).is_err();
                 } else {
-                    empty_directory(&entry.path());
+                    cleared = empty_directory(&entry.path());
                 }
             } else if name.starts_with(&siblings) && name != lock_name.as_str() {
                 remove_entry(&entry);
             }
         }
     }
-    blank_record(lock);
+    if cleared {
+        blank_record(lock);
+    }
+    cleared
 }
 
 /// The length of a slot's record: a launch writes `<pid> <start ticks>` (at most 28 bytes) over
@@ -306,19 +319,24 @@ fn slot_directory(path: &std::path::Path) -> Result<PathBuf, std::io::Error> {
     std::fs::canonicalize(path)
 }
 
-/// Removes everything in directory `path`, keeping the directory. Best effort, like every
-/// removal here: what cannot go now is tried again before the slot's next use.
-fn empty_directory(path: &std::path::Path) {
+/// Removes everything in directory `path`, keeping the directory; returns whether all of it
+/// went.
+fn empty_directory(path: &std::path::Path) -> bool {
     let Ok(entries) = std::fs::read_dir(path) else {
-        return;
+        return false;
     };
-    for entry in entries.flatten() {
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
-            let _ = std::fs::remove_dir_all(entry.path());
-        } else {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    let mut emptied = true;
+    for entry in entries {
+        let removed = entry.and_then(|entry| {
+            if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(entry.path())
+            } else {
+                std::fs::remove_file(entry.path())
+            }
+        });
+        emptied &= removed.is_ok();
     }
+    emptied
 }
 
 /// The longest lock [`record_is_blank`] reads.
@@ -680,6 +698,43 @@ mod tests {
         assert_eq!(meta.ino(), inode, "a clean slot keeps its directory");
         assert_eq!(meta.mode() & 0o7777, 0o700);
         drop((second, third));
+    }
+
+    /// A slot whose directory keeps something that cannot be removed (here a mount, as root) is
+    /// passed over, and stays marked: the next run's `TMPDIR` never holds what a command left.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_slot_that_cannot_be_emptied_is_passed_over() {
+        if crate::facts::current_uid() != 0 {
+            eprintln!("skipped: mounting needs root");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let parent = base.path();
+        let first = RunTempDir::slot_in(parent, "1-1").unwrap();
+        let stuck = first.path().join("stuck");
+        std::fs::create_dir(&stuck).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "none"])
+            .arg(&stuck)
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+        drop(first);
+        assert!(!blank(&parent.join("slot-0.lock")), "still marked");
+        let next = RunTempDir::slot_in(parent, "2-1").unwrap();
+        assert!(next.path().ends_with("slot-1"), "{}", next.path().display());
+        assert!(
+            std::process::Command::new("umount")
+                .arg(&stuck)
+                .status()
+                .unwrap()
+                .success()
+        );
+        drop(next);
+        let after = RunTempDir::slot_in(parent, "3-1").unwrap();
+        assert!(after.path().ends_with("slot-0"));
+        assert_eq!(std::fs::read_dir(after.path()).unwrap().count(), 0);
     }
 
     /// A dead run's slot (its record still there) gets a directory made afresh: whatever still
