@@ -42,7 +42,7 @@ pub type CommandResult = Result<Exit, Failure>;
 /// Parses the command line, runs the subcommand and turns its result into the exit status.
 pub fn main() -> ExitCode {
     crate::timings::mark_main();
-    let cli = match Cli::parse_run_alone(std::env::args_os()).map_or_else(Cli::try_parse, Ok) {
+    let cli = match Cli::parse_alone(std::env::args_os()).map_or_else(Cli::try_parse, Ok) {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => {
             // Help and version, on stdout.
