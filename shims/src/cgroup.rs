@@ -524,8 +524,9 @@ fn wait_frozen(frozen: impl Fn() -> bool) {
 }
 
 /// [`sweep_stale`] in every hierarchy this process's cgroup is in. The supervisor calls it once
-/// per run, before creating its own cgroup or none: a host that runs only cgroup-less launches
-/// must not keep dead runs' cgroups (and what is still in them) for good. Best effort.
+/// per run, right after the launch, whether it created a cgroup of its own or none: a host that
+/// runs only cgroup-less launches must not keep dead runs' cgroups (and what is still in them)
+/// for good. Best effort.
 pub fn sweep_dead_runs() {
     match detect() {
         Ok(Hierarchy::V1 { own }) => {
