@@ -89,7 +89,12 @@ impl DecisionCache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("cannot read `{}`: {e}", path.display())),
         };
-        let mut text = String::new();
+        // Sized from the file, bounded: one read rather than 32 bytes doubled again and again.
+        let size = file
+            .metadata()
+            .map_or(0, |meta| meta.len())
+            .min(MAX_ENTRY_BYTES);
+        let mut text = String::with_capacity(usize::try_from(size).unwrap_or(0).saturating_add(1));
         file.take(MAX_ENTRY_BYTES)
             .read_to_string(&mut text)
             .map_err(|e| format!("cannot read `{}`: {e}", path.display()))?;

@@ -58,7 +58,14 @@ fn read_prefix(path: &Path, what: &str, limit: usize) -> Result<(Vec<u8>, bool),
         )
     };
     let file = std::fs::File::open(path).map_err(unreadable)?;
-    let mut bytes = Vec::new();
+    // Sized from the file, bounded by the limit: one read, not 32 bytes doubled.
+    let size = file.metadata().map_or(0, |meta| meta.len());
+    let mut bytes = Vec::with_capacity(
+        usize::try_from(size)
+            .unwrap_or(limit)
+            .min(limit)
+            .saturating_add(1),
+    );
     file.take(u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(unreadable)?;

@@ -103,7 +103,9 @@ pub(crate) fn load(dir: &Path, key: &Inputs) -> Result<Option<Vec<BackendProbe>>
             ),
         });
     }
-    let mut bytes = Vec::new();
+    // Sized from the file (checked above to be at most MAX_CACHE_BYTES): one read, not a
+    // probe of 32 bytes doubled eight times.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
     if let Err(source) = (&mut file).take(MAX_CACHE_BYTES).read_to_end(&mut bytes) {
         return Err(CacheError::Read { path, source });
     }
