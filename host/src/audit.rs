@@ -267,7 +267,7 @@ pub fn rfc3339_from_unix(seconds: u64) -> String {
 
 /// This machine's host name, or `unknown`.
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    palisade_shims::procfile::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_owned())
         .ok()
         .filter(|name| !name.is_empty())

@@ -139,7 +139,8 @@ pub fn scrub_initial_environ() -> Result<(), String> {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 /// `env_start` and `env_end` of this process (fields 50 and 51 of `/proc/self/stat`).
 pub(crate) fn initial_environment_range() -> Result<(usize, usize), String> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
+    let stat =
+        palisade_shims::procfile::read_to_string("/proc/self/stat").map_err(|e| e.to_string())?;
     // Fields after the command name, which may itself hold spaces and `)`: field 3 is index 0.
     let rest = stat
         .rsplit_once(')')

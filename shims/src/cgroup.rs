@@ -607,14 +607,18 @@ fn write_file(path: &Path, value: &str) -> Result<(), CgroupError> {
 }
 
 fn read_to_string(path: &Path) -> Result<String, CgroupError> {
-    fs::read_to_string(path).map_err(|source| CgroupError::Read {
+    crate::procfile::read_to_string(path).map_err(|source| CgroupError::Read {
         path: path.to_path_buf(),
         source,
     })
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
-    fs::read_to_string(path).ok()?.trim().parse().ok()
+    crate::procfile::read_to_string(path)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// The number after `key` in a `key value` per line file (`pids.events`, `memory.oom_control`).

@@ -178,7 +178,7 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
         PathKind::Dir | PathKind::Missing { .. } | PathKind::Unsearchable { .. } => None,
     };
 
-    let table = fs::read(PROC_NET_UNIX).map_err(FsFactsError::ProcNetUnix)?;
+    let table = crate::procfile::read(PROC_NET_UNIX).map_err(FsFactsError::ProcNetUnix)?;
     let listed = parse_proc_net_unix(&table);
     let mut host_sockets = BTreeSet::new();
     let mut unlocated = BTreeSet::new();

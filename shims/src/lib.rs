@@ -80,6 +80,8 @@ pub mod pgroup;
 pub mod placeholder;
 #[forbid(unsafe_code)]
 pub mod plan;
+#[forbid(unsafe_code)]
+pub mod procfile;
 #[cfg(target_os = "linux")]
 #[forbid(unsafe_code)]
 pub mod sandbox_exec;

@@ -539,7 +539,7 @@ fn supervisor_gone(id: &str) -> bool {
     let Some(run_secs) = run_started_secs(id) else {
         return false;
     };
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    let Ok(stat) = palisade_shims::procfile::read_to_string(format!("/proc/{pid}/stat")) else {
         return pid > 0;
     };
     // Field 22, counted after the command name's closing parenthesis: start time in clock
@@ -599,11 +599,13 @@ fn run_started_secs(id: &str) -> Option<u64> {
 
 /// When the machine booted, in seconds since the epoch (`btime` of `/proc/stat`).
 fn boot_time_secs() -> Option<u64> {
-    std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("btime "))
-            .and_then(|t| t.trim().parse::<u64>().ok())
-    })
+    palisade_shims::procfile::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        })
 }
 
 /// An empty directory of this run's (mode 0700), removed when dropped: the mountpoint a

@@ -729,37 +729,14 @@ fn read_trimmed(path: &str) -> Option<String> {
     read_proc_text(path).ok().map(|text| text.trim().to_owned())
 }
 
-/// A file of `/proc` (which says its size is 0), read in one call: `fs::read_to_string` would
-/// probe with 32 bytes and double from there, eight reads for `/proc/self/status`.
+/// A file of `/proc`, read in one call ([`palisade_shims::procfile`]).
 pub(crate) fn read_proc_text(path: &str) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut text = String::with_capacity(PROC_FILE_BYTES);
-    std::fs::File::open(path)?.read_to_string(&mut text)?;
-    Ok(text)
+    palisade_shims::procfile::read_to_string(path)
 }
-
-/// What a `/proc` file [`read_proc_text`] reads is expected to fit in (it reads more if not).
-const PROC_FILE_BYTES: usize = 4096;
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, reason = "tests")]
     use super::*;
-
-    /// A file longer than the buffer `read_proc_text` starts with is read whole.
-    #[test]
-    fn proc_text_reads_past_its_first_buffer() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("long");
-        let text = "x".repeat(PROC_FILE_BYTES * 2 + 7);
-        std::fs::write(&path, &text).unwrap();
-        assert_eq!(read_proc_text(path.to_str().unwrap()).unwrap(), text);
-        assert!(
-            read_proc_text("/proc/self/status")
-                .unwrap()
-                .contains("\nSeccomp:")
-        );
-    }
 
     #[test]
     fn durations_read_naturally() {

@@ -58,7 +58,7 @@ impl ProcStat {
 
     /// Resident memory not shared with files (`resident - shared` of `statm`), in bytes.
     pub(super) fn private_bytes(&self) -> u64 {
-        let Ok(text) = fs::read_to_string(format!("/proc/{}/statm", self.pid)) else {
+        let Ok(text) = crate::procfile::read_to_string(format!("/proc/{}/statm", self.pid)) else {
             return 0;
         };
         let mut fields = text
@@ -75,7 +75,7 @@ impl ProcStat {
 }
 
 pub(super) fn read_stat(pid: i32) -> Option<ProcStat> {
-    let bytes = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let bytes = crate::procfile::read(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&bytes)
 }
 
@@ -166,7 +166,7 @@ pub fn kill_group_leftovers(record: &str, not_before: Option<u64>) -> usize {
         }
         let pid = stat.pid;
         // The real uid (`/proc/<pid>` is root's for a process that is not dumpable).
-        let real_uid = fs::read_to_string(format!("/proc/{pid}/status"))
+        let real_uid = crate::procfile::read_to_string(format!("/proc/{pid}/status"))
             .ok()
             .and_then(|status| {
                 status
