@@ -131,7 +131,7 @@ pub(crate) struct SeccompState {
 
 impl SeccompState {
     pub(crate) fn query() -> SeccompState {
-        let status_field = super::read_proc_text("/proc/self/status")
+        let status_field = palisade_shims::procfile::read_to_string("/proc/self/status")
             .ok()
             .and_then(|status| {
                 status
@@ -142,9 +142,11 @@ impl SeccompState {
         SeccompState {
             prctl: crate::sys::seccomp_mode_readable(),
             status_field,
-            actions: super::read_proc_text("/proc/sys/kernel/seccomp/actions_avail")
-                .ok()
-                .map(|text| text.trim().to_owned()),
+            actions: palisade_shims::procfile::read_to_string(
+                "/proc/sys/kernel/seccomp/actions_avail",
+            )
+            .ok()
+            .map(|text| text.trim().to_owned()),
         }
     }
 

@@ -726,12 +726,9 @@ impl DockerTarget {
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
-    read_proc_text(path).ok().map(|text| text.trim().to_owned())
-}
-
-/// A file of `/proc`, read in one call ([`palisade_shims::procfile`]).
-pub(crate) fn read_proc_text(path: &str) -> std::io::Result<String> {
     palisade_shims::procfile::read_to_string(path)
+        .ok()
+        .map(|text| text.trim().to_owned())
 }
 
 #[cfg(test)]
