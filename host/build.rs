@@ -11,6 +11,8 @@
 //! 4. writes it to `$OUT_DIR/palisade-engine.component.wasm` and exports its SHA-256 as
 //!    `PALISADE_ENGINE_COMPONENT_SHA256` (plus the locked wasmtime version as
 //!    `PALISADE_WASMTIME_VERSION`) for `src/runtime.rs`.
+//!
+//! It also links `palisade-init` static-pie on Linux with glibc (`build/static_init.rs`).
 
 use std::env;
 use std::ffi::{OsStr, OsString};
@@ -20,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
+
+#[path = "build/static_init.rs"]
+mod static_init;
 
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 const ENGINE_PACKAGE: &str = "palisade-engine";
@@ -52,6 +57,7 @@ fn run() -> Result<(), String> {
         .ok_or_else(|| format!("`{}` has no parent directory", manifest_dir.display()))?;
     let workspace = canonical(&workspace);
     let out_dir = PathBuf::from(required_env("OUT_DIR")?);
+    static_init::link_init_statically(&out_dir);
 
     for path in [
         "engine",
