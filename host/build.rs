@@ -12,7 +12,8 @@
 //!    `PALISADE_ENGINE_COMPONENT_SHA256` (plus the locked wasmtime version as
 //!    `PALISADE_WASMTIME_VERSION`) for `src/runtime.rs`.
 //!
-//! It also links `palisade-init` static-pie on Linux with glibc (`build/static_init.rs`).
+//! It also links `palisade-init` static-pie and `palisade` with a static libgcc on Linux with
+//! glibc (`build/static_link.rs`).
 
 use std::env;
 use std::ffi::{OsStr, OsString};
@@ -23,8 +24,8 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-#[path = "build/static_init.rs"]
-mod static_init;
+#[path = "build/static_link.rs"]
+mod static_link;
 
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 const ENGINE_PACKAGE: &str = "palisade-engine";
@@ -57,7 +58,7 @@ fn run() -> Result<(), String> {
         .ok_or_else(|| format!("`{}` has no parent directory", manifest_dir.display()))?;
     let workspace = canonical(&workspace);
     let out_dir = PathBuf::from(required_env("OUT_DIR")?);
-    static_init::link_init_statically(&out_dir);
+    static_link::link_statically(&out_dir);
 
     for path in [
         "engine",

@@ -8,7 +8,7 @@
 //! this binary when it is installed beside it (`cargo build` and `cargo install --path host`
 //! make both), else itself, and the outcome's `pid1.init` says which. Both carry the shims'
 //! build ([`palisade_shims::BUILD`]); init refuses a launcher of another build. On Linux with
-//! glibc it is linked static-pie (`host/build/static_init.rs`): no dynamic loader, no
+//! glibc it is linked static-pie (`host/build/static_link.rs`): no dynamic loader, no
 //! `libc.so.6` or `libgcc_s.so.1` to load on each of its starts.
 
 #[cfg(target_os = "linux")]
