@@ -6,7 +6,8 @@
 //!   audit record holds). Value: the decision's canonical JSON, its digest, and the engine's
 //!   identity (versions, determinism settings) for the record.
 //! - One file per key in `decisions/` of the caches' directory (0700), written whole to a private
-//!   temp file and renamed; at most [`MAX_ENTRIES`] (the oldest go).
+//!   temp file and renamed; at most [`MAX_ENTRIES`] (once over it, the oldest go until
+//!   [`TRIMMED_ENTRIES`] remain).
 //! - Verified on every read: the key, the digest of the bytes, this component's digest and this
 //!   build's determinism settings. An entry that fails is ignored (said once on stderr), decided
 //!   afresh and rewritten.
@@ -32,6 +33,10 @@ pub const ENTRY_SCHEMA_VERSION: &str = "palisade.decision-cache/v1";
 
 /// The most entries kept; the oldest (by modification time) go first.
 pub const MAX_ENTRIES: usize = 1000;
+
+/// How many entries a trim keeps: a tenth below [`MAX_ENTRIES`], so that a full cache is
+/// trimmed once per hundred new entries rather than at every one.
+pub const TRIMMED_ENTRIES: usize = MAX_ENTRIES - MAX_ENTRIES / 10;
 
 /// The largest entry read (a decision's canonical JSON is tens of KB).
 const MAX_ENTRY_BYTES: u64 = 4 * 1024 * 1024;
@@ -162,21 +167,35 @@ impl DecisionCache {
         Ok(())
     }
 
-    /// Removes the oldest entries beyond [`MAX_ENTRIES`].
+    /// Keeps at most [`MAX_ENTRIES`]: once over it, the oldest go until [`TRIMMED_ENTRIES`]
+    /// remain.
     fn trim(&self) {
+        self.trim_to(MAX_ENTRIES, TRIMMED_ENTRIES);
+    }
+
+    /// Once there are more than `max` entries, removes the oldest until `keep` remain. Every
+    /// decision that misses ends here, so the usual case — not over the bound — costs one
+    /// listing of names (a few `getdents` calls for a full cache); only a cache over the bound
+    /// has its entries' times read (one `statx` each: 3.6 ms for a thousand, measured), and
+    /// trimming to `keep` below the bound makes that once in `max - keep` misses, not at each
+    /// one of a full cache.
+    fn trim_to(&self, max: usize, keep: usize) {
         let Ok(read) = std::fs::read_dir(&self.dir) else {
             return;
         };
-        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = read
+        let names: Vec<std::fs::DirEntry> = read
             .filter_map(Result::ok)
             .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
             .collect();
-        if entries.len() <= MAX_ENTRIES {
+        if names.len() <= max {
             return;
         }
+        let mut entries: Vec<(std::time::SystemTime, PathBuf)> = names
+            .into_iter()
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .collect();
         entries.sort();
-        let excess = entries.len() - MAX_ENTRIES;
+        let excess = entries.len().saturating_sub(keep.min(max));
         for (_, path) in entries.into_iter().take(excess) {
             let _ = std::fs::remove_file(path);
         }
@@ -210,5 +229,42 @@ mod tests {
         assert_eq!(k, key("c1", &serde_json::json!({"b": "x", "a": 1})));
         assert_ne!(k, key("c2", &input));
         assert_ne!(k, key("c1", &serde_json::json!({"a": 1, "b": "y"})));
+    }
+
+    #[test]
+    fn trimming_removes_the_oldest_entries_beyond_the_bound_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DecisionCache::in_caches(dir.path());
+        std::fs::create_dir_all(&cache.dir).unwrap();
+        let base =
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        // Written in an order unrelated to their age: entry i is i seconds younger than entry 0.
+        for i in [3_u64, 0, 5, 1, 4, 2] {
+            let path = cache.dir.join(format!("{i}.json"));
+            std::fs::write(&path, "{}").unwrap();
+            let file = std::fs::File::options().write(true).open(&path).unwrap();
+            file.set_modified(base + std::time::Duration::from_secs(i))
+                .unwrap();
+        }
+        // Not an entry: never counted, never removed.
+        std::fs::write(cache.dir.join(".0.json.123.tmp"), "").unwrap();
+        let names = |cache: &DecisionCache| {
+            let mut names: Vec<String> = std::fs::read_dir(&cache.dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+
+        cache.trim_to(6, 3);
+        assert_eq!(names(&cache).len(), 7, "within the bound nothing goes");
+
+        cache.trim_to(5, 3);
+        assert_eq!(
+            names(&cache),
+            [".0.json.123.tmp", "3.json", "4.json", "5.json"],
+            "over the bound, the oldest went until three remain"
+        );
     }
 }
