@@ -55,6 +55,14 @@ pub fn link_statically(out_dir: &Path) {
     if os != "linux" || target_env != "gnu" {
         return;
     }
+    // The archives are found by asking the C compiler, which knows the host's: a cross build
+    // links as before.
+    if std::env::var("TARGET").ok() != std::env::var("HOST").ok() {
+        println!(
+            "cargo::warning=cross build: {CLI_BINARY} and {INIT_BINARY} are linked dynamically"
+        );
+        return;
+    }
     let dir = out_dir.join("static-link");
     match write_scripts(&dir.join("libgcc"), &[LIBGCC]) {
         Ok(libgcc) => println!(
