@@ -12,7 +12,6 @@
     reason = "benchmarks fail loudly"
 )]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -88,16 +87,8 @@ fn in_process(c: &mut Criterion) {
     );
 }
 
-/// The `palisade` binary next to this bench's profile directory, if it was built.
-fn palisade_binary() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let profile_dir = exe.parent()?.parent()?;
-    let binary = profile_dir.join("palisade");
-    binary.exists().then_some(binary)
-}
-
 fn whole_process(c: &mut Criterion) {
-    let Some(binary) = palisade_binary() else {
+    let Some((_installed, binary)) = support::installed_palisade() else {
         eprintln!(
             "skipping process benchmarks: build the palisade binary first (cargo build --release -p palisade)"
         );
@@ -157,7 +148,7 @@ fn whole_process(c: &mut Criterion) {
 /// cache (wasmtime never starts) against the same with the decision cache emptied before it
 /// (the probe cache and compiled component warm in both), medians over the rounds.
 fn decision_cache(_: &mut Criterion) {
-    let Some(binary) = palisade_binary() else {
+    let Some((_installed, binary)) = support::installed_palisade() else {
         return;
     };
     let measuring = support::benchmarking();
@@ -166,6 +157,12 @@ fn decision_cache(_: &mut Criterion) {
     let taskpack = dir.path().join("taskpack.yaml");
     std::fs::write(&taskpack, TASKPACK).unwrap();
     let decide = || {
+        // What the last process left the kernel to do after it exited (unmapping a 23 MB
+        // binary, wasmtime's mappings after a miss) would otherwise land on this one, on two
+        // cores a figure's worth: each starts on a settled machine, as in `benches/quick.py`.
+        if measuring {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let started = std::time::Instant::now();
         let status = Command::new(&binary)
             .args(["decide", "--json", "--taskpack"])

@@ -226,7 +226,7 @@ impl LandlockLauncher {
 }
 
 fn launch(c: &mut Criterion) {
-    let Some(palisade) = palisade_binary() else {
+    let Some((_installed, palisade)) = support::installed_palisade() else {
         eprintln!("skipping: build the palisade binary first (cargo build --release -p palisade)");
         return;
     };
