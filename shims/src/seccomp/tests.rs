@@ -529,3 +529,96 @@ fn the_profile_beneath_the_observer_leaves_exactly_the_errno_refusals_to_it() {
         }
     }
 }
+
+/// Enough of a classic-BPF interpreter for the assembler's own output (the integration tests
+/// have the full one): the return value of `program` for syscall `nr` with `arg0`.
+fn run(program: &[Instruction], audit_arch: u32, nr: u32, arg0: u32) -> u32 {
+    let mut acc = 0u32;
+    let mut pc = 0usize;
+    loop {
+        let insn = program[pc];
+        let target = |offset: u8| pc + 1 + usize::from(offset);
+        pc = match insn.code {
+            LD_W_ABS => {
+                acc = match insn.k {
+                    NR_OFFSET => nr,
+                    ARCH_OFFSET => audit_arch,
+                    k if k == arg_low_offset(0) => arg0,
+                    _ => 0,
+                };
+                pc + 1
+            }
+            ALU_AND_K => {
+                acc &= insn.k;
+                pc + 1
+            }
+            JEQ_K => target(if acc == insn.k { insn.jt } else { insn.jf }),
+            JGE_K => target(if acc >= insn.k { insn.jt } else { insn.jf }),
+            JSET_K => target(if acc & insn.k != 0 { insn.jt } else { insn.jf }),
+            JA => pc + 1 + insn.k as usize,
+            RET_K => return insn.k,
+            code => panic!("opcode {code:#x} at {pc}"),
+        };
+    }
+}
+
+/// The search over the syscall numbers jumps with the conditional jumps' 8-bit offsets when
+/// every subtree fits them (the real rules' programs), and with unconditional jumps when one
+/// does not; either way every call gets what its rules say.
+#[test]
+fn a_search_too_long_for_short_jumps_takes_unconditional_ones() {
+    let values: &'static [(u32, &'static str)] = Box::leak(
+        (0..40u32)
+            .map(|v| (v * 3, "v"))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let tests: &'static [Test] = Box::leak(Box::new([Test::In {
+        arg: 0,
+        mask: u32::MAX,
+        values,
+    }]));
+    let arch = Arch::X86_64;
+    let mut names = std::collections::BTreeSet::new();
+    let rules: Vec<Rule> = all_syscalls()
+        .into_iter()
+        .filter(|syscall| syscall.number(arch).is_some() && names.insert(syscall.name))
+        .map(|syscall| Rule {
+            syscall,
+            tests,
+            action: Action::EPERM,
+            closes: "a test",
+        })
+        .collect();
+    let numbers: std::collections::BTreeSet<u32> = rules
+        .iter()
+        .filter_map(|rule| rule.syscall.number(arch))
+        .collect();
+    let program = assemble(arch, &rules).unwrap();
+    assert!(program.len() > 1000, "{} instructions", program.len());
+    assert!(program.iter().any(|insn| insn.code == JA));
+    for nr in 0..1100u32 {
+        for arg in [0u32, 3, 117, 118, 120, 1000] {
+            let denied = numbers.contains(&nr) && arg % 3 == 0 && arg / 3 < 40;
+            let want = if denied { Action::EPERM } else { Action::Allow };
+            assert_eq!(
+                run(&program, arch.audit_arch(), nr, arg),
+                want.to_ret(),
+                "nr {nr} arg {arg}"
+            );
+        }
+    }
+    assert_eq!(
+        run(&program, 0x4000_0003, 39, 0),
+        Action::KillProcess.to_ret()
+    );
+    for profile in PROFILES {
+        for arch in [Arch::X86_64, Arch::Aarch64] {
+            let program = build_for(arch, &profile).unwrap();
+            assert!(
+                !program.instructions().iter().any(|insn| insn.code == JA),
+                "{arch:?} {profile:?}"
+            );
+        }
+    }
+}
