@@ -148,12 +148,15 @@ pub fn find_program(name: &OsStr, search: &Search<'_>) -> Result<PathBuf, NotRun
 /// Whether `path` could be executed: an executable regular file (symlinks followed), else
 /// whether anything is there at all.
 pub fn runnable(path: &Path) -> Result<(), NotRunnable> {
-    if sys::is_executable_file(path) {
-        Ok(())
-    } else if path.exists() {
-        Err(NotRunnable::NotExecutable)
-    } else {
-        Err(NotRunnable::NotFound)
+    match sys::is_executable_file(path) {
+        Ok(true) => Ok(()),
+        // A search tries every entry of the path, and most have nothing by the name:
+        // `access` has said so already, so that costs one system call, not two.
+        Err(error) if matches!(error.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+            Err(NotRunnable::NotFound)
+        }
+        Ok(false) | Err(_) if path.exists() => Err(NotRunnable::NotExecutable),
+        Ok(false) | Err(_) => Err(NotRunnable::NotFound),
     }
 }
 
@@ -197,6 +200,9 @@ mod tests {
             runnable(&dir.path().join("absent")),
             Err(NotRunnable::NotFound)
         );
+        // Beneath a file (`ENOTDIR`) nothing can be; a directory is there but not runnable.
+        assert_eq!(runnable(&plain.join("below")), Err(NotRunnable::NotFound));
+        assert_eq!(runnable(dir.path()), Err(NotRunnable::NotExecutable));
     }
 
     #[test]

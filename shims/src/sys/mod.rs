@@ -406,12 +406,15 @@ pub(crate) fn give_tty(fd: RawFd, pgid: libc::pid_t) {
 // Files.
 
 /// Whether `path` is a regular file this process may execute (`access(X_OK)`, following
-/// symlinks, as `execve` does).
-pub(crate) fn is_executable_file(path: &Path) -> bool {
+/// symlinks, as `execve` does); `access`'s error when it refuses, so that a caller can tell
+/// nothing there (`ENOENT`, `ENOTDIR`) without asking again.
+pub(crate) fn is_executable_file(path: &Path) -> Result<bool, io::Error> {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
+        return Ok(false);
     };
     // SAFETY: a valid NUL-terminated path that outlives the call.
-    let executable = unsafe { libc::access(c.as_ptr(), libc::X_OK) } == 0;
-    executable && path.is_file()
+    if unsafe { libc::access(c.as_ptr(), libc::X_OK) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(path.is_file())
 }
