@@ -109,6 +109,21 @@ pub(super) fn grant_siblings(
         .listings
         .get(dir)
         .ok_or_else(|| LandlockError::MissingListing(dir.to_path_buf()))?;
+    // Which names of `dir` are denied, and which lead to a denied path: asked of the denied
+    // paths once per directory, not once per entry (a directory such as /tmp or a home has
+    // hundreds, each compared with every denied path component by component).
+    let (mut denied_here, mut on_chain_here) = (BTreeSet::new(), BTreeSet::new());
+    for path in denied {
+        if let Ok(rest) = path.strip_prefix(dir) {
+            let mut below = rest.components();
+            if let Some(Component::Normal(name)) = below.next() {
+                on_chain_here.insert(name);
+                if below.next().is_none() {
+                    denied_here.insert(name);
+                }
+            }
+        }
+    }
     for entry in entries {
         let mut components = Path::new(&entry.name).components();
         if !matches!(
@@ -120,11 +135,11 @@ pub(super) fn grant_siblings(
                 name: entry.name.to_string_lossy().into_owned(),
             });
         }
-        let child = dir.join(&entry.name);
-        if denied.contains(&child) {
+        if denied_here.contains(entry.name.as_os_str()) {
             continue;
         }
-        let on_chain = denied.iter().any(|path| path.starts_with(&child));
+        let child = dir.join(&entry.name);
+        let on_chain = on_chain_here.contains(entry.name.as_os_str());
         match entry.kind {
             EntryKind::Dir if on_chain => grant_siblings(&child, denied, facts, rules)?,
             EntryKind::Symlink if on_chain => return Err(LandlockError::SymlinkAncestor(child)),
