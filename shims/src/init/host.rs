@@ -106,8 +106,17 @@ pub struct MaskNode {
 }
 
 /// What the command child applies just before `execve`.
+///
+/// Adjacently tagged, the tag first: serde reads an internally tagged enum into a buffer before
+/// it knows the variant, and a Landlock ruleset beneath a readable `/` holds a rule for every
+/// entry beside each denied path's ancestors (hundreds in a home), which init read twice.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[serde(
+    tag = "kind",
+    content = "spec",
+    rename_all = "snake_case",
+    deny_unknown_fields
+)]
 pub enum Confinement {
     /// `direct-dedicated`: nothing (see the module documentation).
     None,

@@ -624,8 +624,10 @@ pub fn restrict(plan: &RulesetPlan, masks_device: Option<u64>) -> Result<Status,
     }
     let mut created = ruleset.create()?;
     let (mut rules, mut skipped, mut observed_masks) = (0, 0, 0);
+    // Each right is one bit, so the bits of the rights both sets hold are the bits both hold.
+    let handled_bits = fs_bits(&handled_fs);
     for rule in &plan.rules {
-        let access: BTreeSet<FsRight> = rule.access.intersection(&handled_fs).copied().collect();
+        let access = fs_bits(&rule.access) & handled_bits;
         if access.is_empty() {
             continue;
         }
@@ -637,33 +639,28 @@ pub fn restrict(plan: &RulesetPlan, masks_device: Option<u64>) -> Result<Status,
             .all(|reason| matches!(reason, Reason::ReadSibling | Reason::Device));
         if rule.reasons.contains(&Reason::ObservedMask) {
             if let Some(file) = mask_node(&rule.path, rule.dir, masks_device) {
-                created = created.add_rule(PathBeneath::new(file, fs_bits(&access)))?;
+                created = created.add_rule(PathBeneath::new(file, access))?;
                 observed_masks += 1;
             }
             continue;
         }
-        let file = match open_path(&rule.path) {
-            Ok(fd) => File::from(fd),
-            Err(LandlockError::Open { source, .. })
-                if optional && source.kind() == std::io::ErrorKind::NotFound =>
-            {
+        let file = match open_as_planned(&rule.path, rule.dir) {
+            Ok(file) => file,
+            Err(Unplanned::Missing(_) | Unplanned::KindChanged) if optional => {
                 skipped += 1;
                 continue;
             }
-            Err(err) => return Err(err),
+            Err(Unplanned::KindChanged) => {
+                return Err(LandlockError::KindChanged(rule.path.clone()));
+            }
+            Err(Unplanned::Missing(source) | Unplanned::Other(source)) => {
+                return Err(LandlockError::Open {
+                    path: rule.path.clone(),
+                    source,
+                });
+            }
         };
-        let meta = file.metadata().map_err(|source| LandlockError::Open {
-            path: rule.path.clone(),
-            source,
-        })?;
-        if meta.file_type().is_symlink() || meta.is_dir() != rule.dir {
-            if optional {
-                skipped += 1;
-                continue;
-            }
-            return Err(LandlockError::KindChanged(rule.path.clone()));
-        }
-        created = created.add_rule(PathBeneath::new(file, fs_bits(&access)))?;
+        created = created.add_rule(PathBeneath::new(file, access))?;
         rules += 1;
     }
     let status = created.no_new_privs(true).restrict_self()?;
@@ -685,6 +682,46 @@ pub fn restrict(plan: &RulesetPlan, masks_device: Option<u64>) -> Result<Status,
         enforced: true,
         no_new_privs: true,
     })
+}
+
+/// Why a rule's path could not be opened as the plan has it.
+enum Unplanned {
+    /// Nothing is there (or a directory on the way is gone).
+    Missing(std::io::Error),
+    /// Something of another kind is there (a symlink included), or on the way.
+    KindChanged,
+    Other(std::io::Error),
+}
+
+/// `path` opened (`O_PATH`, not following a symlink) if it is still what the plan found: a
+/// directory when `dir`, else neither a directory nor a symlink. This runs once per rule, and a
+/// ruleset beneath a readable `/` has a rule for every entry beside each denied path's
+/// ancestors (hundreds in a home): a directory's kind is checked by the open itself
+/// (`O_DIRECTORY`), anything else's by one `fstat`.
+fn open_as_planned(path: &Path, dir: bool) -> Result<File, Unplanned> {
+    let opened = if dir {
+        crate::sys::open_dir_path_nofollow(path)
+    } else {
+        crate::sys::open_path_nofollow(path)
+    };
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(source) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+            return Err(Unplanned::KindChanged);
+        }
+        Err(source) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Unplanned::Missing(source));
+        }
+        Err(source) => return Err(Unplanned::Other(source)),
+    };
+    if !dir {
+        use std::os::fd::AsFd;
+        let format = crate::sys::file_format(fd.as_fd()).map_err(Unplanned::Other)?;
+        if format == libc::S_IFDIR || format == libc::S_IFLNK {
+            return Err(Unplanned::KindChanged);
+        }
+    }
+    Ok(File::from(fd))
 }
 
 /// `path` opened, if it is an observed mask's node: a FUSE node on `masks_device`, of the kind
@@ -733,17 +770,12 @@ pub fn kernel_abi() -> Result<u32, LandlockError> {
 /// be written down and read back.
 mod path_serde {
     use std::ffi::OsString;
+    use std::fmt;
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     use std::path::{Path, PathBuf};
 
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Repr {
-        Text(String),
-        Bytes(Vec<u8>),
-    }
+    use serde::de::{self, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
 
     pub(super) fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
         match path.to_str() {
@@ -752,13 +784,39 @@ mod path_serde {
         }
     }
 
+    /// A visitor of its own rather than an untagged enum: serde reads an untagged value into a
+    /// buffer first and then tries each variant on it, which was most of the cost of reading a
+    /// plan with a rule for each of hundreds of entries (palisade-init reads one per run).
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<PathBuf, D::Error> {
-        Ok(match Repr::deserialize(deserializer)? {
-            Repr::Text(text) => PathBuf::from(text),
-            Repr::Bytes(bytes) => PathBuf::from(OsString::from_vec(bytes)),
-        })
+        deserializer.deserialize_any(PathVisitor)
+    }
+
+    struct PathVisitor;
+
+    impl<'de> Visitor<'de> for PathVisitor {
+        type Value = PathBuf;
+
+        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+            formatter.write_str("a path: a string, or an array of bytes")
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<PathBuf, E> {
+            Ok(PathBuf::from(text))
+        }
+
+        fn visit_string<E: de::Error>(self, text: String) -> Result<PathBuf, E> {
+            Ok(PathBuf::from(text))
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PathBuf, A::Error> {
+            let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+            while let Some(byte) = seq.next_element::<u8>()? {
+                bytes.push(byte);
+            }
+            Ok(PathBuf::from(OsString::from_vec(bytes)))
+        }
     }
 }
 

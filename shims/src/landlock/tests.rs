@@ -535,3 +535,37 @@ fn proc_is_listed_only_when_shared() {
     let me = std::process::id().to_string();
     assert!(listing.iter().any(|entry| entry.name == me.as_str()));
 }
+
+/// A rule's path is opened only if it is still of the kind planned: a directory for a directory
+/// rule (not a symlink to one), anything but a directory or symlink for a file rule; what
+/// vanished is `Missing`, what changed kind `KindChanged` (whether that skips the rule or
+/// refuses the ruleset is `restrict`'s to say).
+#[test]
+fn a_rules_path_opens_only_as_the_kind_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("dir")).unwrap();
+    std::fs::write(root.join("file"), b"x").unwrap();
+    symlink(root.join("dir"), root.join("link-to-dir")).unwrap();
+    symlink(root.join("file"), root.join("link-to-file")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(root.join("socket")).unwrap();
+
+    let outcome = |name: &str, dir: bool| match open_as_planned(&root.join(name), dir) {
+        Ok(_) => "opened",
+        Err(Unplanned::Missing(_)) => "missing",
+        Err(Unplanned::KindChanged) => "kind changed",
+        Err(Unplanned::Other(error)) => panic!("{name}: {error}"),
+    };
+    assert_eq!(outcome("dir", true), "opened");
+    assert_eq!(outcome("file", true), "kind changed");
+    assert_eq!(outcome("link-to-dir", true), "kind changed");
+    assert_eq!(outcome("socket", true), "kind changed");
+    assert_eq!(outcome("gone", true), "missing");
+    assert_eq!(outcome("file/below", true), "kind changed");
+    assert_eq!(outcome("file", false), "opened");
+    assert_eq!(outcome("socket", false), "opened");
+    assert_eq!(outcome("dir", false), "kind changed");
+    assert_eq!(outcome("link-to-file", false), "kind changed");
+    assert_eq!(outcome("link-to-dir", false), "kind changed");
+    assert_eq!(outcome("gone", false), "missing");
+}

@@ -156,6 +156,28 @@ pub(crate) fn filesystem_type(fd: BorrowedFd<'_>) -> io::Result<i64> {
 }
 
 pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    open_path_with(path, 0)
+}
+
+/// An `O_PATH` descriptor for `path` only if it is itself a directory: with `O_NOFOLLOW` a
+/// symlink opens as itself, which `O_DIRECTORY` then refuses like any other non-directory
+/// (`ENOTDIR`), so the kind is checked by the open alone, with no `stat` after it.
+pub(crate) fn open_dir_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    open_path_with(path, libc::O_DIRECTORY)
+}
+
+/// `fstat(fd).st_mode & S_IFMT` (an `O_PATH` descriptor will do): what kind of file `fd` is,
+/// for one `fstat` where std's `metadata` asks `statx` for every field.
+pub(crate) fn file_format(fd: BorrowedFd<'_>) -> io::Result<libc::mode_t> {
+    // SAFETY: an all-zero `stat` is a valid value of a plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `stat` is a valid, writable struct that outlives the call; a wrong descriptor is
+    // EBADF, never memory unsafety.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &raw mut stat) })?;
+    Ok(stat.st_mode & libc::S_IFMT)
+}
+
+fn open_path_with(path: &Path, extra_flags: libc::c_int) -> io::Result<OwnedFd> {
     let c_path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     loop {
@@ -164,7 +186,7 @@ pub(crate) fn open_path_nofollow(path: &Path) -> io::Result<OwnedFd> {
         let fd = unsafe {
             libc::open(
                 c_path.as_ptr(),
-                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC | extra_flags,
             )
         };
         if fd >= 0 {
