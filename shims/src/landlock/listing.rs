@@ -3,7 +3,7 @@
 //! host's [`ListingFacts`](super::ListingFacts)), and the filesystem reads behind the listings
 //! (`lstat`, `read_dir`, `O_PATH` opens).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
 
@@ -11,35 +11,72 @@ use super::rights::READ;
 use super::{Entry, EntryKind, FsRight, LandlockError, ListingFacts, PathRule, Reason};
 use crate::plan::LaunchPlan;
 
-/// Rules being collected: one per path, rights and reasons merged.
+/// Rules being collected, in the order they were granted; [`Rules::into_sorted`] makes them
+/// one per path.
 #[derive(Default)]
-pub(super) struct Rules(BTreeMap<PathBuf, PathRule>);
+pub(super) struct Rules(Vec<PathRule>);
 
 impl Rules {
     pub(super) fn grant(&mut self, path: &Path, dir: bool, access: &[FsRight], reason: Reason) {
-        let rule = self
-            .0
-            .entry(path.to_path_buf())
-            .or_insert_with(|| PathRule {
-                path: path.to_path_buf(),
-                dir,
-                access: BTreeSet::new(),
-                reasons: BTreeSet::new(),
-            });
-        // INVARIANT: a non-directory never carries a directory-only right (the kernel would
-        // reject the rule with EINVAL).
-        rule.access.extend(
-            access
-                .iter()
-                .copied()
-                .filter(|right| rule.dir || right.for_files()),
-        );
-        rule.reasons.insert(reason);
+        self.0.push(PathRule {
+            path: path.to_path_buf(),
+            dir,
+            access: access.iter().copied().collect(),
+            reasons: BTreeSet::from([reason]),
+        });
     }
 
-    pub(super) fn into_sorted(self) -> Vec<PathRule> {
-        self.0.into_values().collect()
+    /// One rule per path, sorted as `Path` orders them: a path granted more than once has the
+    /// kind of its first grant and the union of the rights and reasons of all.
+    ///
+    /// A ruleset beneath a readable `/` has a rule for every entry beside each denied path's
+    /// ancestors (hundreds with a busy home): the rules are sorted once, by a key made once per
+    /// rule that orders as `Path` does, rather than kept in a map whose every insertion compares
+    /// paths component by component.
+    pub(super) fn into_sorted(mut self) -> Vec<PathRule> {
+        // Stable (ties keep their order), so the first grant of a path comes first.
+        self.0.sort_by_cached_key(|rule| order_key(&rule.path));
+        let mut merged: Vec<PathRule> = Vec::with_capacity(self.0.len());
+        for rule in self.0 {
+            match merged.last_mut() {
+                Some(first) if first.path == rule.path => {
+                    first.access.extend(rule.access);
+                    first.reasons.extend(rule.reasons);
+                }
+                _ => merged.push(rule),
+            }
+        }
+        for rule in &mut merged {
+            // INVARIANT: a non-directory never carries a directory-only right (the kernel would
+            // reject the rule with EINVAL).
+            if !rule.dir {
+                rule.access.retain(|right| right.for_files());
+            }
+        }
+        merged
     }
+}
+
+/// Bytes that order as `Path`'s `Ord` does (component by component, each component's kind in
+/// `Component`'s order, then its name): a tag per component, its name, and a NUL, which no name
+/// contains and which sorts below every byte of one, so a name sorts before any longer name it
+/// begins and a path before the paths beneath it.
+pub(super) fn order_key(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut key = Vec::with_capacity(path.as_os_str().len() + 8);
+    for component in path.components() {
+        let (tag, name): (u8, &[u8]) = match component {
+            Component::Prefix(prefix) => (0, prefix.as_os_str().as_bytes()),
+            Component::RootDir => (1, b""),
+            Component::CurDir => (2, b""),
+            Component::ParentDir => (3, b""),
+            Component::Normal(name) => (4, name.as_bytes()),
+        };
+        key.push(tag);
+        key.extend_from_slice(name);
+        key.push(0);
+    }
+    key
 }
 
 /// The writable roots (the run temp dir included; `/` when the root is not read-only), checked

@@ -569,3 +569,29 @@ fn a_rules_path_opens_only_as_the_kind_planned() {
     assert_eq!(outcome("link-to-dir", false), "kind changed");
     assert_eq!(outcome("gone", false), "missing");
 }
+
+/// The rules' sort key orders paths exactly as `Path` does, including names that begin
+/// another name, bytes below `/`, paths beneath paths, and names that are not UTF-8.
+#[test]
+fn the_rules_sort_key_orders_as_path_does() {
+    let mut paths: Vec<PathBuf> = [
+        "/", "/a", "/a/b", "/a/b/c", "/a-b", "/a.b", "/a b", "/ab", "/a/.b", "/a/-", "/b", "/.",
+        "/a/b-", "/a/b/", "/A", "/a\t", "/~", "/a/b/c/d",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    paths.push(PathBuf::from(OsString::from_vec(b"/a/\xff".to_vec())));
+    paths.push(PathBuf::from(OsString::from_vec(b"/a\x01".to_vec())));
+    for one in &paths {
+        for other in &paths {
+            assert_eq!(
+                super::listing::order_key(one).cmp(&super::listing::order_key(other)),
+                one.cmp(other),
+                "{} vs {}",
+                one.display(),
+                other.display()
+            );
+        }
+    }
+}
