@@ -2537,6 +2537,26 @@ fn the_sandbox_init_is_palisade_init_beside_palisade_else_palisade_itself() {
             text(&out.stderr)
         );
     }
+    // A spec of another build in a shape this init cannot read: the same, not a parse error.
+    let spec_file = env.path("spec-unreadable.json");
+    std::fs::write(
+        &spec_file,
+        r#"{"command":["/bin/echo","ran"],"confinement":{"kind":"from-the-future"},"build":"another"}"#,
+    )
+    .unwrap();
+    let out = Command::new("sh")
+        .args(["-c", "exec \"$0\" __sandbox-init 3< \"$1\""])
+        .arg(INIT)
+        .arg(&spec_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("from one build"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// Palisade's own state is out of every sandbox's reach (issue 36): with the per-user host

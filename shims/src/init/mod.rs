@@ -453,7 +453,21 @@ fn read_spec() -> Result<InitSpec, InitError> {
     let mut json = Vec::new();
     file.read_to_end(&mut json)
         .map_err(io_err("read the init spec"))?;
-    serde_json::from_slice(&json).map_err(|e| InitError::Spec(e.to_string()))
+    serde_json::from_slice(&json).map_err(|e| {
+        // A launcher of another build may write a spec this init cannot read at all (its shape
+        // changes between builds): say that, not how the JSON differs.
+        #[derive(serde::Deserialize)]
+        struct BuildOnly {
+            #[serde(default)]
+            build: Option<String>,
+        }
+        match serde_json::from_slice::<BuildOnly>(&json) {
+            Ok(other) if other.build.as_deref() != Some(crate::BUILD) => {
+                InitError::Spec(other_build(other.build.as_deref()))
+            }
+            _ => InitError::Spec(e.to_string()),
+        }
+    })
 }
 
 /// Takes ownership of an inherited descriptor after checking it is open, and makes it
