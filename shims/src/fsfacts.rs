@@ -183,7 +183,7 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
     let mut host_sockets = BTreeSet::new();
     let mut unlocated = BTreeSet::new();
     for path in listed.paths {
-        match locate_socket(&path) {
+        match locate_socket(&path, &mut seen) {
             Some(real) => {
                 host_sockets.insert(real);
             }
@@ -209,7 +209,9 @@ pub fn measure(plan: &LaunchPlan) -> Result<FsFacts, FsFactsError> {
                 | PathKind::Unsearchable { .. } => None,
             });
         if let Some(node) = node
-            && fs::symlink_metadata(node).is_ok_and(|meta| is_placeholder_mode(meta.mode()))
+            && seen
+                .lstat(node)
+                .is_ok_and(|meta| is_placeholder_mode(meta.mode()))
         {
             placeholders.insert(node.to_path_buf());
         }
@@ -359,15 +361,17 @@ fn row_path(line: &[u8]) -> RowPath<'_> {
 }
 
 /// The real path of a listed socket, if it is an absolute path that names a socket here.
-fn locate_socket(listed: &Path) -> Option<PathBuf> {
+/// Resolved with the measure's other paths (`seen`): the sockets of a host share their
+/// directories (`/run`, `/run/user/1000`, …), and each was looked at once per socket.
+fn locate_socket(listed: &Path, seen: &mut Lstats) -> Option<PathBuf> {
     if !listed.is_absolute() {
         return None;
     }
-    let fact = resolve(listed).ok()?;
+    let fact = resolve_with(listed, seen).ok()?;
     if fact.kind != PathKind::Other {
         return None;
     }
-    let meta = fs::symlink_metadata(&fact.real).ok()?;
+    let meta = seen.lstat(&fact.real).ok()?;
     meta.file_type().is_socket().then_some(fact.real)
 }
 
