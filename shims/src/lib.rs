@@ -100,3 +100,6 @@ pub mod supervise;
 mod sys;
 #[forbid(unsafe_code)]
 pub mod unix_socket;
+#[cfg(target_os = "linux")]
+#[forbid(unsafe_code)]
+pub(crate) mod wire;

@@ -48,13 +48,13 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub struct InitSpec {
     /// The command and its arguments; `command[0]` is looked up in the `PATH` of `env` unless
     /// it contains a `/`.
-    #[serde(with = "wire::list")]
+    #[serde(with = "crate::wire::list")]
     pub command: Vec<OsString>,
     /// The command's complete environment.
-    #[serde(with = "wire::pairs")]
+    #[serde(with = "crate::wire::pairs")]
     pub env: Vec<(OsString, OsString)>,
     /// The command's working directory (the workspace).
-    #[serde(with = "wire::path")]
+    #[serde(with = "crate::wire::path")]
     pub cwd: PathBuf,
     /// Limits set in the command child before it execs.
     pub rlimits: Vec<Rlimit>,
@@ -91,7 +91,7 @@ pub struct InitSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaskSpec {
-    #[serde(with = "wire::path")]
+    #[serde(with = "crate::wire::path")]
     pub mountpoint: PathBuf,
     pub nodes: Vec<MaskNode>,
 }
@@ -100,7 +100,7 @@ pub struct MaskSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MaskNode {
-    #[serde(with = "wire::path")]
+    #[serde(with = "crate::wire::path")]
     pub target: PathBuf,
     pub dir: bool,
 }
@@ -420,85 +420,4 @@ pub fn other_build(launcher: Option<&str>) -> String {
         crate::BUILD,
         launcher.unwrap_or("(none given)")
     )
-}
-
-/// Serde for OS strings: UTF-8 as a JSON string, anything else as an array of bytes.
-mod wire {
-    use std::ffi::{OsStr, OsString};
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    enum Wire {
-        Text(String),
-        Bytes(Vec<u8>),
-    }
-
-    fn to_wire(s: &OsStr) -> Wire {
-        match s.to_str() {
-            Some(text) => Wire::Text(text.to_string()),
-            None => Wire::Bytes(s.as_bytes().to_vec()),
-        }
-    }
-
-    fn from_wire(w: Wire) -> OsString {
-        match w {
-            Wire::Text(text) => OsString::from(text),
-            Wire::Bytes(bytes) => OsString::from_vec(bytes),
-        }
-    }
-
-    pub mod list {
-        use super::*;
-        use serde::{Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(v: &[OsString], s: S) -> Result<S::Ok, S::Error> {
-            s.collect_seq(v.iter().map(|x| to_wire(x)))
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<OsString>, D::Error> {
-            Ok(Vec::<Wire>::deserialize(d)?
-                .into_iter()
-                .map(from_wire)
-                .collect())
-        }
-    }
-
-    pub mod pairs {
-        use super::*;
-        use serde::{Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(
-            v: &[(OsString, OsString)],
-            s: S,
-        ) -> Result<S::Ok, S::Error> {
-            s.collect_seq(v.iter().map(|(k, x)| (to_wire(k), to_wire(x))))
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(
-            d: D,
-        ) -> Result<Vec<(OsString, OsString)>, D::Error> {
-            Ok(Vec::<(Wire, Wire)>::deserialize(d)?
-                .into_iter()
-                .map(|(k, v)| (from_wire(k), from_wire(v)))
-                .collect())
-        }
-    }
-
-    pub mod path {
-        use std::path::PathBuf;
-
-        use super::*;
-        use serde::{Deserializer, Serializer};
-
-        pub fn serialize<S: Serializer>(v: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
-            to_wire(v.as_os_str()).serialize(s)
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
-            Ok(PathBuf::from(from_wire(Wire::deserialize(d)?)))
-        }
-    }
 }

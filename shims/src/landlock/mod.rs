@@ -303,7 +303,7 @@ pub struct ListingFacts {
 /// One rule: rights granted on a path and everything beneath it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathRule {
-    #[serde(with = "path_serde")]
+    #[serde(with = "crate::wire::path")]
     pub path: PathBuf,
     /// Whether the path is a directory (checked again when the rule is added).
     pub dir: bool,
@@ -764,60 +764,6 @@ pub fn kernel_abi() -> Result<u32, LandlockError> {
     let version = crate::sys::landlock_abi_version().map_err(LandlockError::AbiQuery)?;
     u32::try_from(version)
         .map_err(|_| LandlockError::AbiQuery(std::io::Error::from_raw_os_error(libc::ERANGE)))
-}
-
-/// Paths serialize as strings, or as byte arrays when they are not UTF-8, so every plan can
-/// be written down and read back.
-mod path_serde {
-    use std::ffi::OsString;
-    use std::fmt;
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    use std::path::{Path, PathBuf};
-
-    use serde::de::{self, SeqAccess, Visitor};
-    use serde::{Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(path: &Path, serializer: S) -> Result<S::Ok, S::Error> {
-        match path.to_str() {
-            Some(text) => serializer.serialize_str(text),
-            None => serializer.collect_seq(path.as_os_str().as_bytes()),
-        }
-    }
-
-    /// A visitor of its own rather than an untagged enum: serde reads an untagged value into a
-    /// buffer first and then tries each variant on it, which was most of the cost of reading a
-    /// plan with a rule for each of hundreds of entries (palisade-init reads one per run).
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<PathBuf, D::Error> {
-        deserializer.deserialize_any(PathVisitor)
-    }
-
-    struct PathVisitor;
-
-    impl<'de> Visitor<'de> for PathVisitor {
-        type Value = PathBuf;
-
-        fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-            formatter.write_str("a path: a string, or an array of bytes")
-        }
-
-        fn visit_str<E: de::Error>(self, text: &str) -> Result<PathBuf, E> {
-            Ok(PathBuf::from(text))
-        }
-
-        fn visit_string<E: de::Error>(self, text: String) -> Result<PathBuf, E> {
-            Ok(PathBuf::from(text))
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PathBuf, A::Error> {
-            let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-            while let Some(byte) = seq.next_element::<u8>()? {
-                bytes.push(byte);
-            }
-            Ok(PathBuf::from(OsString::from_vec(bytes)))
-        }
-    }
 }
 
 #[cfg(test)]
