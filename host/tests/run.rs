@@ -2553,6 +2553,82 @@ fn the_sandbox_init_is_palisade_init_beside_palisade_else_palisade_itself() {
     }
 }
 
+/// bwrap runs `palisade-init` (PID 1, and the seccomp stub in its child) from where the
+/// sandbox's read-only root shows it; from under a directory the sandbox gets privately (here
+/// `/tmp`), it is bound read-only on the private `/run` instead. Either way PID 1 is init, not
+/// dumpable, and the command runs under the filter.
+#[cfg(target_os = "linux")]
+#[test]
+fn bwrap_runs_palisade_init_where_the_sandbox_sees_it_else_bound() {
+    const INIT: &str = env!("CARGO_BIN_EXE_palisade-init");
+    let env = Env::new();
+    let under_tmp = tempfile::tempdir_in("/tmp").unwrap();
+    let install = |dir: &Path| {
+        std::fs::create_dir_all(dir).unwrap();
+        for (from, name) in [(PALISADE, "palisade"), (INIT, "palisade-init")] {
+            // Links, not copies: the same build, without copying the binaries.
+            if std::fs::hard_link(from, dir.join(name)).is_err() {
+                std::fs::copy(from, dir.join(name)).unwrap();
+            }
+        }
+        dir.join("palisade")
+    };
+    let own = env.path("bin");
+    let private_dirs = ["/tmp", "/run", "/var/tmp", "/dev/shm"];
+    let mut cases = vec![(install(&under_tmp.path().join("bin")), false)];
+    if private_dirs.iter().any(|dir| own.starts_with(dir)) {
+        eprintln!(
+            "the in-place case is skipped: this checkout is under a directory the sandbox gets privately"
+        );
+    } else {
+        cases.push((install(&own), true));
+    }
+    for (binary, in_place) in cases {
+        let init = binary.with_file_name("palisade-init");
+        let taskpack = env.taskpack("linux-bwrap", "");
+        let audit = env.path("audit.jsonl");
+        let _ = std::fs::remove_file(&audit);
+        let out = Command::new(&binary)
+            .args(["run", "--taskpack", taskpack.to_str().unwrap()])
+            .args(["--audit", audit.to_str().unwrap(), "--", "sh", "-c"])
+            .arg(r#"tr '\0' ' ' < /proc/1/cmdline; echo; grep '^Seccomp:' /proc/self/status"#)
+            .env("PALISADE_CACHE_DIR", env.path("cache"))
+            .env("HOME", env.dir.path())
+            .current_dir(env.path("ws"))
+            .output()
+            .unwrap();
+        let stdout = text(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {stdout}{}",
+            binary.display(),
+            text(&out.stderr)
+        );
+        let mut lines = stdout.lines();
+        let pid1 = lines.next().unwrap_or_default();
+        let expected = if in_place {
+            format!("{} __sandbox-pid1 --build ", init.display())
+        } else {
+            "/run/palisade-exec/palisade __sandbox-pid1 --build ".to_owned()
+        };
+        assert!(pid1.starts_with(&expected), "{}: {pid1}", binary.display());
+        // The stub, named as PID 1 was executed, ran in PID 1's child and installed the filter.
+        assert_eq!(
+            lines
+                .next()
+                .map(str::split_whitespace)
+                .map(Iterator::collect::<Vec<_>>),
+            Some(vec!["Seccomp:", "2"]),
+            "{}: {stdout}",
+            binary.display()
+        );
+        let lines = env.audit_lines();
+        assert_eq!(lines[1]["outcome"]["pid1"]["init"], "palisade-init");
+        assert_eq!(lines[1]["outcome"]["pid1"]["dumpable"], false);
+    }
+}
+
 /// Palisade's own state is out of every sandbox's reach (issue 36): with the per-user host
 /// configuration directory or the caches' directory inside a writable root (`--writable-root
 /// ~/.config`, `~/.cache`), the command cannot create or change them under bwrap (they are

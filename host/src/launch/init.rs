@@ -34,10 +34,16 @@ impl SandboxInitBinary {
     }
 }
 
-/// `palisade-init` beside this binary, when it is there and executable.
+/// `palisade-init` beside this binary, when it is there and executable: its real path (this
+/// binary's directory is one already; a link named `palisade-init` is resolved), which a bwrap
+/// sandbox runs it from when its read-only root shows it there
+/// ([`palisade_shims::bwrap::exe_in_place`]).
 pub fn locate_sandbox_init() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
-    let beside = std::env::current_exe().ok()?.with_file_name(INIT_BINARY);
+    let mut beside = std::env::current_exe().ok()?.with_file_name(INIT_BINARY);
+    if std::fs::symlink_metadata(&beside).ok()?.is_symlink() {
+        beside = std::fs::canonicalize(&beside).ok()?;
+    }
     let meta = std::fs::metadata(&beside).ok()?;
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(beside)
 }

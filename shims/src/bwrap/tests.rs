@@ -256,8 +256,9 @@ fn filtered_network_binds_only_into_private_directories() {
 fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_bridge() {
     let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
     let plan = base_plan(network.clone());
+    // In the workspace, a writable root: the sandbox gets it bound read-only on `/run`.
     let stub = SandboxExec {
-        exe: "/opt/palisade/bin/palisade".into(),
+        exe: "/home/u/ws/target/palisade".into(),
         reach: network.reach(),
         started_fd: None,
     };
@@ -268,7 +269,7 @@ fn the_seccomp_stub_is_bound_read_only_on_the_private_run_and_runs_before_the_br
         "--ro-bind", "/run/user/1000/palisade-1000/proxy-1/proxy.sock", BRIDGE_SOCKET,
         "--ro-bind", "/usr/local/bin/palisade", BRIDGE_PROGRAM,
         "--dir", "/run/palisade-exec",
-        "--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH,
+        "--ro-bind", "/home/u/ws/target/palisade", SANDBOX_EXEC_PATH,
     ];
     let mut tail: Vec<&str> = TAIL.to_vec();
     let command_at = tail.len() - 2;
@@ -837,12 +838,13 @@ fn no_stub_without_a_filter() {
 }
 
 /// Palisade's PID 1 (`--as-pid-1`) runs first, from the palisade binary bound once on the
-/// private `/run` (the stub's too), and starts the stub, then the bridge, then the command.
+/// private `/run` (the stub's too) when the sandbox would not see it unchanged where it is, and
+/// starts the stub, then the bridge, then the command.
 #[test]
 fn palisade_is_pid_1_and_starts_the_stub() {
     let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
     let plan = base_plan(network.clone());
-    let exe = Path::new("/opt/palisade/bin/palisade");
+    let exe = Path::new("/tmp/palisade/bin/palisade");
     let stub = SandboxExec {
         exe: exe.into(),
         reach: network.reach(),
@@ -874,7 +876,7 @@ fn palisade_is_pid_1_and_starts_the_stub() {
     let args = strings(&argv(&plan, &base_facts(), Some(exe), None).unwrap().args);
     assert!(
         args.windows(3)
-            .any(|w| w == ["--ro-bind", "/opt/palisade/bin/palisade", SANDBOX_EXEC_PATH])
+            .any(|w| w == ["--ro-bind", "/tmp/palisade/bin/palisade", SANDBOX_EXEC_PATH])
     );
     let end = args.iter().position(|a| a == "--").unwrap();
     assert_eq!(
@@ -905,6 +907,102 @@ fn palisade_is_pid_1_and_starts_the_stub() {
         argv(&plan, &facts, Some(exe), None),
         Err(BwrapError::SandboxExecNotPrivate)
     ));
+}
+
+/// Where the read-only root shows the binary unchanged, PID 1 and the stub run from its own
+/// path and bwrap binds nothing for them (no `/run/palisade-exec`, not even with no private
+/// `/run`).
+#[test]
+fn palisade_runs_in_place_where_the_read_only_root_shows_it() {
+    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
+    let plan = base_plan(network.clone());
+    let exe = Path::new("/opt/palisade/bin/palisade");
+    let stub = SandboxExec {
+        exe: exe.into(),
+        reach: network.reach(),
+        started_fd: None,
+    };
+    let args = strings(
+        &argv(&plan, &base_facts(), Some(exe), Some(&stub))
+            .unwrap()
+            .args,
+    );
+    assert!(
+        !args.iter().any(|a| a.contains("palisade-exec")),
+        "{args:?}"
+    );
+    let end = args.iter().position(|a| a == "--").unwrap();
+    // Not bound anywhere: bwrap's options never name it.
+    assert!(!args[..end].contains(&"/opt/palisade/bin/palisade".to_owned()));
+    #[rustfmt::skip]
+    let started: &[&str] = &[
+        "/opt/palisade/bin/palisade", "__sandbox-pid1", "--build", crate::BUILD, "--",
+        "/opt/palisade/bin/palisade", "__sandbox-exec", "--reach", "own-loopback", "--",
+        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
+        "make", "test",
+    ];
+    assert_eq!(args[end + 1..], *started);
+    let mut facts = base_facts();
+    facts.private_dirs.retain(|d| d != Path::new("/run"));
+    let plan = base_plan(Network::None);
+    assert!(argv(&plan, &facts, Some(exe), None).is_ok());
+}
+
+/// The binary runs in place only where no mount of the sandbox is at it or above it, under a
+/// read-only root: a private directory, a writable root, a mask, a protected path and a
+/// writable `/` each make the launcher bind it instead.
+#[test]
+fn the_binary_runs_in_place_only_where_no_mount_covers_it() {
+    let in_place = |plan: &LaunchPlan, facts: &FsFacts, exe: &str| {
+        let built = filesystem(plan, facts, &[]).unwrap();
+        exe_in_place(Path::new(exe), &built.mounts, None)
+    };
+    let plan = base_plan(Network::None);
+    let facts = base_facts();
+    assert!(in_place(&plan, &facts, "/opt/palisade/bin/palisade"));
+    // A name that merely starts like a mount's is not under it.
+    assert!(in_place(&plan, &facts, "/tmpfoo/palisade"));
+    assert!(in_place(&plan, &facts, "/home/u/wsx/palisade"));
+    for covered in [
+        "/tmp/palisade",
+        "/run/palisade",
+        "/var/tmp/x/palisade",
+        "/dev/palisade",
+        "/proc/palisade",
+        "/home/u/ws/target/release/palisade",
+        "/home/u/ws",
+        RUN,
+    ] {
+        assert!(!in_place(&plan, &facts, covered), "{covered}");
+    }
+    // Under a denied directory, or a protected one.
+    let mut denied = (base_plan(Network::None), base_facts());
+    deny(
+        &mut denied.0,
+        &mut denied.1,
+        "/opt/secret",
+        dir("/opt/secret"),
+    );
+    assert!(!in_place(&denied.0, &denied.1, "/opt/secret/palisade"));
+    assert!(in_place(&denied.0, &denied.1, "/opt/palisade/bin/palisade"));
+    // A protected path outside every writable root needs no mount (the root is read-only):
+    // the binary there is shown unchanged.
+    let mut protected = (base_plan(Network::None), base_facts());
+    protect(
+        &mut protected.0,
+        &mut protected.1,
+        "/opt/palisade",
+        dir("/opt/palisade"),
+    );
+    assert!(in_place(
+        &protected.0,
+        &protected.1,
+        "/opt/palisade/bin/palisade"
+    ));
+    // A writable `/`: nothing is in place.
+    let mut writable = base_plan(Network::None);
+    writable.read_only_root = false;
+    assert!(!in_place(&writable, &facts, "/opt/palisade/bin/palisade"));
 }
 
 fn refusal(plan: &LaunchPlan, facts: &FsFacts) -> BwrapError {

@@ -3,8 +3,9 @@
 //! bwrap's own PID-1 reaper runs as the command's uid with no capabilities and stays dumpable,
 //! so the command could open `/proc/1/mem` read-write (and read `/proc/1/environ`) and rewrite
 //! the process that reaps it. bwrap therefore runs with `--as-pid-1` and execs this as PID 1,
-//! from the palisade binary it binds read-only on the sandbox's private `/run`
-//! ([`crate::bwrap::SANDBOX_EXEC_PATH`], where the seccomp stub runs from too), and this:
+//! from the palisade binary where the sandbox's read-only root shows it, or else bound read-only
+//! on the sandbox's private `/run` ([`crate::bwrap::SANDBOX_EXEC_PATH`]; the seccomp stub runs
+//! from the same place), and this:
 //!
 //! 1. checks it is PID 1 and marks itself not dumpable: its `/proc/1` entries that need ptrace
 //!    access (`mem`, `environ`, `fd`, `maps`, …) and ptrace itself are then closed to every
@@ -134,8 +135,12 @@ fn exec(argv: &[CString], envp: &[CString]) -> ! {
     // The seccomp stub is this very binary: it runs here, in the child, instead of in a second
     // exec of it (about 1.7 ms of loading a 20 MB binary). Forking a single-threaded PID 1
     // leaves the child free to run any code; the stub ends in the command's `execve`, which
-    // makes it dumpable again as an exec of the stub would have.
-    if path.as_bytes() == crate::bwrap::SANDBOX_EXEC_PATH.as_bytes()
+    // makes it dumpable again as an exec of the stub would have. The stub names the path PID 1
+    // was executed from (its own, or where bwrap bound it): this binary, as bwrap found it.
+    let pid1_path = std::env::args_os().next();
+    let is_self = path.as_bytes() == crate::bwrap::SANDBOX_EXEC_PATH.as_bytes()
+        || pid1_path.is_some_and(|own| own.as_bytes() == path.as_bytes());
+    if is_self
         && argv.get(1).is_some_and(|subcommand| {
             subcommand.as_bytes() == crate::bwrap::SUBCOMMAND_SANDBOX_EXEC.as_bytes()
         })
