@@ -27,8 +27,10 @@ Each timed command starts 20 ms after the one before ended (see `timed`). The ra
 bare bwrap, run bwrap / bwrap with Palisade's argv and init (what the launcher itself adds), run
 landlock / bare bwrap. With --baseline, another build's `run bwrap` and `run landlock` join the
 same rounds (each build with its own caches and run temp dirs), for a step's before and after;
-each build runs from a copy, as an installed one does. Every cache but the decision cache is warm in all of them. Runs as the invoking user; needs
-bwrap and a built release binary.
+each build runs from a copy, as an installed one does: under target/, outside the directories a
+bwrap sandbox gets privately, as ~/.cargo/bin is (so bwrap runs palisade-init where it is; a copy
+under /tmp would be bound). Every cache but the decision cache is warm in all of them. Runs as
+the invoking user; needs bwrap and a built release binary.
 
 The Landlock figure depends on where the scratch directory is (--dir): Landlock cannot deny
 ~/.ssh beneath a readable /, so a run allow-lists every entry beside each directory on the way
@@ -111,7 +113,13 @@ def main():
     if not bwrap:
         sys.exit("bwrap is not installed")
 
-    with tempfile.TemporaryDirectory(prefix="palisade-quick-", dir=args.dir) as base:
+    # The builds are installed (copied) outside every directory a bwrap sandbox gets privately
+    # (/tmp, /run, /var/tmp, /dev/shm), as `cargo install` puts them in ~/.cargo/bin: bwrap
+    # then runs palisade-init where it is instead of binding it (docs/backends.md, PID 1).
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    os.makedirs(target, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="palisade-quick-", dir=args.dir) as base, \
+            tempfile.TemporaryDirectory(prefix="palisade-quick-bin-", dir=target) as bin_dir:
         home = os.path.join(base, "home")
         ws = os.path.join(base, "ws")
         # The workspace of the bare argv figures: its placeholders are made here, so that no
@@ -140,7 +148,7 @@ def main():
             # Each build runs from a copy, with its palisade-init beside it, as an installed one
             # does: a binary the linker just wrote sits in the page cache in small pieces and
             # starts measurably slower (0.15 ms here) than a copy of the same bytes.
-            where = os.path.join(base, name)
+            where = os.path.join(bin_dir, name)
             os.makedirs(where)
             for program in ("palisade", "palisade-init"):
                 source = os.path.join(os.path.dirname(binary), program)
