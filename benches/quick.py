@@ -23,6 +23,10 @@ Figures (the issue's table):
   run landlock               palisade run -- true, linux-landlock, its decision in the cache
   decide (cache hit)         palisade decide, its decision in the decision cache
   decide (cache miss)        palisade decide, the decision cache emptied before it
+  bare bwrap, outside home   bare bwrap and run bwrap with the home and workspace under target/
+  run bwrap, outside home    instead of /tmp: where a user's are. Under /tmp the sandbox's private
+                             /tmp hides ~/.ssh and ~/.aws, so a run masks nothing there; outside,
+                             it masks each with an observed mask (a FUSE node bound over it)
 Each timed command starts 20 ms after the one before ended (see `timed`). The ratios: run bwrap /
 bare bwrap, run bwrap / bwrap with Palisade's argv and init (what the launcher itself adds), run
 landlock / bare bwrap. With --baseline, another build's `run bwrap` and `run landlock` join the
@@ -119,7 +123,8 @@ def main():
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
     os.makedirs(target, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="palisade-quick-", dir=args.dir) as base, \
-            tempfile.TemporaryDirectory(prefix="palisade-quick-bin-", dir=target) as bin_dir:
+            tempfile.TemporaryDirectory(prefix="palisade-quick-bin-", dir=target) as bin_dir, \
+            tempfile.TemporaryDirectory(prefix="palisade-quick-home-", dir=target) as outside:
         home = os.path.join(base, "home")
         ws = os.path.join(base, "ws")
         # The workspace of the bare argv figures: its placeholders are made here, so that no
@@ -143,6 +148,12 @@ def main():
             "LANG": "C",
         }
         baseline_env = dict(env, PALISADE_CACHE_DIR=baseline_cache, XDG_RUNTIME_DIR=baseline_runtime)
+        # A home and workspace outside the sandbox's private directories, as a user's are.
+        home_out = os.path.join(outside, "home")
+        ws_out = os.path.join(outside, "ws")
+        for d in (ws_out, os.path.join(home_out, ".ssh"), os.path.join(home_out, ".aws")):
+            os.makedirs(d)
+        env_out = dict(env, HOME=home_out)
 
         def installed(binary, name):
             # Each build runs from a copy, with its palisade-init beside it, as an installed one
@@ -182,6 +193,12 @@ def main():
             )
 
         run_bwrap, run_landlock = runs(palisade)
+        bare_out = [
+            bwrap, "--ro-bind", "/", "/", "--bind", ws_out, ws_out,
+            "--tmpfs", os.path.join(home_out, ".ssh"), "--tmpfs", os.path.join(home_out, ".aws"),
+            "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
+            "--new-session", "true",
+        ]
         decide = [palisade, "decide", "--json", "--taskpack", taskpack("linux-bwrap")]
 
         # bwrap's argv as `palisade run` gives it, in the other workspace: its options, then
@@ -205,25 +222,25 @@ def main():
         decisions = os.path.join(cache, "decisions")
         kept = os.path.join(cache, "decisions.kept")
 
-        def timed(argv, miss=False, run_env=env):
+        def timed(argv, miss=False, run_env=env, cwd=ws):
             # A miss decides with the decision cache set aside, which is put back after: no
             # figure needs a run of its own to fill it again.
             if miss and os.path.isdir(decisions):
                 os.rename(decisions, kept)
             try:
-                return timed_once(argv, run_env)
+                return timed_once(argv, run_env, cwd)
             finally:
                 if miss and os.path.isdir(kept):
                     shutil.rmtree(decisions, ignore_errors=True)
                     os.rename(kept, decisions)
 
-        def timed_once(argv, run_env):
+        def timed_once(argv, run_env, cwd):
             # What a sandbox leaves the kernel to do after it exits (its network namespace's
             # teardown runs in a kernel worker) would otherwise land on whatever runs next, on
             # two cores a figure's worth: every figure starts on a settled machine.
             time.sleep(SETTLE_SECONDS)
             start = time.perf_counter()
-            done = subprocess.run(argv, cwd=ws, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            done = subprocess.run(argv, cwd=cwd, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             took = (time.perf_counter() - start) * 1e3
             if done.returncode != 0:
                 sys.exit(f"{argv[:3]} failed ({done.returncode}): {done.stderr.decode(errors='replace')}")
@@ -238,6 +255,8 @@ def main():
             "run landlock": lambda: timed(run_landlock),
             "decide (cache hit)": lambda: timed(decide),
             "decide (cache miss)": lambda: timed(decide, miss=True),
+            "bare bwrap, outside home": lambda: timed(bare_out, cwd=ws_out),
+            "run bwrap, outside home": lambda: timed(run_bwrap, run_env=env_out, cwd=ws_out),
         }
         if baseline:
             base_bwrap, base_landlock = runs(baseline)
@@ -279,6 +298,7 @@ def main():
         ratio("run bwrap / bwrap with palisade's argv and init", "run bwrap", "+ palisade-init as pid 1")
         ratio("bwrap with palisade's argv / bare bwrap", "bwrap, palisade's argv", "bare bwrap")
         ratio("run landlock / bare bwrap", "run landlock", "bare bwrap")
+        ratio("run bwrap / bare bwrap, home outside /tmp", "run bwrap, outside home", "bare bwrap, outside home")
         if args.baseline:
             ratio("run bwrap / baseline run bwrap", "run bwrap", "baseline run bwrap")
             ratio("run landlock / baseline run landlock", "run landlock", "baseline run landlock")
