@@ -837,39 +837,52 @@ fn no_stub_without_a_filter() {
     assert_eq!(args, expected(Network::None, &[BASE, ROOTS, TAIL]));
 }
 
-/// Palisade's PID 1 (`--as-pid-1`) runs first, from the palisade binary bound once on the
-/// private `/run` (the stub's too) when the sandbox would not see it unchanged where it is, and
-/// starts the stub, then the bridge, then the command.
-#[test]
-fn palisade_is_pid_1_and_starts_the_stub() {
+/// The argv of a plan with a bridge, PID 1 and the stub from the palisade binary at `exe`, and
+/// the index of its `--`.
+fn pid1_and_stub_argv(exe: &str) -> (Vec<String>, usize) {
     let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
-    let plan = base_plan(network.clone());
-    let exe = Path::new("/tmp/palisade/bin/palisade");
     let stub = SandboxExec {
         exe: exe.into(),
         reach: network.reach(),
         started_fd: None,
     };
-    let args = strings(
-        &argv(&plan, &base_facts(), Some(exe), Some(&stub))
-            .unwrap()
-            .args,
+    let built = argv(
+        &base_plan(network),
+        &base_facts(),
+        Some(Path::new(exe)),
+        Some(&stub),
     );
+    let args = strings(&built.unwrap().args);
+    let end = args.iter().position(|a| a == "--").unwrap();
+    (args, end)
+}
+
+/// What that argv starts after its `--`, the binary seen in the sandbox at `at`: PID 1, the
+/// stub, the bridge, the command.
+#[rustfmt::skip]
+fn started_from(at: &str) -> Vec<&str> {
+    vec![
+        at, "__sandbox-pid1", "--build", crate::BUILD, "--",
+        at, "__sandbox-exec", "--reach", "own-loopback", "--",
+        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
+        "make", "test",
+    ]
+}
+
+/// Palisade's PID 1 (`--as-pid-1`) runs first, from the palisade binary bound once on the
+/// private `/run` (the stub's too) when the sandbox would not see it unchanged where it is, and
+/// starts the stub, then the bridge, then the command.
+#[test]
+fn palisade_is_pid_1_and_starts_the_stub() {
+    let exe = Path::new("/tmp/palisade/bin/palisade");
+    let (args, end) = pid1_and_stub_argv("/tmp/palisade/bin/palisade");
     assert_eq!(args[..3], ["--unshare-user", "--unshare-pid", "--as-pid-1"]);
     let bound = args
         .windows(3)
         .filter(|w| w[0] == "--ro-bind" && w[2] == SANDBOX_EXEC_PATH)
         .count();
     assert_eq!(bound, 1);
-    let end = args.iter().position(|a| a == "--").unwrap();
-    #[rustfmt::skip]
-    let started: &[&str] = &[
-        SANDBOX_EXEC_PATH, "__sandbox-pid1", "--build", crate::BUILD, "--",
-        SANDBOX_EXEC_PATH, "__sandbox-exec", "--reach", "own-loopback", "--",
-        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
-        "make", "test",
-    ];
-    assert_eq!(args[end + 1..], *started);
+    assert_eq!(args[end + 1..], started_from(SANDBOX_EXEC_PATH));
 
     // Alone, PID 1 still gets the binary.
     let plan = base_plan(Network::None);
@@ -892,6 +905,11 @@ fn palisade_is_pid_1_and_starts_the_stub() {
         ]
     );
     // One binary for both, and a private `/run` to put it in.
+    let stub = SandboxExec {
+        exe: exe.into(),
+        reach: Reach::Nothing,
+        started_fd: None,
+    };
     assert!(matches!(
         argv(
             &plan,
@@ -914,38 +932,19 @@ fn palisade_is_pid_1_and_starts_the_stub() {
 /// `/run`).
 #[test]
 fn palisade_runs_in_place_where_the_read_only_root_shows_it() {
-    let network = Network::OwnLoopback(Some(egress(BRIDGE_SOCKET)));
-    let plan = base_plan(network.clone());
-    let exe = Path::new("/opt/palisade/bin/palisade");
-    let stub = SandboxExec {
-        exe: exe.into(),
-        reach: network.reach(),
-        started_fd: None,
-    };
-    let args = strings(
-        &argv(&plan, &base_facts(), Some(exe), Some(&stub))
-            .unwrap()
-            .args,
-    );
+    let exe = "/opt/palisade/bin/palisade";
+    let (args, end) = pid1_and_stub_argv(exe);
     assert!(
         !args.iter().any(|a| a.contains("palisade-exec")),
         "{args:?}"
     );
-    let end = args.iter().position(|a| a == "--").unwrap();
     // Not bound anywhere: bwrap's options never name it.
-    assert!(!args[..end].contains(&"/opt/palisade/bin/palisade".to_owned()));
-    #[rustfmt::skip]
-    let started: &[&str] = &[
-        "/opt/palisade/bin/palisade", "__sandbox-pid1", "--build", crate::BUILD, "--",
-        "/opt/palisade/bin/palisade", "__sandbox-exec", "--reach", "own-loopback", "--",
-        BRIDGE_PROGRAM, "bridge", "--socket", BRIDGE_SOCKET, "--",
-        "make", "test",
-    ];
-    assert_eq!(args[end + 1..], *started);
+    assert!(!args[..end].contains(&exe.to_owned()));
+    assert_eq!(args[end + 1..], started_from(exe));
     let mut facts = base_facts();
     facts.private_dirs.retain(|d| d != Path::new("/run"));
     let plan = base_plan(Network::None);
-    assert!(argv(&plan, &facts, Some(exe), None).is_ok());
+    assert!(argv(&plan, &facts, Some(Path::new(exe)), None).is_ok());
 }
 
 /// The binary runs in place only where no mount of the sandbox is at it or above it, under a
