@@ -2575,16 +2575,24 @@ fn bwrap_runs_palisade_init_where_the_sandbox_sees_it_else_bound() {
     };
     let own = env.path("bin");
     let private_dirs = ["/tmp", "/run", "/var/tmp", "/dev/shm"];
-    let mut cases = vec![(install(&under_tmp.path().join("bin")), false)];
+    // (palisade, the palisade-init PID 1 runs as in place, or `None`: bound)
+    let mut cases = vec![(install(&under_tmp.path().join("bin")), None)];
     if private_dirs.iter().any(|dir| own.starts_with(dir)) {
         eprintln!(
-            "the in-place case is skipped: this checkout is under a directory the sandbox gets privately"
+            "the in-place cases are skipped: this checkout is under a directory the sandbox gets privately"
         );
     } else {
-        cases.push((install(&own), true));
+        let palisade = install(&own);
+        cases.push((palisade.clone(), Some(own.join("palisade-init"))));
+        // A `palisade-init` that is a link runs from the file it names.
+        let linked = env.path("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::fs::hard_link(&palisade, linked.join("palisade")).unwrap();
+        std::os::unix::fs::symlink(own.join("palisade-init"), linked.join("palisade-init"))
+            .unwrap();
+        cases.push((linked.join("palisade"), Some(own.join("palisade-init"))));
     }
     for (binary, in_place) in cases {
-        let init = binary.with_file_name("palisade-init");
         let taskpack = env.taskpack("linux-bwrap", "");
         let audit = env.path("audit.jsonl");
         let _ = std::fs::remove_file(&audit);
@@ -2607,10 +2615,9 @@ fn bwrap_runs_palisade_init_where_the_sandbox_sees_it_else_bound() {
         );
         let mut lines = stdout.lines();
         let pid1 = lines.next().unwrap_or_default();
-        let expected = if in_place {
-            format!("{} __sandbox-pid1 --build ", init.display())
-        } else {
-            "/run/palisade-exec/palisade __sandbox-pid1 --build ".to_owned()
+        let expected = match &in_place {
+            Some(init) => format!("{} __sandbox-pid1 --build ", init.display()),
+            None => "/run/palisade-exec/palisade __sandbox-pid1 --build ".to_owned(),
         };
         assert!(pid1.starts_with(&expected), "{}: {pid1}", binary.display());
         // The stub, named as PID 1 was executed, ran in PID 1's child and installed the filter.

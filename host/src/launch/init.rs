@@ -41,9 +41,10 @@ impl SandboxInitBinary {
 pub fn locate_sandbox_init() -> Option<std::path::PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
     let mut beside = std::env::current_exe().ok()?.with_file_name(INIT_BINARY);
-    if std::fs::symlink_metadata(&beside).ok()?.is_symlink() {
+    let mut meta = std::fs::symlink_metadata(&beside).ok()?;
+    if meta.is_symlink() {
         beside = std::fs::canonicalize(&beside).ok()?;
+        meta = std::fs::metadata(&beside).ok()?;
     }
-    let meta = std::fs::metadata(&beside).ok()?;
     (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(beside)
 }
