@@ -123,7 +123,8 @@ fn launch_bwrap_with(
     // it refuses are answered (with the filter's errno) and recorded by this process.
     let (seccomp_rules, stub, observer_end) = if plan.syscall_filter {
         let profile = seccomp::Profile::for_plan(plan);
-        let program = seccomp::build(&profile).map_err(|e| prepare(&e))?;
+        // The record's count only: the stub in the sandbox builds the filter it installs.
+        let instructions = seccomp::instruction_count(&profile).map_err(|e| prepare(&e))?;
         let (ours, theirs) = seccomp::observe::channel().map_err(|e| prepare(&e))?;
         fds.push(supervise::PassFd {
             fd: theirs,
@@ -134,7 +135,7 @@ fn launch_bwrap_with(
             reach: profile.reach,
             started_fd: stub_signals.then_some(EXEC_SIGNAL_FD),
         };
-        (Some(program.len()), Some(stub), Some((ours, profile)))
+        (Some(instructions), Some(stub), Some((ours, profile)))
     } else {
         (None, None, None)
     };

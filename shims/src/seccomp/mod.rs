@@ -378,6 +378,15 @@ pub fn build_for(arch: Arch, profile: &Profile) -> Result<Program, SeccompError>
     })
 }
 
+/// The length of the filter [`build`] makes for `profile` ([`Program::len`]), without assembling
+/// the observing variant too: what a launcher records, whose sandbox builds the filter itself.
+///
+/// # Errors
+/// As [`build`].
+pub fn instruction_count(profile: &Profile) -> Result<usize, SeccompError> {
+    Ok(bpf::assemble(Arch::native()?, &rule_set(profile)?)?.len())
+}
+
 /// The rules of the filter for `profile` on the native architecture, in program order.
 ///
 /// # Errors

@@ -622,3 +622,15 @@ fn a_search_too_long_for_short_jumps_takes_unconditional_ones() {
         }
     }
 }
+
+/// What a launcher records is the length of the program the sandbox builds.
+#[test]
+fn the_instruction_count_is_the_built_programs_length() {
+    for profile in PROFILES {
+        assert_eq!(
+            instruction_count(&profile).unwrap(),
+            build(&profile).unwrap().len(),
+            "{profile:?}"
+        );
+    }
+}
