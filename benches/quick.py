@@ -30,7 +30,8 @@ Figures (the issue's table):
 Each timed command starts 20 ms after the one before ended (see `timed`). The ratios: run bwrap /
 bare bwrap, run bwrap / bwrap with Palisade's argv and init (what the launcher itself adds), run
 landlock / bare bwrap. With --baseline, another build's `run bwrap` and `run landlock` join the
-same rounds (each build with its own caches and run temp dirs), for a step's before and after;
+same rounds (each build with its own caches and run temp dirs), for a step's before and after,
+with the median of the rounds' differences beside the ratio of the medians;
 each build runs from a copy, as an installed one does: under target/, outside the directories a
 bwrap sandbox gets privately, as ~/.cargo/bin is (so bwrap runs palisade-init where it is; a copy
 under /tmp would be bound). Every cache but the decision cache is warm in all of them. Runs as
@@ -302,6 +303,15 @@ def main():
         if args.baseline:
             ratio("run bwrap / baseline run bwrap", "run bwrap", "baseline run bwrap")
             ratio("run landlock / baseline run landlock", "run landlock", "baseline run landlock")
+
+            def paired(label, a, b):
+                # Each round timed both builds: the median of the rounds' differences moves far
+                # less with the machine than the difference of the medians (±0.2 ms here).
+                change = statistics.median(x - y for x, y in zip(times[a], times[b]))
+                print(f"  paired {label:<43} {change:+.2f} ms")
+
+            paired("run bwrap - baseline run bwrap", "run bwrap", "baseline run bwrap")
+            paired("run landlock - baseline run landlock", "run landlock", "baseline run landlock")
 
 
 if __name__ == "__main__":
