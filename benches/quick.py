@@ -31,10 +31,10 @@ Each timed command starts 20 ms after the one before ended (see `timed`). The ra
 bare bwrap, run bwrap / bwrap with Palisade's argv and init (what the launcher itself adds), run
 landlock / bare bwrap. With --baseline, another build's `run bwrap` and `run landlock` join the
 same rounds (each build with its own caches and run temp dirs), for a step's before and after,
-with the median of the rounds' differences beside the ratio of the medians;
-each build runs from a copy, as an installed one does: under target/, outside the directories a
-bwrap sandbox gets privately, as ~/.cargo/bin is (so bwrap runs palisade-init where it is; a copy
-under /tmp would be bound). Every cache but the decision cache is warm in all of them. Runs as
+with the median of the rounds' differences beside the ratio of the medians. Each build runs from
+a copy, as an installed one does: under target/, outside the directories a bwrap sandbox gets
+privately, as ~/.cargo/bin is (so bwrap runs palisade-init where it is; a copy under /tmp would
+be bound). Every cache but the decision cache is warm in all of them. Runs as
 the invoking user; needs bwrap and a built release binary.
 
 The Landlock figure depends on where the scratch directory is (--dir): Landlock cannot deny
@@ -180,12 +180,15 @@ def main():
                 )
             return path
 
-        bare = [
-            bwrap, "--ro-bind", "/", "/", "--bind", ws, ws,
-            "--tmpfs", os.path.join(home, ".ssh"), "--tmpfs", os.path.join(home, ".aws"),
-            "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
-            "--new-session", "true",
-        ]
+        def bare_argv(home, ws):
+            return [
+                bwrap, "--ro-bind", "/", "/", "--bind", ws, ws,
+                "--tmpfs", os.path.join(home, ".ssh"), "--tmpfs", os.path.join(home, ".aws"),
+                "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
+                "--new-session", "true",
+            ]
+
+        bare = bare_argv(home, ws)
 
         def runs(binary):
             return (
@@ -194,12 +197,7 @@ def main():
             )
 
         run_bwrap, run_landlock = runs(palisade)
-        bare_out = [
-            bwrap, "--ro-bind", "/", "/", "--bind", ws_out, ws_out,
-            "--tmpfs", os.path.join(home_out, ".ssh"), "--tmpfs", os.path.join(home_out, ".aws"),
-            "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
-            "--new-session", "true",
-        ]
+        bare_out = bare_argv(home_out, ws_out)
         decide = [palisade, "decide", "--json", "--taskpack", taskpack("linux-bwrap")]
 
         # bwrap's argv as `palisade run` gives it, in the other workspace: its options, then

@@ -22,9 +22,9 @@
 //! palisade binary, at its own path where the read-only root shows it unchanged
 //! ([`exe_in_place`]), else bound read-only on the private `/run`: the stub installs the
 //! filter in its observed form (under `no_new_privs`) and execs the rest, instead of
-//! `--seccomp FD`, which has no listener. PID 1 itself runs none of the command's code and is not filtered. The
-//! environment is cleared and set to exactly `plan.env` (bwrap itself adds `PWD`); the working
-//! directory is the workspace.
+//! `--seccomp FD`, which has no listener. PID 1 itself runs none of the command's code and is
+//! not filtered. The environment is cleared and set to exactly `plan.env` (bwrap itself adds
+//! `PWD`); the working directory is the workspace.
 //!
 //! Filesystem, in mount order (a later mount covers an earlier one):
 //! 1. `/` read-only (`--ro-bind / /`; `--bind` only for a plan without a read-only root).
